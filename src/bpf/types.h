@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The handful of kernel types bperf's BPF program needs, declared by hand instead of a
+ * multi-megabyte vmlinux.h. preserve_access_index makes every field access a CO-RE
+ * relocation, resolved against the running kernel's BTF at load time, so only the
+ * fields used here need to exist and their offsets never matter.
+ */
+#ifndef BPERF_TYPES_H
+#define BPERF_TYPES_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef signed short __s16;
+typedef signed int __s32;
+typedef signed long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+/* uapi constants (include/uapi/linux/bpf.h) */
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+};
+#define BPF_F_MMAPABLE (1U << 10)
+#define BPF_F_NO_PREALLOC (1U << 0)
+
+struct bpf_perf_event_value {
+	__u64 counter;
+	__u64 enabled;
+	__u64 running;
+};
+
+#ifndef BPF_NO_PRESERVE_ACCESS_INDEX
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+#endif
+
+struct kernfs_node {
+	__u64 id;
+};
+
+struct cgroup {
+	struct kernfs_node *kn;
+	int level;
+	struct cgroup *ancestors[];
+};
+
+/* Kernels before 6.1 kept ancestor ids, not pointers. */
+struct cgroup___old {
+	struct kernfs_node *kn;
+	int level;
+	__u64 ancestor_ids[];
+};
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+};
+
+struct css_set {
+	struct cgroup_subsys_state *subsys[14];
+	struct cgroup *dfl_cgrp;
+};
+
+struct task_struct {
+	struct css_set *cgroups;
+};
+
+#ifndef BPF_NO_PRESERVE_ACCESS_INDEX
+#pragma clang attribute pop
+#endif
+
+enum cgroup_subsys_id {
+	perf_event_cgrp_id = 0,
+};
+
+#endif

@@ -1,0 +1,456 @@
+//! The counter: opens one counting perf event per (event, CPU) and, when cgroups are
+//! monitored, loads the BPF program that splits those counts between cgroups.
+//!
+//! This and perf_event.rs are the only modules that touch the kernel.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+#[cfg(test)]
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput};
+
+use crate::counts::Reading;
+use crate::event::Event;
+use crate::perf_event::{self, RawAttr};
+use crate::skel::*;
+
+/// The BPF program's own limits (src/bpf/bperf.h).
+pub const MAX_EVENTS: usize = 64;
+
+const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
+
+pub const PRIVILEGE_HINT: &str = "bperf needs root, or CAP_PERFMON and CAP_BPF";
+
+/// What to count: events on CPUs, optionally split by cgroup ids (slots).
+pub struct Setup<'a> {
+    pub events: &'a [Event],
+    pub cpus: &'a [u32],
+    /// Monitored cgroup ids; empty means no BPF, plain per-CPU counting.
+    pub cgroups: &'a [u64],
+    /// perf_event controller on cgroup v1.
+    pub cgroup_v1: bool,
+    /// Let libbpf print its diagnostics (-v).
+    pub verbose: bool,
+}
+
+/// Cumulative readings since the counter started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    nr_events: usize,
+    nr_cpus: usize,
+    /// index (slot * nr_events + event) * nr_cpus + cpu position; one slot when not per-cgroup.
+    data: Vec<Reading>,
+}
+
+impl Snapshot {
+    pub fn new(nr_slots: usize, nr_events: usize, nr_cpus: usize) -> Snapshot {
+        Snapshot {
+            nr_events,
+            nr_cpus,
+            data: vec![Reading::default(); nr_slots.max(1) * nr_events * nr_cpus],
+        }
+    }
+
+    fn idx(&self, slot: usize, event: usize, cpu_pos: usize) -> usize {
+        (slot * self.nr_events + event) * self.nr_cpus + cpu_pos
+    }
+
+    /// The reading of `event` for cgroup `slot` (0 when not per-cgroup) on the CPU at `cpu_pos`.
+    pub fn get(&self, slot: usize, event: usize, cpu_pos: usize) -> Reading {
+        self.data[self.idx(slot, event, cpu_pos)]
+    }
+
+    pub fn set(&mut self, slot: usize, event: usize, cpu_pos: usize, r: Reading) {
+        let i = self.idx(slot, event, cpu_pos);
+        self.data[i] = r;
+    }
+
+    /// Sum over all CPUs.
+    pub fn total(&self, slot: usize, event: usize) -> Reading {
+        let mut sum = Reading::default();
+        for c in 0..self.nr_cpus {
+            sum.add(&self.get(slot, event, c));
+        }
+        sum
+    }
+
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        Snapshot {
+            data: self
+                .data
+                .iter()
+                .zip(&earlier.data)
+                .map(|(a, b)| a.since(b))
+                .collect(),
+            ..*self
+        }
+    }
+}
+
+pub struct Counter<'obj> {
+    cpus: Vec<u32>,
+    nr_events: usize,
+    /// fds[event][cpu position]; None where the kernel refused the event.
+    fds: Vec<Vec<Option<OwnedFd>>>,
+    supported: Vec<bool>,
+    bpf: Option<Bpf<'obj>>,
+    /// Readings at start: what a read reports is counted from here.
+    base: Snapshot,
+}
+
+/// The loaded BPF side: skeleton, its attachments and the mmapped count array.
+struct Bpf<'obj> {
+    skel: BperfSkel<'obj>,
+    _links: Vec<Link>,
+    counts: Mapping,
+    nr_slots: usize,
+    nr_possible: usize,
+}
+
+/// A read-only shared mapping of the BPF `counts` array.
+struct Mapping {
+    ptr: NonNull<Reading>,
+    len: usize,
+    bytes: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/bytes came from a successful mmap that nothing else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.bytes) };
+    }
+}
+
+impl Mapping {
+    fn new(fd: &impl AsFd, len: usize) -> io::Result<Mapping> {
+        let page = 4096usize;
+        let bytes = (len * std::mem::size_of::<Reading>()).div_ceil(page) * page;
+        // SAFETY: mapping a BPF array created with BPF_F_MMAPABLE, read-only.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+            len,
+            bytes,
+        })
+    }
+
+    fn get(&self, i: usize) -> Reading {
+        assert!(i < self.len);
+        // SAFETY: in bounds of the mapping; the BPF program writes whole aligned u64s.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(i)) }
+    }
+}
+
+fn privilege_error(e: &io::Error, what: &str) -> anyhow::Error {
+    anyhow::anyhow!("{what}: {e}: {PRIVILEGE_HINT}")
+}
+
+impl<'obj> Counter<'obj> {
+    /// Opens the events and, with cgroups, loads and attaches the BPF program. `storage`
+    /// holds the BPF object for as long as the counter lives.
+    pub fn open(setup: &Setup, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let nr_events = setup.events.len();
+        if nr_events > MAX_EVENTS {
+            bail!("too many events: {nr_events} (bperf counts at most {MAX_EVENTS} at once)");
+        }
+        if !setup.verbose {
+            libbpf_rs::set_print(None);
+        }
+        let (fds, supported) = open_events(setup.events, setup.cpus)?;
+        let bpf = if setup.cgroups.is_empty() {
+            None
+        } else {
+            Some(Bpf::load(setup, &fds, storage)?)
+        };
+        let mut c = Counter {
+            cpus: setup.cpus.to_vec(),
+            nr_events,
+            fds,
+            supported,
+            bpf,
+            base: Snapshot::new(setup.cgroups.len(), nr_events, setup.cpus.len()),
+        };
+        c.base = c.read_raw()?;
+        Ok(c)
+    }
+
+    pub fn supported(&self, event: usize) -> bool {
+        self.supported[event]
+    }
+
+    /// Counts since the counter was opened.
+    pub fn read(&mut self) -> Result<Snapshot> {
+        Ok(self.read_raw()?.since(&self.base))
+    }
+
+    fn read_raw(&mut self) -> Result<Snapshot> {
+        match &self.bpf {
+            Some(bpf) => bpf.read(&self.cpus, self.nr_events),
+            None => {
+                let mut s = Snapshot::new(1, self.nr_events, self.cpus.len());
+                for (e, per_cpu) in self.fds.iter().enumerate() {
+                    for (c, fd) in per_cpu.iter().enumerate() {
+                        if let Some(fd) = fd {
+                            s.set(0, e, c, perf_event::read(fd).context("reading a counter")?);
+                        }
+                    }
+                }
+                Ok(s)
+            }
+        }
+    }
+}
+
+type Fds = Vec<Vec<Option<OwnedFd>>>;
+
+/// Opens every event on every CPU. An event the machine cannot count is marked
+/// unsupported and the rest go on; a permission error stops everything.
+fn open_events(events: &[Event], cpus: &[u32]) -> Result<(Fds, Vec<bool>)> {
+    let mut fds: Fds = Vec::with_capacity(events.len());
+    let mut supported = Vec::with_capacity(events.len());
+    for (i, ev) in events.iter().enumerate() {
+        let attr = RawAttr::counting(&ev.attr);
+        let leader = ev.leader.filter(|&l| l != i && supported[l]);
+        let mut per_cpu = Vec::with_capacity(cpus.len());
+        let mut ok = true;
+        for (pos, &cpu) in cpus.iter().enumerate() {
+            let group = leader.and_then(|l| fds[l][pos].as_ref());
+            match perf_event::open_cpu(&attr, cpu, group) {
+                Ok(fd) => per_cpu.push(Some(fd)),
+                Err(e) if perf_event::is_permission(&e) => {
+                    return Err(privilege_error(&e, &format!("cannot open event '{}'", ev.name)))
+                }
+                Err(e) if perf_event::is_unsupported(&e) => {
+                    ok = false;
+                    break;
+                }
+                Err(e) => bail!("cannot open event '{}' on CPU {cpu}: {e}", ev.name),
+            }
+        }
+        if !ok {
+            per_cpu = cpus.iter().map(|_| None).collect();
+        }
+        fds.push(per_cpu);
+        supported.push(ok);
+    }
+    Ok((fds, supported))
+}
+
+impl<'obj> Bpf<'obj> {
+    fn load(setup: &Setup, fds: &Fds, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): bperf needs Linux >= 5.13 built with CONFIG_DEBUG_INFO_BTF");
+        }
+        let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        if let Some(&cpu) = setup.cpus.iter().find(|&&c| c as usize >= nr_possible) {
+            bail!("CPU {cpu} does not exist (this machine has {nr_possible} possible CPUs)");
+        }
+        let nr_events = setup.events.len();
+        let nr_slots = setup.cgroups.len();
+        let counts_len = nr_possible * nr_slots * nr_events.max(1);
+        if counts_len > u32::MAX as usize / 2 {
+            bail!("too many cgroups x events x CPUs to count ({counts_len})");
+        }
+
+        let mut open = BperfSkelBuilder::default()
+            .open(storage)
+            .context("opening the BPF object")?;
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("the BPF object has read-only data");
+        ro.nr_events = nr_events as u32;
+        ro.nr_cpus = nr_possible as u32;
+        ro.nr_slots = nr_slots as u32;
+        ro.use_v1 = setup.cgroup_v1;
+        open.maps
+            .events
+            .set_max_entries((nr_possible * nr_events.max(1)) as u32)?;
+        open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
+        open.maps.counts.set_max_entries(counts_len as u32)?;
+        let skel = open.load().map_err(|e| match e.kind() {
+            libbpf_rs::ErrorKind::PermissionDenied => {
+                anyhow::anyhow!("cannot load the BPF program: {e}: {PRIVILEGE_HINT}")
+            }
+            _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
+        })?;
+
+        for (e, per_cpu) in fds.iter().enumerate() {
+            for (pos, fd) in per_cpu.iter().enumerate() {
+                if let Some(fd) = fd {
+                    let key = (e * nr_possible + setup.cpus[pos] as usize) as u32;
+                    let val = fd.as_raw_fd() as u32;
+                    skel.maps
+                        .events
+                        .update(&key.to_ne_bytes(), &val.to_ne_bytes(), MapFlags::ANY)
+                        .context("filling the perf event array")?;
+                }
+            }
+        }
+        for (slot, id) in setup.cgroups.iter().enumerate() {
+            skel.maps
+                .cgrp_slot
+                .update(&id.to_ne_bytes(), &(slot as u32).to_ne_bytes(), MapFlags::ANY)
+                .context("filling the cgroup map")?;
+        }
+        let counts = Mapping::new(&skel.maps.counts, counts_len)
+            .context("mapping the BPF count array")?;
+
+        let links = vec![
+            skel.progs
+                .on_switch
+                .attach()
+                .context("attaching to sched_switch")?,
+            skel.progs
+                .on_attach
+                .attach()
+                .context("attaching to cgroup_attach_task")?,
+        ];
+        let bpf = Bpf {
+            skel,
+            _links: links,
+            counts,
+            nr_slots,
+            nr_possible,
+        };
+        // The first flush on each CPU sets its baseline; nothing before it is charged.
+        bpf.flush(setup.cpus)?;
+        Ok(bpf)
+    }
+
+    /// Brings every CPU's counts up to now: runs the flush program on each CPU.
+    fn flush(&self, cpus: &[u32]) -> Result<()> {
+        for &cpu in cpus {
+            let mut input = ProgramInput::default();
+            input.cpu = cpu;
+            input.flags = BPF_F_TEST_RUN_ON_CPU;
+            self.skel
+                .progs
+                .flush
+                .test_run(input)
+                .with_context(|| format!("flushing counts on CPU {cpu}"))?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
+        self.flush(cpus)?;
+        let mut s = Snapshot::new(self.nr_slots, nr_events, cpus.len());
+        for slot in 0..self.nr_slots {
+            for e in 0..nr_events {
+                for (pos, &cpu) in cpus.iter().enumerate() {
+                    let i = (cpu as usize * self.nr_slots + slot) * nr_events + e;
+                    s.set(slot, e, pos, self.counts.get(i));
+                }
+            }
+        }
+        let _ = self.nr_possible;
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Attr;
+
+    /// Privileged tests skip unless root; with BPERF_REQUIRE_PRIV set (CI) a skip fails.
+    pub fn privileged() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return true;
+        }
+        assert!(
+            std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
+            "BPERF_REQUIRE_PRIV is set but this test is not running as root"
+        );
+        eprintln!("skipped: needs root");
+        false
+    }
+
+    fn sw(name: &str, config: u64) -> Event {
+        Event {
+            name: name.into(),
+            attr: Attr {
+                type_: 1,
+                config,
+                ..Attr::default()
+            },
+            leader: None,
+        }
+    }
+
+    /// The root cgroup sees everything, idle included: its BPF total must match a plain
+    /// read of the same kind of per-CPU counters over the same time.
+    #[test]
+    fn root_cgroup_matches_plain_read() {
+        if !privileged() {
+            return;
+        }
+        let events = [sw("cpu-clock", 0), sw("context-switches", 3)];
+        let cpus = crate::perf_event::online_cpus().unwrap();
+        let root = std::fs::metadata(crate::cgroup::Hierarchy::discover().unwrap().mount).unwrap();
+        let root_id = std::os::unix::fs::MetadataExt::ino(&root);
+        let mut s1 = MaybeUninit::uninit();
+        let mut s2 = MaybeUninit::uninit();
+        let setup = |cgroups| Setup {
+            events: &events,
+            cpus: &cpus,
+            cgroups,
+            cgroup_v1: false,
+            verbose: false,
+        };
+        let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
+        let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();
+        let (b0, p0) = (bpf.read().unwrap(), plain.read().unwrap());
+        std::thread::sleep(Duration::from_millis(300));
+        let b = bpf.read().unwrap().since(&b0);
+        let p = plain.read().unwrap().since(&p0);
+        for e in 0..events.len() {
+            let (b, p) = (b.total(0, e).counter as f64, p.total(0, e).counter as f64);
+            assert!(p > 0.0, "event {e} counted nothing");
+            assert!((b - p).abs() <= p * 0.02 + 5.0, "event {e}: bpf {b} vs plain {p}");
+        }
+    }
+
+    #[test]
+    fn snapshot_indexing_and_deltas() {
+        let mut a = Snapshot::new(2, 3, 2);
+        let r = |c| Reading {
+            counter: c,
+            enabled: 10,
+            running: 10,
+        };
+        a.set(1, 2, 1, r(5));
+        a.set(1, 2, 0, r(7));
+        a.set(0, 0, 0, r(1));
+        assert_eq!(a.get(1, 2, 1), r(5));
+        assert_eq!(a.total(1, 2).counter, 12);
+        assert_eq!(a.total(1, 2).enabled, 20);
+        assert_eq!(a.total(0, 0).counter, 1);
+        let mut b = a.clone();
+        b.set(1, 2, 1, r(9));
+        let d = b.since(&a);
+        assert_eq!(d.get(1, 2, 1).counter, 4);
+        assert_eq!(d.get(1, 2, 0).counter, 0);
+    }
+}

@@ -1,0 +1,71 @@
+//! Plain data handed from the counter to the report: readings, nothing else.
+
+/// A counter reading: the raw count and the times the event was enabled and running (ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Reading {
+    pub counter: u64,
+    pub enabled: u64,
+    pub running: u64,
+}
+
+// SAFETY: three u64s, no padding, any bit pattern is valid.
+unsafe impl plain::Plain for Reading {}
+
+impl Reading {
+    /// The count scaled for multiplexing, as perf does (counter * enabled / running).
+    /// `None` when the event never ran: perf prints `<not counted>`.
+    pub fn scaled(&self) -> Option<f64> {
+        if self.running == 0 {
+            return None;
+        }
+        if self.running >= self.enabled {
+            return Some(self.counter as f64);
+        }
+        Some(self.counter as f64 * self.enabled as f64 / self.running as f64)
+    }
+
+    /// Share of the enabled time the event was running, in percent.
+    pub fn pct_running(&self) -> f64 {
+        if self.enabled == 0 {
+            return 0.0;
+        }
+        100.0 * self.running as f64 / self.enabled as f64
+    }
+
+    pub fn add(&mut self, o: &Reading) {
+        self.counter = self.counter.wrapping_add(o.counter);
+        self.enabled = self.enabled.wrapping_add(o.enabled);
+        self.running = self.running.wrapping_add(o.running);
+    }
+
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &Reading) -> Reading {
+        Reading {
+            counter: self.counter.wrapping_sub(earlier.counter),
+            enabled: self.enabled.wrapping_sub(earlier.enabled),
+            running: self.running.wrapping_sub(earlier.running),
+        }
+    }
+}
+
+/// The value of one output line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// The event was opened; the reading may still show it never ran (`<not counted>`).
+    Counted(Reading),
+    /// The kernel refused the event on this machine (`<not supported>`).
+    NotSupported,
+}
+
+/// One output line's worth of data: an event, optionally for one cgroup and/or one CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// Index into the session's event list.
+    pub event: usize,
+    /// Cgroup name as the user gave it (perf prints it in its own column), if per-cgroup.
+    pub cgroup: Option<String>,
+    /// CPU number, with -A/--no-aggr.
+    pub cpu: Option<u32>,
+    pub value: Value,
+}
