@@ -16,7 +16,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput};
 
 use crate::counts::Reading;
 use crate::event::Event;
-use crate::perf_event::{self, RawAttr};
+use crate::perf_event::{self, RawAttr, Target};
 use crate::skel::*;
 
 /// The BPF program's own limits (src/bpf/bperf.h).
@@ -26,16 +26,19 @@ const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
 
 pub const PRIVILEGE_HINT: &str = "bperf needs root, or CAP_PERFMON and CAP_BPF";
 
-/// What to count: events on CPUs, optionally split by cgroup ids (slots).
+/// What to count: events on CPUs, optionally split by cgroup ids (slots), or events of
+/// one task.
 pub struct Setup<'a> {
     pub events: &'a [Event],
     pub cpus: &'a [u32],
+    /// Count this (not yet exec'd) task and its children instead of the CPUs.
+    pub task: Option<libc::pid_t>,
     /// Monitored cgroup ids; empty means no BPF, plain per-CPU counting.
     pub cgroups: &'a [u64],
     /// perf_event controller on cgroup v1.
     pub cgroup_v1: bool,
-    /// Let libbpf print its diagnostics (-v).
-    pub verbose: bool,
+    /// -v: libbpf's diagnostics; -vv: also every perf_event_attr opened, as perf prints them.
+    pub verbose: u8,
 }
 
 /// Cumulative readings since the counter started.
@@ -95,6 +98,8 @@ impl Snapshot {
 
 pub struct Counter<'obj> {
     cpus: Vec<u32>,
+    /// CPUs, or 1 for a task.
+    nr_targets: usize,
     nr_events: usize,
     /// fds[event][cpu position]; None where the kernel refused the event.
     fds: Vec<Vec<Option<OwnedFd>>>,
@@ -171,10 +176,14 @@ impl<'obj> Counter<'obj> {
         if nr_events > MAX_EVENTS {
             bail!("too many events: {nr_events} (bperf counts at most {MAX_EVENTS} at once)");
         }
-        if !setup.verbose {
+        if setup.verbose == 0 {
             libbpf_rs::set_print(None);
         }
-        let (fds, supported) = open_events(setup.events, setup.cpus)?;
+        let targets: Vec<Target> = match setup.task {
+            Some(pid) => vec![Target::Task(pid)],
+            None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
+        };
+        let (fds, supported) = open_events(setup.events, &targets, setup.verbose >= 2)?;
         let bpf = if setup.cgroups.is_empty() {
             None
         } else {
@@ -182,11 +191,12 @@ impl<'obj> Counter<'obj> {
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
+            nr_targets: targets.len(),
             nr_events,
             fds,
             supported,
             bpf,
-            base: Snapshot::new(setup.cgroups.len(), nr_events, setup.cpus.len()),
+            base: Snapshot::new(setup.cgroups.len(), nr_events, targets.len()),
         };
         c.base = c.read_raw()?;
         Ok(c)
@@ -205,7 +215,7 @@ impl<'obj> Counter<'obj> {
         match &self.bpf {
             Some(bpf) => bpf.read(&self.cpus, self.nr_events),
             None => {
-                let mut s = Snapshot::new(1, self.nr_events, self.cpus.len());
+                let mut s = Snapshot::new(1, self.nr_events, self.nr_targets);
                 for (e, per_cpu) in self.fds.iter().enumerate() {
                     for (c, fd) in per_cpu.iter().enumerate() {
                         if let Some(fd) = fd {
@@ -223,17 +233,23 @@ type Fds = Vec<Vec<Option<OwnedFd>>>;
 
 /// Opens every event on every CPU. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
-fn open_events(events: &[Event], cpus: &[u32]) -> Result<(Fds, Vec<bool>)> {
+fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds, Vec<bool>)> {
     let mut fds: Fds = Vec::with_capacity(events.len());
     let mut supported = Vec::with_capacity(events.len());
     for (i, ev) in events.iter().enumerate() {
-        let attr = RawAttr::counting(&ev.attr);
         let leader = ev.leader.filter(|&l| l != i && supported[l]);
-        let mut per_cpu = Vec::with_capacity(cpus.len());
+        let mut per_cpu = Vec::with_capacity(targets.len());
         let mut ok = true;
-        for (pos, &cpu) in cpus.iter().enumerate() {
+        for (pos, &target) in targets.iter().enumerate() {
             let group = leader.and_then(|l| fds[l][pos].as_ref());
-            match perf_event::open_cpu(&attr, cpu, group) {
+            let attr = RawAttr::counting(&ev.attr).for_target(target, group.is_none());
+            let result = perf_event::open(&attr, target, group);
+            if dump {
+                let group_fd = group.map_or(-1, |g| g.as_raw_fd());
+                eprint!("{}", perf_event::describe(&attr));
+                eprintln!("{}", perf_event::describe_open(target, group_fd, &result));
+            }
+            match result {
                 Ok(fd) => per_cpu.push(Some(fd)),
                 Err(e) if perf_event::is_permission(&e) => {
                     return Err(privilege_error(&e, &format!("cannot open event '{}'", ev.name)))
@@ -242,11 +258,11 @@ fn open_events(events: &[Event], cpus: &[u32]) -> Result<(Fds, Vec<bool>)> {
                     ok = false;
                     break;
                 }
-                Err(e) => bail!("cannot open event '{}' on CPU {cpu}: {e}", ev.name),
+                Err(e) => bail!("cannot open event '{}' ({target:?}): {e}", ev.name),
             }
         }
         if !ok {
-            per_cpu = cpus.iter().map(|_| None).collect();
+            per_cpu = targets.iter().map(|_| None).collect();
         }
         fds.push(per_cpu);
         supported.push(ok);
@@ -317,11 +333,11 @@ impl<'obj> Bpf<'obj> {
 
         let links = vec![
             skel.progs
-                .on_switch
+                .bperf_on_switch
                 .attach()
                 .context("attaching to sched_switch")?,
             skel.progs
-                .on_attach
+                .bperf_on_attach
                 .attach()
                 .context("attaching to cgroup_attach_task")?,
         ];
@@ -345,7 +361,7 @@ impl<'obj> Bpf<'obj> {
             input.flags = BPF_F_TEST_RUN_ON_CPU;
             self.skel
                 .progs
-                .flush
+                .bperf_flush
                 .test_run(input)
                 .with_context(|| format!("flushing counts on CPU {cpu}"))?;
         }
@@ -415,9 +431,10 @@ mod tests {
         let setup = |cgroups| Setup {
             events: &events,
             cpus: &cpus,
+            task: None,
             cgroups,
             cgroup_v1: false,
-            verbose: false,
+            verbose: 0,
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();

@@ -12,6 +12,7 @@ mod event;
 mod perf_event;
 mod report;
 mod stat;
+mod workload;
 
 mod skel {
     #![allow(clippy::all, unused_imports, dead_code, non_camel_case_types, non_snake_case)]

@@ -41,6 +41,8 @@ pub struct RawAttr {
 }
 
 pub const FLAG_DISABLED: u64 = 1 << 0;
+pub const FLAG_INHERIT: u64 = 1 << 1;
+pub const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
 pub const FLAG_EXCLUDE_USER: u64 = 1 << 4;
 pub const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
 pub const FLAG_EXCLUDE_HV: u64 = 1 << 6;
@@ -72,17 +74,41 @@ impl RawAttr {
     }
 }
 
-/// Opens a counting event on one CPU for every task (pid = -1), enabled at once.
-/// `group` is the leader's fd for a group member.
-pub fn open_cpu(attr: &RawAttr, cpu: u32, group: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+/// Where a counter counts: every task on one CPU, or one task and its future children
+/// on any CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Cpu(u32),
+    Task(libc::pid_t),
+}
+
+impl RawAttr {
+    /// The attr for `target`: a task is counted from its next exec, with its children.
+    pub fn for_target(mut self, target: Target, leader: bool) -> RawAttr {
+        if let Target::Task(_) = target {
+            self.flags |= FLAG_INHERIT;
+            if leader {
+                self.flags |= FLAG_DISABLED | FLAG_ENABLE_ON_EXEC;
+            }
+        }
+        self
+    }
+}
+
+/// Opens a counting event. `group` is the leader's fd for a group member.
+pub fn open(attr: &RawAttr, target: Target, group: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+    let (pid, cpu) = match target {
+        Target::Cpu(c) => (-1, c as libc::c_int),
+        Target::Task(p) => (p, -1),
+    };
     let group_fd = group.map_or(-1, |g| g.as_raw_fd());
     // SAFETY: attr points to a live, correctly sized perf_event_attr.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
             attr as *const RawAttr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
+            pid,
+            cpu,
             group_fd,
             PERF_FLAG_FD_CLOEXEC,
         )
@@ -132,3 +158,154 @@ pub fn online_cpus() -> anyhow::Result<Vec<u32>> {
 }
 
 const _: () = assert!(std::mem::size_of::<RawAttr>() == 136);
+
+const SEPARATOR: &str = "------------------------------------------------------------";
+
+/// The attr in perf's `-vv` layout: one `name value` line per non-zero field, so the two
+/// tools' dumps can be diffed.
+pub fn describe(a: &RawAttr) -> String {
+    let mut out = format!("{SEPARATOR}\nperf_event_attr:\n");
+    let mut line = |name: &str, value: String| {
+        out.push_str(&format!("  {name:<32} {value}\n"));
+    };
+    let num = |v: u64| v.to_string();
+    let hex = |v: u64| format!("{v:#x}");
+    if a.type_ != 0 {
+        line("type", num(a.type_.into()));
+    }
+    line("size", num(a.size.into()));
+    if a.config != 0 {
+        line("config", hex(a.config));
+    }
+    if a.sample_period != 0 {
+        line("sample_period", num(a.sample_period));
+    }
+    if a.read_format != 0 {
+        let names = [
+            (PERF_FORMAT_TOTAL_TIME_ENABLED, "TOTAL_TIME_ENABLED"),
+            (PERF_FORMAT_TOTAL_TIME_RUNNING, "TOTAL_TIME_RUNNING"),
+        ];
+        let set: Vec<&str> = names
+            .iter()
+            .filter(|(bit, _)| a.read_format & bit != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        line("read_format", set.join("|"));
+    }
+    let bits: [(u64, &str); 9] = [
+        (FLAG_DISABLED, "disabled"),
+        (FLAG_INHERIT, "inherit"),
+        (FLAG_EXCLUDE_USER, "exclude_user"),
+        (FLAG_EXCLUDE_KERNEL, "exclude_kernel"),
+        (FLAG_EXCLUDE_HV, "exclude_hv"),
+        (FLAG_EXCLUDE_IDLE, "exclude_idle"),
+        (FLAG_ENABLE_ON_EXEC, "enable_on_exec"),
+        (FLAG_EXCLUDE_HOST, "exclude_host"),
+        (FLAG_EXCLUDE_GUEST, "exclude_guest"),
+    ];
+    let precise = (a.flags >> PRECISE_IP_SHIFT) & 3;
+    for (bit, name) in bits {
+        // perf prints precise_ip between enable_on_exec and exclude_host.
+        if bit == FLAG_EXCLUDE_HOST && precise != 0 {
+            line("precise_ip", num(precise));
+        }
+        if a.flags & bit != 0 {
+            line(name, "1".into());
+        }
+    }
+    if a.config1 != 0 {
+        line("config1", hex(a.config1));
+    }
+    if a.config2 != 0 {
+        line("config2", hex(a.config2));
+    }
+    out.push_str(SEPARATOR);
+    out.push('\n');
+    out
+}
+
+/// perf's `-vv` line for one perf_event_open call.
+pub fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
+    let (pid, cpu) = match target {
+        Target::Cpu(c) => (-1, c as i64),
+        Target::Task(p) => (p, -1),
+    };
+    let head = format!("sys_perf_event_open: pid {pid}  cpu {cpu}  group_fd {group}  flags {PERF_FLAG_FD_CLOEXEC:#x}");
+    match result {
+        Ok(fd) => format!("{head} = {}", fd.as_raw_fd()),
+        Err(e) => format!(
+            "{head}\nsys_perf_event_open failed, error -{}",
+            e.raw_os_error().unwrap_or(0)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attr_dump_matches_perf_layout() {
+        let attr = RawAttr::counting(&Attr {
+            type_: 1,
+            config: 1,
+            exclude_guest: true,
+            ..Attr::default()
+        })
+        .for_target(Target::Task(42), true);
+        let want = "\
+------------------------------------------------------------
+perf_event_attr:
+  type                             1
+  size                             136
+  config                           0x1
+  read_format                      TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING
+  disabled                         1
+  inherit                          1
+  enable_on_exec                   1
+  exclude_guest                    1
+------------------------------------------------------------
+";
+        assert_eq!(describe(&attr), want);
+    }
+
+    #[test]
+    fn attr_dump_shows_precise_ip_and_exclusions() {
+        let attr = RawAttr::counting(&Attr {
+            type_: 0,
+            config: 0,
+            exclude_kernel: true,
+            exclude_hv: true,
+            precise_ip: 3,
+            config1: 0x3,
+            ..Attr::default()
+        });
+        let d = describe(&attr);
+        assert!(!d.contains("  type "), "{d}");
+        let order: Vec<&str> = d
+            .lines()
+            .filter_map(|l| l.strip_prefix("  "))
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            ["size", "read_format", "exclude_kernel", "exclude_hv", "precise_ip", "config1"]
+        );
+    }
+
+    #[test]
+    fn counting_attr_bits() {
+        let a = RawAttr::counting(&Attr {
+            exclude_user: true,
+            exclude_host: true,
+            precise_ip: 2,
+            ..Attr::default()
+        });
+        assert_eq!(a.flags, FLAG_EXCLUDE_USER | FLAG_EXCLUDE_HOST | (2 << PRECISE_IP_SHIFT));
+        assert_eq!(a.size, 136);
+        let cpu = a.for_target(Target::Cpu(0), true);
+        assert_eq!(cpu.flags, a.flags, "per-CPU counters start enabled, not inherited");
+        let member = a.for_target(Target::Task(1), false);
+        assert_eq!(member.flags, a.flags | FLAG_INHERIT);
+    }
+}

@@ -4,8 +4,8 @@
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use crate::counter::{Counter, Setup, Snapshot};
 use crate::counts::{Line, Value};
 use crate::event::{self, Event, Sysfs};
 use crate::report::{Footer, Format, Options, Report};
+use crate::workload::{self, Workload};
 use crate::UsageError;
 
 /// Everything a session counts, resolved from the options.
@@ -26,6 +27,8 @@ pub struct Plan {
     /// Monitored cgroups, one BPF slot each; empty when counting system-wide only.
     pub cgroups: Vec<Cgroup>,
     pub cgroup_v1: bool,
+    /// Count only the workload and its children (perf's default without -a, -C or cgroups).
+    pub task_mode: bool,
     /// What to print, in order: which event, for which slot.
     pub rows: Vec<Row>,
 }
@@ -153,11 +156,13 @@ impl Plan {
                 })
                 .collect();
         }
+        let system_wide = a.all_cpus || a.cpu.is_some() || a.no_aggr || !rows_are_plain(&rows);
         Ok(Plan {
             events,
             cpus,
             cgroups,
             cgroup_v1,
+            task_mode: !system_wide && !a.command.is_empty(),
             rows,
         })
     }
@@ -195,6 +200,10 @@ impl Plan {
     }
 }
 
+fn rows_are_plain(rows: &[Row]) -> bool {
+    rows.iter().all(|r| r.cgroup.is_none() && r.slot == 0)
+}
+
 /// What ends or interrupts the wait between reads.
 enum Wake {
     Exited(ExitStatus, libc::rusage),
@@ -204,6 +213,9 @@ enum Wake {
 /// Runs `bperf stat`; returns the process exit code.
 pub fn run(a: &StatArgs) -> Result<i32> {
     let plan = Plan::from_args(a)?;
+    if a.field_separator.as_deref() == Some("") {
+        return Err(usage("-x needs a separator".into()));
+    }
     let out: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(
             OpenOptions::new()
@@ -230,7 +242,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
             big_num: !a.no_big_num,
             interval,
             per_cpu: a.no_aggr,
-            target: (!a.command.is_empty()).then(|| a.command.join(" ")),
+            target: plan.task_mode.then(|| a.command.join(" ")),
         },
         out,
     );
@@ -244,40 +256,35 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         .context("installing the Ctrl-C handler")?;
     }
 
+    // The workload is forked first and held before exec, so that a task counter can be
+    // attached to it and every counter sees it from its first instruction.
+    let workload = match a.command.is_empty() {
+        true => None,
+        false => Some(Workload::prepare(&a.command)?),
+    };
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let mut storage = MaybeUninit::uninit();
     let mut counter = Counter::open(
         &Setup {
             events: &plan.events,
             cpus: &plan.cpus,
+            task: workload.as_ref().filter(|_| plan.task_mode).map(Workload::pid),
             cgroups: &ids,
             cgroup_v1: plan.cgroup_v1,
-            verbose: a.verbose > 0,
+            verbose: a.verbose,
         },
         &mut storage,
     )?;
     let start = Instant::now();
 
     let mut child_pid = None;
-    if let Some((prog, args)) = a.command.split_first() {
-        let mut cmd = Command::new(prog);
-        cmd.args(args);
-        // The workload gets default signal dispositions, whatever ours are.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                libc::signal(libc::SIGTERM, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        match cmd.spawn() {
-            Ok(child) => {
-                let pid = child.id() as libc::pid_t;
+    if let Some(w) = workload {
+        match w.start() {
+            Ok(pid) => {
                 child_pid = Some(pid);
-                std::mem::forget(child); // reaped by wait4 below, with its rusage
                 let tx = tx.clone();
                 std::thread::spawn(move || {
-                    if let Some((st, ru)) = wait4(pid) {
+                    if let Some((st, ru)) = workload::wait4(pid) {
                         let _ = tx.send(Wake::Exited(st, ru));
                     }
                 });
@@ -309,7 +316,15 @@ pub fn run(a: &StatArgs) -> Result<i32> {
                 exit = Some((st, ru));
                 true
             }
-            Some(Wake::Signal) => child_pid.is_none(),
+            Some(Wake::Signal) => {
+                // Stop the workload too (after Ctrl-C it has usually had SIGINT already);
+                // the summary follows once it has exited.
+                if let Some(pid) = child_pid {
+                    // SAFETY: plain kill(2) of our own child.
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                }
+                child_pid.is_none()
+            }
         };
         if let Some(i) = interval {
             if wake.is_none() || done {
@@ -340,7 +355,9 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let total = counter.read()?;
     let lines = plan.lines(&total, &|e| counter.supported(e), a.no_aggr);
     drop(counter);
-    let rusage = exit.as_ref().map(|(_, ru)| (tv(ru.ru_utime), tv(ru.ru_stime)));
+    let rusage = exit
+        .as_ref()
+        .map(|(_, ru)| (workload::timeval(ru.ru_utime), workload::timeval(ru.ru_stime)));
     report.summary(&plan.events, &lines, &Footer { elapsed, rusage })?;
     report.out.flush()?;
 
@@ -348,25 +365,5 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         Some((st, _)) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
         None => 0,
     })
-}
-
-fn tv(t: libc::timeval) -> Duration {
-    Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)
-}
-
-/// Waits for `pid` and returns its status and resource usage.
-fn wait4(pid: libc::pid_t) -> Option<(ExitStatus, libc::rusage)> {
-    loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain data the kernel fills in.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if r == pid {
-            return Some((ExitStatus::from_raw(status), ru));
-        }
-        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return None;
-        }
-    }
 }
 

@@ -55,6 +55,7 @@ struct {
 struct cpu_state {
 	struct css_set *css;     /* css_set of the task last switched in; 0 before the first look */
 	__u64 cgid;              /* id of the cgroup being charged */
+	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
 };
@@ -207,7 +208,7 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct cpu_state *st = this_cpu_state();
 
@@ -221,22 +222,28 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
  * moved itself, its time up to now belongs to the old cgroup and from now to the new one.
  */
 SEC("raw_tp/cgroup_attach_task")
-int BPF_PROG(on_attach)
+int BPF_PROG(bperf_on_attach)
 {
 	struct cpu_state *st = this_cpu_state();
 
-	if (st)
-		switch_to(st, (struct task_struct *)bpf_get_current_task());
+	if (!st)
+		return 0;
+	st->busy = 1;
+	asm volatile("" ::: "memory");
+	switch_to(st, (struct task_struct *)bpf_get_current_task());
+	asm volatile("" ::: "memory");
+	st->busy = 0;
 	return 0;
 }
 
 /* Run by userspace on each CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU) before a read. */
 SEC("raw_tp")
-int flush(void *ctx)
+int bperf_flush(void *ctx)
 {
 	struct cpu_state *st = this_cpu_state();
 
-	if (!st)
+	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
+	if (!st || st->busy)
 		return 0;
 	if (!st->css) {
 		/* First look at this CPU: nothing before now is anybody's. */

@@ -1,0 +1,24 @@
+# bperf: two commands cover the quick start (see README.md), both as root:
+#   make run    set up, build, count every cgroup for five seconds
+#   make test   set up, build, run every test (privileged ones included)
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO ?= cargo
+
+.PHONY: setup build run test bench clean
+
+setup:
+	@./scripts/setup
+
+build: setup
+	$(CARGO) build --release
+
+run: build
+	./target/release/bperf stat -a --all-cgroups -I 1000 --interval-count 5
+
+# Counting tests measure each other on small machines: one test at a time.
+test: setup
+	$(CARGO) test --release -- --test-threads=1
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,233 @@
+//! Shared pieces of bperf's root integration tests: privilege gate, serialisation,
+//! throwaway cgroups, the workload binary and the kernel's own accounting.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Counting tests measure each other's workloads on a two-core machine: one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True when the test may touch the kernel. Unprivileged runs skip with a reason, unless
+/// BPERF_REQUIRE_PRIV is set (CI), where a skip is a failure.
+pub fn privileged() -> bool {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
+        "BPERF_REQUIRE_PRIV is set but the tests are not running as root"
+    );
+    eprintln!("skipped: needs root (CAP_BPF and CAP_PERFMON)");
+    false
+}
+
+pub fn bperf() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bperf"))
+}
+
+/// The test workload (examples/workload.rs), built by cargo test beside the test binary.
+pub fn workload() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let w = dir.join("examples/workload");
+    assert!(w.exists(), "{} missing: run through cargo test", w.display());
+    w
+}
+
+/// The cgroup2 mount, from /proc/self/mountinfo.
+pub fn cgroup2_mount() -> PathBuf {
+    let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for line in mi.lines() {
+        let (left, right) = line.split_once(" - ").unwrap();
+        if right.starts_with("cgroup2 ") {
+            return PathBuf::from(left.split_whitespace().nth(4).unwrap());
+        }
+    }
+    panic!("no cgroup2 mount");
+}
+
+/// A cgroup made for one test, under the cgroup2 mount; removed (with anything still in
+/// it killed) when dropped, whatever way the test ends.
+pub struct TestCgroup {
+    pub path: PathBuf,
+    /// Name relative to the mount, as bperf takes it.
+    pub name: String,
+}
+
+impl TestCgroup {
+    pub fn new(tag: &str) -> TestCgroup {
+        let name = format!("bperf-test-{}-{tag}", std::process::id());
+        let path = cgroup2_mount().join(&name);
+        let _ = fs::create_dir(&path);
+        assert!(path.is_dir(), "cannot create {}", path.display());
+        TestCgroup { path, name }
+    }
+
+    pub fn child(&self, tag: &str) -> TestCgroup {
+        let path = self.path.join(tag);
+        fs::create_dir(&path).unwrap();
+        TestCgroup {
+            path,
+            name: format!("{}/{tag}", self.name),
+        }
+    }
+
+    pub fn procs(&self) -> String {
+        self.path.join("cgroup.procs").display().to_string()
+    }
+
+    /// usage_usec from cpu.stat, in ns (the file exists without the cpu controller).
+    pub fn usage_ns(&self) -> u64 {
+        let s = fs::read_to_string(self.path.join("cpu.stat")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("usage_usec "))
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+            * 1000
+    }
+}
+
+fn remove(path: &Path) {
+    if let Ok(rd) = fs::read_dir(path) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove(&e.path());
+            }
+        }
+    }
+    for _ in 0..100 {
+        if let Ok(procs) = fs::read_to_string(path.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|p| p.parse::<i32>().ok()) {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        if fs::remove_dir(path).is_ok() || !path.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("warning: could not remove {}", path.display());
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        remove(&self.path);
+    }
+}
+
+/// A temporary file path, removed on drop.
+pub struct TempFile(pub PathBuf);
+
+impl TempFile {
+    pub fn new(tag: &str) -> TempFile {
+        TempFile(std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id())))
+    }
+    pub fn read(&self) -> String {
+        fs::read_to_string(&self.0).unwrap_or_default()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Runs a command and returns its output, failing the test with everything it printed.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// One CSV line of bperf's -x output (`value,unit,event,cgroup,run,pct,metric,unit`).
+#[derive(Debug, Clone)]
+pub struct CsvLine {
+    pub time: Option<f64>,
+    pub value: Option<f64>,
+    pub raw_value: String,
+    pub unit: String,
+    pub event: String,
+    pub cgroup: String,
+}
+
+/// Parses -x, output with --for-each-cgroup (cgroup column present); `interval` when -I.
+pub fn parse_csv(text: &str, interval: bool) -> Vec<CsvLine> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut f: Vec<&str> = l.split(',').collect();
+            let time = if interval {
+                Some(f.remove(0).trim().parse::<f64>().unwrap())
+            } else {
+                None
+            };
+            CsvLine {
+                time,
+                value: f[0].parse::<f64>().ok(),
+                raw_value: f[0].to_string(),
+                unit: f[1].to_string(),
+                event: f[2].to_string(),
+                cgroup: f.get(3).unwrap_or(&"").to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Value of `event` for `cgroup` in parsed CSV (summing interval lines).
+pub fn value(lines: &[CsvLine], event: &str, cgroup: &str) -> f64 {
+    let vals: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.event == event && l.cgroup == cgroup)
+        .map(|l| l.value.unwrap_or(0.0))
+        .collect();
+    assert!(!vals.is_empty(), "no {event} line for {cgroup} in {lines:?}");
+    vals.iter().sum()
+}
+
+/// Sums `cs=` and `faults=` over the workload's per-process reports.
+pub fn rusage_totals(stderr: &str) -> (u64, u64) {
+    let mut cs = 0;
+    let mut faults = 0;
+    for l in stderr.lines().filter(|l| l.starts_with("pid=")) {
+        for f in l.split_whitespace() {
+            if let Some(v) = f.strip_prefix("cs=") {
+                cs += v.parse::<u64>().unwrap();
+            }
+            if let Some(v) = f.strip_prefix("faults=") {
+                faults += v.parse::<u64>().unwrap();
+            }
+        }
+    }
+    (cs, faults)
+}
+
+/// Names of loaded BPF programs that are bperf's.
+pub fn bperf_programs() -> Vec<String> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| p.name.to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("bperf_"))
+        .collect()
+}
+
+pub fn within(actual: f64, expected: f64, pct: f64) -> bool {
+    (actual - expected).abs() <= expected.abs() * pct / 100.0
+}

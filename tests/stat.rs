@@ -1,0 +1,321 @@
+//! bperf stat against the kernel's own accounting, on real cgroups. Needs root.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// Runs `bperf stat -a -x, -o FILE <args> -- <workload>`; returns (csv text, workload stderr).
+fn stat_csv(args: &[&str], workload: &mut Command) -> (String, String) {
+    let out = TempFile::new("csv");
+    let o = run_ok(
+        bperf()
+            .args(["stat", "-a", "-x,", "-o"])
+            .arg(&out.0)
+            .args(args)
+            .arg("--")
+            .arg(workload.get_program())
+            .args(workload.get_args()),
+    );
+    (out.read(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn sh(script: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script);
+    c
+}
+
+/// Busy, switching and faulting workloads in three cgroups (one nested), counted in one
+/// run and checked against cpu.stat and the processes' own rusage.
+#[test]
+fn per_cgroup_counts_match_kernel_accounting() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("A");
+    let b = TestCgroup::new("B");
+    let bc = b.child("c");
+    let f = TestCgroup::new("F");
+    let w = workload().display().to_string();
+    let (ua, ub, ubc) = (a.usage_ns(), b.usage_ns(), bc.usage_ns());
+    // A: a process that sleeps, then moves itself into A while running and spins.
+    // B and B/c: a pipe ping-pong, parent in B (joined before exec), child in B/c.
+    // F: page faults.
+    let script = format!(
+        "{w} spin 700 {pa} 300 & \
+         sh -c 'echo $$ > {pb} && exec {w} pingpong 20000 {pbc}' & \
+         {w} faults 20000 {pf} & wait",
+        pa = a.procs(),
+        pb = b.procs(),
+        pbc = bc.procs(),
+        pf = f.procs(),
+    );
+    let (csv, stderr) = stat_csv(
+        &[
+            "-e",
+            "task-clock,context-switches,page-faults",
+            "--for-each-cgroup",
+            &format!("{},{},{},{}", a.name, b.name, bc.name, f.name),
+        ],
+        &mut sh(&script),
+    );
+    let lines = parse_csv(&csv, false);
+    let tc = |cg: &TestCgroup| value(&lines, "task-clock", &cg.name) * 1e6; // msec -> ns
+
+    // task-clock against cpu.stat, within 2%.
+    for (cg, before) in [(&a, ua), (&b, ub), (&bc, ubc)] {
+        let kernel = (cg.usage_ns() - before) as f64;
+        assert!(kernel > 1e8 || cg.name != a.name, "A ran too little: {kernel}");
+        assert!(
+            within(tc(cg), kernel, 2.0),
+            "{}: bperf task-clock {} ns vs cpu.stat {} ns\n{csv}",
+            cg.name,
+            tc(cg),
+            kernel
+        );
+    }
+    // A must not have been charged the 300 ms its process slept before moving in.
+    assert!(tc(&a) < 0.8e9, "A charged {} ns for 700 ms of spinning", tc(&a));
+
+    // A parent includes its child.
+    assert!(tc(&b) >= tc(&bc));
+    let cs_b = value(&lines, "context-switches", &b.name);
+    let cs_bc = value(&lines, "context-switches", &bc.name);
+    assert!(cs_b >= cs_bc && cs_bc > 0.0, "B {cs_b} B/c {cs_bc}");
+
+    // Context switches and faults against the processes' own rusage.
+    let reports: Vec<&str> = stderr.lines().filter(|l| l.starts_with("pid=")).collect();
+    assert_eq!(reports.len(), 4, "workload reports: {stderr}");
+    // The ping-pong pair reports cs in B (parent) and B/c (child); the fault process
+    // reports its faults; identify each by which counts are large.
+    let mut pp_cs = 0u64;
+    let mut fault_faults = 0u64;
+    for r in &reports {
+        let (c, flt) = rusage_totals(r);
+        if c > 10_000 {
+            pp_cs += c;
+        }
+        if flt > 15_000 {
+            fault_faults += flt;
+        }
+    }
+    assert!(
+        within(cs_b, pp_cs as f64, 3.0),
+        "B cs {cs_b} vs ping-pong rusage {pp_cs}\n{csv}\n{stderr}"
+    );
+    let pf = value(&lines, "page-faults", &f.name);
+    assert!(
+        within(pf, fault_faults as f64, 3.0),
+        "F faults {pf} vs rusage {fault_faults}\n{csv}\n{stderr}"
+    );
+}
+
+/// A monitored parent and the root: every cgroup's count is part of its ancestors'.
+#[test]
+fn counts_of_one_run_sum_consistently() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("sumA");
+    let b = TestCgroup::new("sumB");
+    let w = workload().display().to_string();
+    let script = format!(
+        "{w} spin 300 {} & {w} spin 300 {} & wait",
+        a.procs(),
+        b.procs()
+    );
+    let (csv, _) = stat_csv(
+        &[
+            "-e",
+            "task-clock",
+            "--for-each-cgroup",
+            &format!("/,{},{}", a.name, b.name),
+        ],
+        &mut sh(&script),
+    );
+    let lines = parse_csv(&csv, false);
+    let root = value(&lines, "task-clock", "/");
+    let (va, vb) = (
+        value(&lines, "task-clock", &a.name),
+        value(&lines, "task-clock", &b.name),
+    );
+    assert!(va > 250.0 && vb > 250.0, "{csv}");
+    assert!(root >= va + vb, "root {root} < A {va} + B {vb}");
+}
+
+/// `<not supported>` for an event this machine cannot count, others still counted.
+#[test]
+fn unsupported_event_does_not_stop_the_others() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let out = TempFile::new("unsup");
+    run_ok(
+        bperf()
+            .args(["stat", "-a", "-x,", "-e", "cycles,task-clock", "-o"])
+            .arg(&out.0)
+            .args(["--", "sleep", "0.2"]),
+    );
+    let lines = parse_csv(&out.read(), false);
+    let cycles = lines.iter().find(|l| l.event == "cycles").unwrap();
+    let has_pmu = std::path::Path::new("/sys/bus/event_source/devices/cpu").exists();
+    if !has_pmu {
+        assert_eq!(cycles.raw_value, "<not supported>");
+    }
+    let tc = lines.iter().find(|l| l.event == "task-clock").unwrap();
+    assert!(tc.value.unwrap() > 100.0, "{lines:?}");
+}
+
+/// A cgroup nobody ran in prints `<not counted>`.
+#[test]
+fn idle_cgroup_is_not_counted() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let e = TestCgroup::new("empty");
+    let (csv, _) = stat_csv(
+        &["-e", "task-clock", "--for-each-cgroup", &e.name],
+        &mut Command::new("true"),
+    );
+    let lines = parse_csv(&csv, false);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].raw_value, "<not counted>");
+}
+
+/// Interval lines: timestamps grow, every interval has every (cgroup, event), and the
+/// intervals add up to cpu.stat.
+#[test]
+fn intervals_add_up() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("ivA");
+    let before = a.usage_ns();
+    let w = workload().display().to_string();
+    let out = TempFile::new("iv");
+    run_ok(
+        bperf()
+            .args(["stat", "-a", "-x,", "-I", "200", "-e", "task-clock,cs"])
+            .args(["--for-each-cgroup", &a.name, "-o"])
+            .arg(&out.0)
+            .args(["--", &w, "spin", "900", &a.procs()]),
+    );
+    let lines = parse_csv(&out.read(), true);
+    let times: Vec<f64> = lines.iter().map(|l| l.time.unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(lines.len() >= 8 && lines.len() % 2 == 0, "{lines:?}");
+    let sum = value(&lines, "task-clock", &a.name) * 1e6;
+    let kernel = (a.usage_ns() - before) as f64;
+    assert!(within(sum, kernel, 2.0), "intervals {sum} vs cpu.stat {kernel}");
+}
+
+/// JSON lines carry perf's keys; a script can parse them.
+#[test]
+fn json_output_parses() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("js");
+    let out = TempFile::new("json");
+    run_ok(
+        bperf()
+            .args(["stat", "-a", "-j", "-e", "task-clock,cycles"])
+            .args(["--for-each-cgroup", &format!("/,{}", a.name), "-o"])
+            .arg(&out.0)
+            .args(["--", "sleep", "0.1"]),
+    );
+    let text = out.read();
+    let objs: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(objs.len(), 4, "{text}");
+    for o in &objs {
+        for k in ["counter-value", "unit", "event", "cgroup"] {
+            assert!(o.get(k).is_some(), "{k} missing in {o}");
+        }
+    }
+    let root_tc = objs
+        .iter()
+        .find(|o| o["event"] == "task-clock" && o["cgroup"] == "/")
+        .unwrap();
+    let v: f64 = root_tc["counter-value"].as_str().unwrap().parse().unwrap();
+    assert!(v > 100.0, "{root_tc}");
+}
+
+/// The workload's exit status is bperf's; a command that cannot run is perf's 255.
+#[test]
+fn exit_status_follows_the_workload() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let st = bperf()
+        .args(["stat", "-a", "-e", "task-clock", "--", "sh", "-c", "exit 3"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(3));
+    let out = bperf()
+        .args(["stat", "-a", "-e", "task-clock", "--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(255));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Workload failed"));
+    assert!(bperf_programs().is_empty());
+}
+
+/// Nothing of bperf's stays in the kernel after any kind of exit.
+#[test]
+fn nothing_left_behind_after_any_exit() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("left");
+    let base = ["stat", "-a", "-e", "task-clock", "--for-each-cgroup"];
+    // Normal exit and a failing workload.
+    for cmd in [["true"], ["false"]] {
+        let _ = bperf().args(base).arg(&a.name).arg("--").args(cmd).output();
+        assert!(bperf_programs().is_empty(), "after {cmd:?}");
+    }
+    // Ctrl-C and SIGTERM while counting with and without intervals.
+    for (sig, interval) in [
+        (libc::SIGINT, false),
+        (libc::SIGTERM, false),
+        (libc::SIGINT, true),
+    ] {
+        let mut c = bperf();
+        c.args(base).arg(&a.name);
+        if interval {
+            c.args(["-I", "100"]);
+        }
+        let child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        // Wait until it is counting: its programs are loaded.
+        for _ in 0..200 {
+            if !bperf_programs().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!bperf_programs().is_empty(), "bperf never loaded its programs");
+        std::thread::sleep(Duration::from_millis(250));
+        // SAFETY: plain kill(2) of our child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "signal {sig}: {:?} {err}", out.status);
+        assert!(err.contains("task-clock"), "signal {sig}: no counts printed: {err}");
+        assert!(bperf_programs().is_empty(), "programs left after signal {sig}");
+    }
+}
