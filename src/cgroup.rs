@@ -30,8 +30,8 @@ impl Hierarchy {
     /// Finds the hierarchy from /proc/cgroups and /proc/self/mountinfo.
     pub fn discover() -> Result<Hierarchy> {
         let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
-        let mountinfo =
-            fs::read_to_string("/proc/self/mountinfo").context("cannot read /proc/self/mountinfo")?;
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+            .context("cannot read /proc/self/mountinfo")?;
         Self::from_proc(&cgroups, &mountinfo)
     }
 
@@ -68,7 +68,9 @@ impl Hierarchy {
             }
         }
         if v1 {
-            bail!("the perf_event cgroup controller is on a cgroup v1 hierarchy that is not mounted");
+            bail!(
+                "the perf_event cgroup controller is on a cgroup v1 hierarchy that is not mounted"
+            );
         }
         bail!("no cgroup2 file system is mounted (searched /proc/self/mountinfo)");
     }
@@ -92,7 +94,10 @@ impl Hierarchy {
             )
         })?;
         if !md.is_dir() {
-            bail!("'{name}' is not a cgroup (searched {})", self.mount.display());
+            bail!(
+                "'{name}' is not a cgroup (searched {})",
+                self.mount.display()
+            );
         }
         Ok(md.ino())
     }
@@ -176,7 +181,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -199,7 +207,8 @@ mod tests {
 
     #[test]
     fn cgroup2_when_perf_event_on_hierarchy_zero() {
-        let pc = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\nperf_event\t0\t1\t1\n";
+        let pc =
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\nperf_event\t0\t1\t1\n";
         let h = Hierarchy::from_proc(pc, HYBRID).unwrap();
         assert_eq!(h.mount, PathBuf::from("/sys/fs/cgroup/unified"));
         assert!(!h.v1);
@@ -251,7 +260,10 @@ mod tests {
             assert_eq!(names(&["system.slice/.*"])?, ["system.slice/x.service"]);
             assert_eq!(names(&["/"])?, ["/"]);
             let e = names(&["nope"]).unwrap_err().to_string();
-            assert!(e.contains("'nope'") && e.contains(&root.display().to_string()), "{e}");
+            assert!(
+                e.contains("'nope'") && e.contains(&root.display().to_string()),
+                "{e}"
+            );
             assert!(names(&["zz.*"]).is_err());
             assert!(names(&["(("]).is_err());
             assert_eq!(h.all_names()?.len(), 6);

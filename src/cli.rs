@@ -19,6 +19,19 @@ pub struct Cli {
 pub enum Command {
     /// Count events system-wide or per cgroup, while a command runs or until Ctrl-C.
     Stat(StatArgs),
+    /// List the events this machine offers, marking those its kernel refuses.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ListArgs {
+    /// Show only events whose name contains this, or matches it as a glob (`L1*misses`).
+    #[arg(value_name = "FILTER")]
+    pub filter: Option<String>,
+
+    /// Also list tracepoints (always searched when a filter is given).
+    #[arg(long = "tracepoints")]
+    pub tracepoints: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -45,7 +58,12 @@ pub struct StatArgs {
     pub all_cgroups: bool,
 
     /// Count the i-th event only in the i-th cgroup of this list.
-    #[arg(short = 'G', long = "cgroup", value_name = "CGROUPS", conflicts_with = "for_each_cgroup")]
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "CGROUPS",
+        conflicts_with = "for_each_cgroup"
+    )]
     pub cgroup: Vec<String>,
 
     /// Print counts every MS milliseconds (at least 10).
@@ -57,7 +75,12 @@ pub struct StatArgs {
     pub interval_count: Option<u64>,
 
     /// Print CSV with this field separator.
-    #[arg(short = 'x', long = "field-separator", value_name = "SEP", conflicts_with = "json")]
+    #[arg(
+        short = 'x',
+        long = "field-separator",
+        value_name = "SEP",
+        conflicts_with = "json"
+    )]
     pub field_separator: Option<String>,
 
     /// Print one JSON object per line.

@@ -16,7 +16,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput};
 
 use crate::counts::Reading;
 use crate::event::Event;
-use crate::perf_event::{self, RawAttr, Target};
+use crate::perf_event::{self, RawAttr, Role, Target};
 use crate::skel::*;
 
 /// The BPF program's own limits (src/bpf/bperf.h).
@@ -242,17 +242,19 @@ fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds,
         let mut ok = true;
         for (pos, &target) in targets.iter().enumerate() {
             let group = leader.and_then(|l| fds[l][pos].as_ref());
-            let attr = RawAttr::counting(&ev.attr).for_target(target, group.is_none());
-            let result = perf_event::open(&attr, target, group);
-            if dump {
-                let group_fd = group.map_or(-1, |g| g.as_raw_fd());
-                eprint!("{}", perf_event::describe(&attr));
-                eprintln!("{}", perf_event::describe_open(target, group_fd, &result));
-            }
-            match result {
+            let role = match (group, ev.leader) {
+                (Some(_), _) => Role::Member,
+                (None, Some(l)) if l == i => Role::Leader,
+                _ => Role::Single,
+            };
+            let attr = RawAttr::counting(&ev.attr).for_target(target, role);
+            match open_with_fallback(attr, target, group, dump) {
                 Ok(fd) => per_cpu.push(Some(fd)),
                 Err(e) if perf_event::is_permission(&e) => {
-                    return Err(privilege_error(&e, &format!("cannot open event '{}'", ev.name)))
+                    return Err(privilege_error(
+                        &e,
+                        &format!("cannot open event '{}'", ev.name),
+                    ))
                 }
                 Err(e) if perf_event::is_unsupported(&e) => {
                     ok = false;
@@ -267,7 +269,42 @@ fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds,
         fds.push(per_cpu);
         supported.push(ok);
     }
+    for (i, ev) in events.iter().enumerate() {
+        if ev.leader == Some(i) && targets.iter().all(|t| matches!(t, Target::Cpu(_))) {
+            for fd in fds[i].iter().flatten() {
+                perf_event::enable(fd).with_context(|| format!("enabling group '{}'", ev.name))?;
+            }
+        }
+    }
     Ok((fds, supported))
+}
+
+/// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
+/// (EINVAL: msr, most uncore PMUs) is asked again without them.
+fn open_with_fallback(
+    mut attr: RawAttr,
+    target: Target,
+    group: Option<&OwnedFd>,
+    dump: bool,
+) -> std::io::Result<OwnedFd> {
+    let gh = perf_event::FLAG_EXCLUDE_GUEST | perf_event::FLAG_EXCLUDE_HOST;
+    loop {
+        let result = perf_event::open(&attr, target, group);
+        if dump {
+            let group_fd = group.map_or(-1, |g| g.as_raw_fd());
+            eprint!("{}", perf_event::describe(&attr));
+            eprintln!("{}", perf_event::describe_open(target, group_fd, &result));
+        }
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && attr.flags & gh != 0 => {
+                if dump {
+                    eprintln!("switching off exclude_guest, exclude_host");
+                }
+                attr.flags &= !gh;
+            }
+            r => return r,
+        }
+    }
 }
 
 impl<'obj> Bpf<'obj> {
@@ -325,11 +362,15 @@ impl<'obj> Bpf<'obj> {
         for (slot, id) in setup.cgroups.iter().enumerate() {
             skel.maps
                 .cgrp_slot
-                .update(&id.to_ne_bytes(), &(slot as u32).to_ne_bytes(), MapFlags::ANY)
+                .update(
+                    &id.to_ne_bytes(),
+                    &(slot as u32).to_ne_bytes(),
+                    MapFlags::ANY,
+                )
                 .context("filling the cgroup map")?;
         }
-        let counts = Mapping::new(&skel.maps.counts, counts_len)
-            .context("mapping the BPF count array")?;
+        let counts =
+            Mapping::new(&skel.maps.counts, counts_len).context("mapping the BPF count array")?;
 
         let links = vec![
             skel.progs
@@ -354,6 +395,8 @@ impl<'obj> Bpf<'obj> {
     }
 
     /// Brings every CPU's counts up to now: runs the flush program on each CPU.
+    // ProgramInput is non-exhaustive: it cannot be built with a struct literal.
+    #[allow(clippy::field_reassign_with_default)]
     fn flush(&self, cpus: &[u32]) -> Result<()> {
         for &cpu in cpus {
             let mut input = ProgramInput::default();
@@ -445,7 +488,10 @@ mod tests {
         for e in 0..events.len() {
             let (b, p) = (b.total(0, e).counter as f64, p.total(0, e).counter as f64);
             assert!(p > 0.0, "event {e} counted nothing");
-            assert!((b - p).abs() <= p * 0.02 + 5.0, "event {e}: bpf {b} vs plain {p}");
+            assert!(
+                (b - p).abs() <= p * 0.02 + 5.0,
+                "event {e}: bpf {b} vs plain {p}"
+            );
         }
     }
 

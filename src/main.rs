@@ -9,13 +9,20 @@ mod counter;
 mod counts;
 mod cpus;
 mod event;
+mod list;
 mod perf_event;
 mod report;
 mod stat;
 mod workload;
 
 mod skel {
-    #![allow(clippy::all, unused_imports, dead_code, non_camel_case_types, non_snake_case)]
+    #![allow(
+        clippy::all,
+        unused_imports,
+        dead_code,
+        non_camel_case_types,
+        non_snake_case
+    )]
     include!(concat!(env!("OUT_DIR"), "/bperf.skel.rs"));
 }
 
@@ -49,6 +56,7 @@ fn main() -> ExitCode {
     };
     let result = match &cli.cmd {
         cli::Command::Stat(args) => stat::run(args),
+        cli::Command::List(args) => list::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -42,6 +42,8 @@ pub struct RawAttr {
 
 pub const FLAG_DISABLED: u64 = 1 << 0;
 pub const FLAG_INHERIT: u64 = 1 << 1;
+pub const FLAG_PINNED: u64 = 1 << 2;
+pub const FLAG_EXCLUSIVE: u64 = 1 << 3;
 pub const FLAG_ENABLE_ON_EXEC: u64 = 1 << 12;
 pub const FLAG_EXCLUDE_USER: u64 = 1 << 4;
 pub const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
@@ -62,7 +64,9 @@ impl RawAttr {
             config1: a.config1,
             config2: a.config2,
             read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
-            flags: bit(a.exclude_user, FLAG_EXCLUDE_USER)
+            flags: bit(a.pinned, FLAG_PINNED)
+                | bit(a.exclusive, FLAG_EXCLUSIVE)
+                | bit(a.exclude_user, FLAG_EXCLUDE_USER)
                 | bit(a.exclude_kernel, FLAG_EXCLUDE_KERNEL)
                 | bit(a.exclude_hv, FLAG_EXCLUDE_HV)
                 | bit(a.exclude_idle, FLAG_EXCLUDE_IDLE)
@@ -84,15 +88,50 @@ pub enum Target {
 
 impl RawAttr {
     /// The attr for `target`: a task is counted from its next exec, with its children.
-    pub fn for_target(mut self, target: Target, leader: bool) -> RawAttr {
-        if let Target::Task(_) = target {
-            self.flags |= FLAG_INHERIT;
-            if leader {
-                self.flags |= FLAG_DISABLED | FLAG_ENABLE_ON_EXEC;
+    /// A group leader on a CPU starts disabled, so that its members join before it is
+    /// scheduled; [`enable`] starts it once they have.
+    pub fn for_target(mut self, target: Target, role: Role) -> RawAttr {
+        match target {
+            Target::Task(_) => {
+                self.flags |= FLAG_INHERIT;
+                if role != Role::Member {
+                    self.flags |= FLAG_DISABLED | FLAG_ENABLE_ON_EXEC;
+                }
             }
+            Target::Cpu(_) if role == Role::Leader => self.flags |= FLAG_DISABLED,
+            Target::Cpu(_) => {}
         }
         self
     }
+}
+
+/// An event's place in its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Single,
+    Leader,
+    Member,
+}
+
+/// Starts a group that was opened disabled (members follow their leader).
+pub fn enable(leader: &OwnedFd) -> io::Result<()> {
+    const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+    // SAFETY: a plain ioctl on an fd we own.
+    if unsafe { libc::ioctl(leader.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
+/// it again; a PMU that rejects the guest/host bits is asked again without them.
+pub fn probe(attr: &Attr) -> bool {
+    let mut raw = RawAttr::counting(attr);
+    if open(&raw, Target::Task(0), None).is_ok() {
+        return true;
+    }
+    raw.flags &= !(FLAG_EXCLUDE_GUEST | FLAG_EXCLUDE_HOST);
+    open(&raw, Target::Task(0), None).is_ok()
 }
 
 /// Opens a counting event. `group` is the leader's fd for a group member.
@@ -141,7 +180,10 @@ pub fn read(fd: &OwnedFd) -> io::Result<Reading> {
 pub fn is_unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) | Some(libc::EINVAL)
+        Some(libc::ENOENT)
+            | Some(libc::EOPNOTSUPP)
+            | Some(libc::ENODEV)
+            | Some(libc::EINVAL)
             | Some(libc::ENXIO)
     )
 }
@@ -192,9 +234,11 @@ pub fn describe(a: &RawAttr) -> String {
             .collect();
         line("read_format", set.join("|"));
     }
-    let bits: [(u64, &str); 9] = [
+    let bits: [(u64, &str); 11] = [
         (FLAG_DISABLED, "disabled"),
         (FLAG_INHERIT, "inherit"),
+        (FLAG_PINNED, "pinned"),
+        (FLAG_EXCLUSIVE, "exclusive"),
         (FLAG_EXCLUDE_USER, "exclude_user"),
         (FLAG_EXCLUDE_KERNEL, "exclude_kernel"),
         (FLAG_EXCLUDE_HV, "exclude_hv"),
@@ -214,10 +258,10 @@ pub fn describe(a: &RawAttr) -> String {
         }
     }
     if a.config1 != 0 {
-        line("config1", hex(a.config1));
+        line("{ bp_addr, config1 }", hex(a.config1));
     }
     if a.config2 != 0 {
-        line("config2", hex(a.config2));
+        line("{ bp_len, config2 }", hex(a.config2));
     }
     out.push_str(SEPARATOR);
     out.push('\n');
@@ -252,7 +296,7 @@ mod tests {
             exclude_guest: true,
             ..Attr::default()
         })
-        .for_target(Target::Task(42), true);
+        .for_target(Target::Task(42), Role::Single);
         let want = "\
 ------------------------------------------------------------
 perf_event_attr:
@@ -282,6 +326,10 @@ perf_event_attr:
         });
         let d = describe(&attr);
         assert!(!d.contains("  type "), "{d}");
+        assert!(
+            d.contains("  { bp_addr, config1 }             0x3\n"),
+            "{d}"
+        );
         let order: Vec<&str> = d
             .lines()
             .filter_map(|l| l.strip_prefix("  "))
@@ -289,7 +337,14 @@ perf_event_attr:
             .collect();
         assert_eq!(
             order,
-            ["size", "read_format", "exclude_kernel", "exclude_hv", "precise_ip", "config1"]
+            [
+                "size",
+                "read_format",
+                "exclude_kernel",
+                "exclude_hv",
+                "precise_ip",
+                "{"
+            ]
         );
     }
 
@@ -301,11 +356,17 @@ perf_event_attr:
             precise_ip: 2,
             ..Attr::default()
         });
-        assert_eq!(a.flags, FLAG_EXCLUDE_USER | FLAG_EXCLUDE_HOST | (2 << PRECISE_IP_SHIFT));
+        assert_eq!(
+            a.flags,
+            FLAG_EXCLUDE_USER | FLAG_EXCLUDE_HOST | (2 << PRECISE_IP_SHIFT)
+        );
         assert_eq!(a.size, 136);
-        let cpu = a.for_target(Target::Cpu(0), true);
-        assert_eq!(cpu.flags, a.flags, "per-CPU counters start enabled, not inherited");
-        let member = a.for_target(Target::Task(1), false);
+        let cpu = a.for_target(Target::Cpu(0), Role::Single);
+        assert_eq!(
+            cpu.flags, a.flags,
+            "per-CPU counters start enabled, not inherited"
+        );
+        let member = a.for_target(Target::Task(1), Role::Member);
         assert_eq!(member.flags, a.flags | FLAG_INHERIT);
     }
 }

@@ -63,7 +63,8 @@ impl Plan {
         } else {
             a.events.join(",")
         };
-        let events = event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
+        let events =
+            event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
         if events.is_empty() {
             return Err(usage("no events to count".into()));
         }
@@ -121,7 +122,7 @@ impl Plan {
                         events.len()
                     )));
                 }
-                let mut slot_of = |name: &str, cgroups: &mut Vec<Cgroup>| -> Result<usize> {
+                let slot_of = |name: &str, cgroups: &mut Vec<Cgroup>| -> Result<usize> {
                     let id = h.id_of(name)?;
                     Ok(match cgroups.iter().position(|c| c.id == id) {
                         Some(s) => s,
@@ -168,7 +169,12 @@ impl Plan {
     }
 
     /// The report's lines for a snapshot, in perf's order (row, then CPU with -A).
-    pub fn lines(&self, snap: &Snapshot, supported: &dyn Fn(usize) -> bool, per_cpu: bool) -> Vec<Line> {
+    pub fn lines(
+        &self,
+        snap: &Snapshot,
+        supported: &dyn Fn(usize) -> bool,
+        per_cpu: bool,
+    ) -> Vec<Line> {
         let mut out = Vec::new();
         for row in &self.rows {
             let value = |r| {
@@ -211,6 +217,22 @@ enum Wake {
 }
 
 /// Runs `bperf stat`; returns the process exit code.
+/// One flush-and-read of every counter; with -v, says how long it took (the benchmark
+/// reads this line).
+fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapshot> {
+    let t = Instant::now();
+    let snap = counter.read()?;
+    if verbose > 0 {
+        eprintln!(
+            "bperf: flush+read of {} cgroups x {} events took {} us",
+            plan.cgroups.len(),
+            plan.events.len(),
+            t.elapsed().as_micros()
+        );
+    }
+    Ok(snap)
+}
+
 pub fn run(a: &StatArgs) -> Result<i32> {
     let plan = Plan::from_args(a)?;
     if a.field_separator.as_deref() == Some("") {
@@ -268,7 +290,10 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         &Setup {
             events: &plan.events,
             cpus: &plan.cpus,
-            task: workload.as_ref().filter(|_| plan.task_mode).map(Workload::pid),
+            task: workload
+                .as_ref()
+                .filter(|_| plan.task_mode)
+                .map(Workload::pid),
             cgroups: &ids,
             cgroup_v1: plan.cgroup_v1,
             verbose: a.verbose,
@@ -328,7 +353,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         };
         if let Some(i) = interval {
             if wake.is_none() || done {
-                let now = counter.read()?;
+                let now = timed_read(&mut counter, a.verbose, &plan)?;
                 let lines = plan.lines(&now.since(&prev), &|e| counter.supported(e), a.no_aggr);
                 report.interval(start.elapsed(), &plan.events, &lines)?;
                 prev = now;
@@ -352,12 +377,15 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         }
     }
     let elapsed = start.elapsed();
-    let total = counter.read()?;
+    let total = timed_read(&mut counter, a.verbose, &plan)?;
     let lines = plan.lines(&total, &|e| counter.supported(e), a.no_aggr);
     drop(counter);
-    let rusage = exit
-        .as_ref()
-        .map(|(_, ru)| (workload::timeval(ru.ru_utime), workload::timeval(ru.ru_stime)));
+    let rusage = exit.as_ref().map(|(_, ru)| {
+        (
+            workload::timeval(ru.ru_utime),
+            workload::timeval(ru.ru_stime),
+        )
+    });
     report.summary(&plan.events, &lines, &Footer { elapsed, rusage })?;
     report.out.flush()?;
 
@@ -366,4 +394,3 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         None => 0,
     })
 }
-

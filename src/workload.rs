@@ -49,12 +49,17 @@ impl Workload {
         if pid == 0 {
             // SAFETY: child side; no allocation, only raw syscalls.
             unsafe {
+                // Our copies of the parent's ends: without this, the parent closing `go`
+                // would not wake us.
+                libc::close(go_w.as_raw_fd());
+                libc::close(err_r.as_raw_fd());
+                // bperf's own handlers mean nothing here: a signal kills a held child.
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
                 let mut b = 0u8;
                 if libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) != 1 {
                     libc::_exit(127);
                 }
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                libc::signal(libc::SIGTERM, libc::SIG_DFL);
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 let errno = *libc::__errno_location();
                 libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);

@@ -39,7 +39,11 @@ pub fn workload() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let w = dir.join("examples/workload");
-    assert!(w.exists(), "{} missing: run through cargo test", w.display());
+    assert!(
+        w.exists(),
+        "{} missing: run through cargo test",
+        w.display()
+    );
     w
 }
 
@@ -199,7 +203,10 @@ pub fn value(lines: &[CsvLine], event: &str, cgroup: &str) -> f64 {
         .filter(|l| l.event == event && l.cgroup == cgroup)
         .map(|l| l.value.unwrap_or(0.0))
         .collect();
-    assert!(!vals.is_empty(), "no {event} line for {cgroup} in {lines:?}");
+    assert!(
+        !vals.is_empty(),
+        "no {event} line for {cgroup} in {lines:?}"
+    );
     vals.iter().sum()
 }
 
@@ -220,8 +227,23 @@ pub fn rusage_totals(stderr: &str) -> (u64, u64) {
     (cs, faults)
 }
 
-/// Names of loaded BPF programs that are bperf's.
+/// Names of loaded BPF programs that are bperf's, once the kernel has finished freeing
+/// those of processes that just exited (it frees them asynchronously, after an RCU grace
+/// period): waits up to two seconds for the list to empty.
 pub fn bperf_programs() -> Vec<String> {
+    let mut left = loaded_bperf_programs();
+    for _ in 0..40 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        left = loaded_bperf_programs();
+    }
+    left
+}
+
+/// Names of loaded BPF programs that are bperf's, right now.
+pub fn loaded_bperf_programs() -> Vec<String> {
     libbpf_rs::query::ProgInfoIter::default()
         .map(|p| p.name.to_string_lossy().into_owned())
         .filter(|n| n.starts_with("bperf_"))

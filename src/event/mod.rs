@@ -1,0 +1,486 @@
+//! Event strings -> perf_event_attr identity fields, the way perf stat reads them.
+//!
+//! Pure: no syscalls. PMUs are read from a sysfs root that tests point at fixtures.
+//!
+//! The language: a comma-separated list of events and groups `{a,b,...}`. An event is
+//! a hardware, software or cache name (`cycles`, `cs`, `L1-dcache-load-misses`), a raw
+//! event `rNNNN`, a PMU event `pmu/term=value,alias,.../`, a bare sysfs alias (`tsc`),
+//! or a tracepoint `sys:name`; each may carry modifiers (`:u`, `:k`, `:pp`, ...), and a
+//! group's modifiers apply to every member.
+
+mod catalog;
+mod pmu;
+mod symbols;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Result};
+
+pub use catalog::{entries, matches, Entry, Kind};
+pub use pmu::Pmu;
+pub use symbols::{
+    cache_event_names, HARDWARE, SOFTWARE, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW, TYPE_SOFTWARE,
+    TYPE_TRACEPOINT,
+};
+
+/// The fields of `perf_event_attr` that an event string decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attr {
+    pub type_: u32,
+    pub config: u64,
+    pub config1: u64,
+    pub config2: u64,
+    pub exclude_user: bool,
+    pub exclude_kernel: bool,
+    pub exclude_hv: bool,
+    pub exclude_idle: bool,
+    pub exclude_host: bool,
+    pub exclude_guest: bool,
+    pub precise_ip: u8,
+    pub pinned: bool,
+    pub exclusive: bool,
+}
+
+/// One event as the user asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The name perf stat prints for it: the string as typed, e.g. `cs`, `task-clock:u`,
+    /// `msr/tsc/`, or the value of a `name=` term.
+    pub name: String,
+    pub attr: Attr,
+    /// Index (into the parsed list) of this event's group leader; `None` when not in a group.
+    pub leader: Option<usize>,
+}
+
+impl Event {
+    /// A lone event of the given type and config, for tests of the code downstream.
+    #[cfg(test)]
+    pub fn plain(name: &str, type_: u32, config: u64) -> Event {
+        Event {
+            name: name.into(),
+            attr: Attr {
+                type_,
+                config,
+                ..Attr::default()
+            },
+            leader: None,
+        }
+    }
+}
+
+/// Where PMU and tracepoint descriptions live.
+#[derive(Clone, Debug)]
+pub struct Sysfs {
+    /// Normally /sys/bus/event_source/devices.
+    pub root: PathBuf,
+    /// Normally /sys/kernel/tracing.
+    pub tracefs: PathBuf,
+}
+
+impl Sysfs {
+    pub fn system() -> Self {
+        let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.join("events").is_dir())
+            .unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing"));
+        Sysfs {
+            root: PathBuf::from("/sys/bus/event_source/devices"),
+            tracefs,
+        }
+    }
+
+    /// A fixture tree: PMUs under `root`, tracepoints (if any) under `root/../tracing`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let tracefs = root.parent().unwrap_or(Path::new("/")).join("tracing");
+        Sysfs { root, tracefs }
+    }
+
+    pub fn pmu(&self, name: &str) -> Option<Pmu> {
+        if name.is_empty() || name.contains(['/', '.']) {
+            return None;
+        }
+        Pmu::load(&self.root.join(name)).ok()
+    }
+
+    /// Every PMU that describes itself readably, sorted by name.
+    pub fn pmus(&self) -> Vec<Pmu> {
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return vec![];
+        };
+        let mut v: Vec<Pmu> = rd
+            .flatten()
+            .filter_map(|e| Pmu::load(&e.path()).ok())
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64> {
+        let ok = |s: &str| !s.is_empty() && !s.contains(['/', '.']);
+        if !ok(sys) || !ok(name) {
+            return None;
+        }
+        let p = self.tracefs.join("events").join(sys).join(name).join("id");
+        std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    }
+}
+
+/// perf stat's default events when no -e is given.
+pub const DEFAULT_EVENTS: &str =
+    "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
+
+/// Parses an -e list. Errors are one line and name the part that is wrong.
+pub fn parse_events(list: &str, sysfs: &Sysfs) -> Result<Vec<Event>> {
+    let mut events = vec![];
+    for item in split_list(list)? {
+        match item {
+            Item::Event(s) => {
+                let (name, attr, _) = parse_event(s, sysfs)?;
+                events.push(Event {
+                    name,
+                    attr,
+                    leader: None,
+                });
+            }
+            Item::Group(members, mods) => {
+                let leader = events.len();
+                for (i, s) in members.into_iter().enumerate() {
+                    let (name, attr, state) = parse_event(s, sysfs)?;
+                    let attr = match mods {
+                        // perf prints a member's own name, without the group's modifiers.
+                        Some(m) => state
+                            .apply(m)
+                            .map_err(|e| anyhow!("bad modifier ':{m}' on group: {e}"))?
+                            .attr(attr, i == 0),
+                        None => attr,
+                    };
+                    events.push(Event {
+                        name,
+                        attr,
+                        leader: Some(leader),
+                    });
+                }
+            }
+        }
+    }
+    Ok(events)
+}
+
+enum Item<'a> {
+    Event(&'a str),
+    /// Members and the group's modifiers.
+    Group(Vec<&'a str>, Option<&'a str>),
+}
+
+/// Splits the list at commas that are not inside `pmu/.../` terms, and gathers groups.
+fn split_list(list: &str) -> Result<Vec<Item<'_>>> {
+    let mut items = vec![];
+    let bytes = list.as_bytes();
+    let (mut i, mut start) = (0, 0);
+    let mut in_terms = false;
+    let mut group: Option<(Vec<&str>, usize)> = None;
+    let piece = |a: usize, b: usize| -> Result<&str> {
+        let s = list[a..b].trim();
+        if s.is_empty() {
+            bail!("empty event in '{list}'");
+        }
+        Ok(s)
+    };
+    while i <= bytes.len() {
+        let c = bytes.get(i).copied();
+        match c {
+            Some(b'/') => in_terms = !in_terms,
+            _ if in_terms && c.is_some() => {}
+            Some(b'{') => {
+                if group.is_some() {
+                    bail!("groups cannot nest: '{list}'");
+                }
+                if !list[start..i].trim().is_empty() {
+                    bail!("unexpected '{{' after '{}'", list[start..i].trim());
+                }
+                group = Some((vec![], i));
+                start = i + 1;
+            }
+            Some(b'}') => {
+                let Some((mut members, open)) = group.take() else {
+                    bail!("'}}' without '{{' in '{list}'");
+                };
+                members.push(piece(start, i)?);
+                // Group modifiers run to the next top-level comma.
+                let end = list[i..].find(',').map_or(list.len(), |n| i + n);
+                let mods = list[i + 1..end].trim();
+                let mods =
+                    match mods {
+                        "" => None,
+                        m => Some(m.strip_prefix(':').filter(|m| !m.is_empty()).ok_or_else(
+                            || anyhow!("unexpected '{m}' after group '{}'", &list[open..=i]),
+                        )?),
+                    };
+                items.push(Item::Group(members, mods));
+                i = end;
+                start = end + 1;
+                if end == list.len() {
+                    break;
+                }
+            }
+            Some(b',') | None => {
+                match &mut group {
+                    Some((members, _)) if c.is_some() => members.push(piece(start, i)?),
+                    Some(_) => bail!("group without '}}' in '{list}'"),
+                    None => items.push(Item::Event(piece(start, i)?)),
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if in_terms {
+        bail!("missing '/' in '{list}'");
+    }
+    Ok(items)
+}
+
+/// The modifier state perf keeps per event while reading `:ukhGHpD...`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Mods {
+    eu: bool,
+    ek: bool,
+    eh: bool,
+    e_host: bool,
+    e_guest: bool,
+    /// Set once G or H was given: later u or p no longer imply excluding the guest.
+    gh_given: bool,
+    precise: u8,
+    pinned: bool,
+    exclusive: bool,
+    idle: bool,
+}
+
+const MODIFIER_CHARS: &str = "ukhGHpPDeIWS";
+
+impl Mods {
+    /// An event written without modifiers counts everything but guest mode.
+    fn unmodified() -> Mods {
+        Mods {
+            e_guest: true,
+            ..Mods::default()
+        }
+    }
+
+    /// Applies a modifier string. The first of u, k, h excludes the other two, and
+    /// later ones include theirs again; likewise for G and H. u and p also exclude the
+    /// guest, unless G or H said otherwise.
+    fn apply(mut self, s: &str) -> Result<Mods> {
+        let mut exclude = self.eu || self.ek || self.eh;
+        for c in s.chars() {
+            match c {
+                'u' | 'k' | 'h' => {
+                    if !exclude {
+                        exclude = true;
+                        (self.eu, self.ek, self.eh) = (true, true, true);
+                    }
+                    match c {
+                        'u' => {
+                            self.eu = false;
+                            if !self.gh_given {
+                                self.e_guest = true;
+                            }
+                        }
+                        'k' => self.ek = false,
+                        _ => self.eh = false,
+                    }
+                }
+                'G' | 'H' => {
+                    if !self.gh_given {
+                        self.gh_given = true;
+                        (self.e_guest, self.e_host) = (true, true);
+                    }
+                    match c {
+                        'G' => self.e_guest = false,
+                        _ => self.e_host = false,
+                    }
+                }
+                'p' => {
+                    self.precise += 1;
+                    if !self.gh_given {
+                        self.e_guest = true;
+                    }
+                }
+                'D' => self.pinned = true,
+                'e' => self.exclusive = true,
+                'I' => self.idle = true,
+                // P asks for the highest precision the PMU offers; counting ignores it,
+                // as do S (sample read) and W (weak group).
+                'P' | 'S' | 'W' => {}
+                _ => bail!("unknown modifier '{c}' (modifiers are {MODIFIER_CHARS})"),
+            }
+        }
+        if self.precise > 3 {
+            bail!("precise level {} is more than 3 (ppp)", self.precise);
+        }
+        Ok(self)
+    }
+
+    fn attr(self, base: Attr, leader_or_single: bool) -> Attr {
+        Attr {
+            exclude_user: self.eu,
+            exclude_kernel: self.ek,
+            exclude_hv: self.eh,
+            exclude_idle: self.idle,
+            exclude_host: self.e_host,
+            exclude_guest: self.e_guest,
+            precise_ip: self.precise,
+            // Only a group's leader can be pinned or exclusive.
+            pinned: self.pinned && leader_or_single,
+            exclusive: self.exclusive && leader_or_single,
+            ..base
+        }
+    }
+}
+
+/// Parses one event: its printed name, its attr, and its modifier state (which group
+/// modifiers build on).
+fn parse_event(s: &str, sysfs: &Sysfs) -> Result<(String, Attr, Mods)> {
+    let (body, mods, named) = resolve(s, sysfs)?;
+    let state = match mods {
+        None => Mods::unmodified(),
+        Some(m) => Mods::default()
+            .apply(m)
+            .map_err(|e| anyhow!("bad modifier in event '{s}': {e}"))?,
+    };
+    Ok((
+        named.unwrap_or_else(|| s.to_string()),
+        state.attr(body, true),
+        state,
+    ))
+}
+
+/// The event's identity (type and config words), its modifiers, and a `name=` term.
+fn resolve<'a>(s: &'a str, sysfs: &Sysfs) -> Result<(Attr, Option<&'a str>, Option<String>)> {
+    let with = |type_, config| Attr {
+        type_,
+        config,
+        ..Attr::default()
+    };
+    // pmu/terms/ with modifiers after it, written `:u` or `u`.
+    if let Some(open) = s.find('/') {
+        let close = s
+            .rfind('/')
+            .filter(|&c| c > open)
+            .ok_or_else(|| anyhow!("missing '/' in event '{s}'"))?;
+        let rest = &s[close + 1..];
+        let mods = rest.strip_prefix(':').unwrap_or(rest);
+        let mods = (!mods.is_empty()).then_some(mods);
+        let pmu_name = &s[..open];
+        let pmu = sysfs.pmu(pmu_name).ok_or_else(|| {
+            anyhow!(
+                "unknown PMU '{pmu_name}' in event '{s}' (none under {})",
+                sysfs.root.display()
+            )
+        })?;
+        let (attr, name) = pmu
+            .encode(&s[open + 1..close])
+            .map_err(|e| anyhow!("event '{s}': {e}"))?;
+        return Ok((attr, mods, name));
+    }
+    let (head, mods) = match s.split_once(':') {
+        Some((h, m)) => (h, Some(m)),
+        None => (s, None),
+    };
+    if let Some(c) = symbols::lookup(HARDWARE, head) {
+        return Ok((with(TYPE_HARDWARE, c), mods, None));
+    }
+    if let Some(c) = symbols::lookup(SOFTWARE, head) {
+        return Ok((with(TYPE_SOFTWARE, c), mods, None));
+    }
+    if let Some(c) = symbols::cache_config(head) {
+        return Ok((with(TYPE_HW_CACHE, c), mods, None));
+    }
+    if let Some(hex) = head.strip_prefix('r') {
+        if !hex.is_empty() && hex.len() <= 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok((with(TYPE_RAW, u64::from_str_radix(hex, 16)?), mods, None));
+        }
+    }
+    // A bare name: an alias one of the sysfs PMUs defines.
+    if !head.is_empty()
+        && head
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        for pmu in sysfs.pmus() {
+            if let Some(terms) = pmu.alias(head) {
+                let (attr, name) = pmu.encode(terms).map_err(|e| anyhow!("event '{s}': {e}"))?;
+                return Ok((attr, mods, name));
+            }
+        }
+    }
+    // sys:name[:modifiers] -- a tracepoint.
+    if let Some((sys, rest)) = s.split_once(':') {
+        let (tp, mods) = match rest.split_once(':') {
+            Some((t, m)) => (t, Some(m)),
+            None => (rest, None),
+        };
+        if let Some(id) = sysfs.tracepoint_id(sys, tp) {
+            return Ok((with(TYPE_TRACEPOINT, id), mods, None));
+        }
+    }
+    Err(unknown_event(head, sysfs))
+}
+
+fn unknown_event(name: &str, sysfs: &Sysfs) -> anyhow::Error {
+    let mut known: Vec<String> = HARDWARE
+        .iter()
+        .chain(SOFTWARE)
+        .flat_map(|(_, n)| n.iter().map(|s| s.to_string()))
+        .chain(cache_event_names().into_iter().map(|(n, _)| n))
+        .collect();
+    for p in sysfs.pmus() {
+        for (a, _) in &p.aliases {
+            known.push(format!("{}/{a}/", p.name));
+        }
+    }
+    let mut scored: Vec<(usize, String)> = known
+        .into_iter()
+        .map(|k| (distance(name, &k), k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .collect();
+    scored.sort();
+    scored.dedup();
+    let near: Vec<String> = scored
+        .into_iter()
+        .take(3)
+        .map(|(_, k)| format!("'{k}'"))
+        .collect();
+    match near.is_empty() {
+        true => anyhow!("unknown event '{name}' (see 'bperf list')"),
+        false => anyhow!(
+            "unknown event '{name}' (did you mean {}?)",
+            near.join(" or ")
+        ),
+    }
+}
+
+/// Levenshtein distance, for suggestions.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != b[j]))
+                .min(row[j] + 1)
+                .min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,394 @@
+//! Dynamic PMUs described in sysfs (`<root>/<pmu>/type`, `format/*`, `events/*`) and
+//! the `pmu/term=value,.../` terms that encode into config, config1 and config2.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// Which attr word a format field or a raw term writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    Config,
+    Config1,
+    Config2,
+}
+
+/// A named format field: its value is spread over these bit ranges, low bits first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Format {
+    pub name: String,
+    pub word: Word,
+    /// Inclusive (low, high) bit ranges.
+    pub ranges: Vec<(u32, u32)>,
+}
+
+impl Format {
+    /// Parses a sysfs format file's content: `config:0-7`, `config1:0-63`,
+    /// `config:0-7,32-35`, `config:21`.
+    pub fn parse(name: &str, spec: &str) -> Result<Format> {
+        let spec = spec.trim();
+        let (word, bits) = spec
+            .split_once(':')
+            .ok_or_else(|| anyhow!("format '{name}': no ':' in '{spec}'"))?;
+        let word = match word {
+            "config" => Word::Config,
+            "config1" => Word::Config1,
+            "config2" => Word::Config2,
+            w => bail!("format '{name}': unknown attr word '{w}'"),
+        };
+        let mut ranges = vec![];
+        for r in bits.split(',') {
+            let (lo, hi) = match r.split_once('-') {
+                Some((lo, hi)) => (lo.trim().parse::<u32>()?, hi.trim().parse::<u32>()?),
+                None => {
+                    let b = r.trim().parse::<u32>()?;
+                    (b, b)
+                }
+            };
+            if lo > hi || hi > 63 {
+                bail!("format '{name}': bad bit range '{r}'");
+            }
+            ranges.push((lo, hi));
+        }
+        Ok(Format {
+            name: name.to_string(),
+            word,
+            ranges,
+        })
+    }
+
+    /// The sysfs spelling back: `config:0-7,32-35`.
+    pub fn describe(&self) -> String {
+        let word = match self.word {
+            Word::Config => "config",
+            Word::Config1 => "config1",
+            Word::Config2 => "config2",
+        };
+        let ranges: Vec<String> = self
+            .ranges
+            .iter()
+            .map(|&(lo, hi)| {
+                if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}-{hi}")
+                }
+            })
+            .collect();
+        format!("{word}:{}", ranges.join(","))
+    }
+
+    pub fn width(&self) -> u32 {
+        self.ranges.iter().map(|(lo, hi)| hi - lo + 1).sum()
+    }
+
+    /// Spreads `value` over the ranges. Errors when it has more bits than the field.
+    pub fn encode(&self, value: u64) -> Result<u64, u64> {
+        let width = self.width();
+        let max = if width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << width) - 1
+        };
+        if value > max {
+            return Err(max);
+        }
+        let (mut out, mut v) = (0u64, value);
+        for &(lo, hi) in &self.ranges {
+            let n = hi - lo + 1;
+            let mask = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+            out |= (v & mask) << lo;
+            v = if n >= 64 { 0 } else { v >> n };
+        }
+        Ok(out)
+    }
+}
+
+/// A PMU under /sys/bus/event_source/devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pmu {
+    pub name: String,
+    pub type_: u32,
+    pub formats: Vec<Format>,
+    /// Named events: (alias, its terms as written in sysfs, e.g. `event=0x3c`).
+    pub aliases: Vec<(String, String)>,
+}
+
+impl Pmu {
+    pub fn load(dir: &Path) -> Result<Pmu> {
+        let name = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| anyhow!("bad PMU directory {}", dir.display()))?
+            .to_string();
+        let type_ = fs::read_to_string(dir.join("type"))
+            .with_context(|| format!("reading {}/type", dir.display()))?
+            .trim()
+            .parse()
+            .with_context(|| format!("parsing {}/type", dir.display()))?;
+        let mut formats = vec![];
+        for (f, spec) in read_dir_files(&dir.join("format")) {
+            formats.push(Format::parse(&f, &spec)?);
+        }
+        let mut aliases: Vec<(String, String)> = read_dir_files(&dir.join("events"))
+            .into_iter()
+            // .scale, .unit, .per-pkg and .snapshot describe an event; they are not events.
+            .filter(|(n, _)| !n.contains('.'))
+            .map(|(n, s)| (n, s.trim().to_string()))
+            .collect();
+        aliases.sort();
+        Ok(Pmu {
+            name,
+            type_,
+            formats,
+            aliases,
+        })
+    }
+
+    pub fn format(&self, name: &str) -> Option<&Format> {
+        self.formats.iter().find(|f| f.name == name)
+    }
+
+    pub fn alias(&self, name: &str) -> Option<&str> {
+        self.aliases
+            .iter()
+            .find(|(n, _)| n == name || n.eq_ignore_ascii_case(name))
+            .map(|(_, t)| t.as_str())
+    }
+
+    /// The attr a term list gives on this PMU, and its `name=` term if any.
+    pub fn encode(&self, terms: &str) -> Result<(super::Attr, Option<String>)> {
+        let (config, config1, config2, name) = encode_terms(self, terms)?;
+        let attr = super::Attr {
+            type_: self.type_,
+            config,
+            config1,
+            config2,
+            ..super::Attr::default()
+        };
+        Ok((attr, name))
+    }
+
+    /// The term names this PMU accepts, for error messages.
+    pub fn valid_terms(&self) -> String {
+        let mut v: Vec<&str> = vec!["config", "config1", "config2", "name", "period"];
+        v.extend(self.formats.iter().map(|f| f.name.as_str()));
+        v.join(",")
+    }
+}
+
+/// Files of a directory as (name, content), sorted by name; empty when it is missing.
+fn read_dir_files(dir: &Path) -> Vec<(String, String)> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut out: Vec<(String, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let content = fs::read_to_string(e.path()).ok()?;
+            Some((name, content))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Parses a number the way perf does in terms: decimal or 0x-hex.
+pub fn parse_num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) if !h.is_empty() => u64::from_str_radix(h, 16).ok(),
+        Some(_) => None,
+        None if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+        None => None,
+    }
+}
+
+/// Encodes a term list (`event=0x3c,umask=1,edge`, or an alias name among them) for
+/// `pmu`. Returns the words and the `name=` term if one was given.
+pub fn encode_terms(pmu: &Pmu, terms: &str) -> Result<(u64, u64, u64, Option<String>)> {
+    let mut words = [0u64; 3];
+    let mut name = None;
+    encode_into(pmu, terms, &mut words, &mut name, 0)?;
+    Ok((words[0], words[1], words[2], name))
+}
+
+fn encode_into(
+    pmu: &Pmu,
+    terms: &str,
+    words: &mut [u64; 3],
+    name: &mut Option<String>,
+    depth: u32,
+) -> Result<()> {
+    if terms.trim().is_empty() {
+        return Ok(());
+    }
+    for term in terms.split(',') {
+        let term = term.trim();
+        if term.is_empty() {
+            bail!("empty term in '{terms}'");
+        }
+        let (key, value) = match term.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (term, None),
+        };
+        if key == "name" {
+            *name = Some(value.unwrap_or_default().to_string());
+            continue;
+        }
+        // Terms that set how an event samples: no effect on counting.
+        if matches!(
+            key,
+            "period" | "freq" | "call-graph" | "stack-size" | "time" | "metric-id"
+        ) {
+            continue;
+        }
+        let num = |v: Option<&str>| -> Result<u64> {
+            match v {
+                None => Ok(1),
+                Some(v) => {
+                    parse_num(v).ok_or_else(|| anyhow!("'{v}' is not a number (term '{term}')"))
+                }
+            }
+        };
+        let raw = match key {
+            "config" => Some(0),
+            "config1" => Some(1),
+            "config2" => Some(2),
+            _ => None,
+        };
+        if let Some(i) = raw {
+            words[i] = num(value)?;
+            continue;
+        }
+        if let Some(f) = pmu.format(key) {
+            let v = num(value)?;
+            let bits = f.encode(v).map_err(|max| {
+                anyhow!(
+                    "value {v:#x} too big for format field '{key}' of PMU '{}' (maximum {max:#x})",
+                    pmu.name
+                )
+            })?;
+            let i = match f.word {
+                Word::Config => 0,
+                Word::Config1 => 1,
+                Word::Config2 => 2,
+            };
+            // A field overrides the bits it covers, so later terms win as in perf.
+            let mask = f
+                .encode(u64::MAX >> (64 - f.width().min(64)))
+                .unwrap_or(u64::MAX);
+            words[i] = (words[i] & !mask) | bits;
+            continue;
+        }
+        if value.is_none() {
+            if let Some(alias) = pmu.alias(key) {
+                if depth > 2 {
+                    bail!("alias '{key}' of PMU '{}' refers to itself", pmu.name);
+                }
+                return encode_alias_then(pmu, alias, terms, term, words, name, depth);
+            }
+        }
+        bail!(
+            "unknown term '{key}' for PMU '{}' (valid terms: {})",
+            pmu.name,
+            pmu.valid_terms()
+        );
+    }
+    Ok(())
+}
+
+/// An alias expands in place: its own terms first, then the remaining terms of the list.
+fn encode_alias_then(
+    pmu: &Pmu,
+    alias: &str,
+    terms: &str,
+    term: &str,
+    words: &mut [u64; 3],
+    name: &mut Option<String>,
+    depth: u32,
+) -> Result<()> {
+    encode_into(pmu, alias, words, name, depth + 1)?;
+    // Everything after this term, in order.
+    let mut rest = terms.split(',').map(str::trim).skip_while(|t| *t != term);
+    rest.next();
+    let rest: Vec<&str> = rest.collect();
+    encode_into(pmu, &rest.join(","), words, name, depth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intel_cpu() -> Pmu {
+        Pmu {
+            name: "cpu".into(),
+            type_: 4,
+            formats: vec![
+                Format::parse("event", "config:0-7").unwrap(),
+                Format::parse("umask", "config:8-15").unwrap(),
+                Format::parse("edge", "config:18").unwrap(),
+                Format::parse("inv", "config:23").unwrap(),
+                Format::parse("cmask", "config:24-31").unwrap(),
+                Format::parse("ldlat", "config1:0-15").unwrap(),
+                Format::parse("split", "config:0-3,32-35").unwrap(),
+            ],
+            aliases: vec![("cpu-cycles".into(), "event=0x3c".into())],
+        }
+    }
+
+    #[test]
+    fn format_files_parse() {
+        let f = Format::parse("x", "config:0-7,32-35\n").unwrap();
+        assert_eq!(f.ranges, vec![(0, 7), (32, 35)]);
+        assert_eq!(f.describe(), "config:0-7,32-35");
+        assert_eq!(
+            Format::parse("e", "config:18").unwrap().describe(),
+            "config:18"
+        );
+        assert_eq!(f.width(), 12);
+        assert!(Format::parse("x", "config3:0-7").is_err());
+        assert!(Format::parse("x", "config:9-3").is_err());
+        assert!(Format::parse("x", "config:0-64").is_err());
+    }
+
+    #[test]
+    fn values_spread_over_ranges() {
+        let f = Format::parse("split", "config:0-3,32-35").unwrap();
+        assert_eq!(f.width(), 8);
+        assert_eq!(f.encode(0xab), Ok(0xa_0000_000b));
+        assert_eq!(f.encode(0x100), Err(0xff));
+        let full = Format::parse("all", "config:0-63").unwrap();
+        assert_eq!(full.encode(u64::MAX), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn terms_encode() {
+        let p = intel_cpu();
+        let e = |t: &str| encode_terms(&p, t).map(|(c, c1, c2, _)| (c, c1, c2));
+        assert_eq!(e("event=0x3c,umask=1").unwrap(), (0x13c, 0, 0));
+        assert_eq!(e("event=0xc0,edge,inv,cmask=2").unwrap(), (0x28400c0, 0, 0));
+        assert_eq!(e("ldlat=30,config2=7").unwrap(), (0, 30, 7));
+        assert_eq!(e("cpu-cycles,umask=2").unwrap(), (0x23c, 0, 0));
+        assert_eq!(e("config=0x1234,event=0x56").unwrap(), (0x1256, 0, 0));
+        assert_eq!(
+            encode_terms(&p, "event=1,name=mine").unwrap().3.as_deref(),
+            Some("mine")
+        );
+        let err = |t: &str| e(t).unwrap_err().to_string();
+        assert!(err("event=0x100").contains("too big for format field 'event'"));
+        assert!(err("umask=zz").contains("'zz' is not a number"));
+        assert!(err("bogus=1").contains("unknown term 'bogus'"));
+        assert!(err("event=1,,umask=2").contains("empty term"));
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_num("0x1f"), Some(31));
+        assert_eq!(parse_num("31"), Some(31));
+        assert_eq!(parse_num("0x"), None);
+        assert_eq!(parse_num("-1"), None);
+        assert_eq!(parse_num("99999999999999999999999"), None);
+    }
+}

@@ -1,0 +1,237 @@
+//! perf's metric comments: derived values printed after `#`.
+
+use crate::counts::{Line, Value};
+use crate::event::{Attr, Event};
+
+const HW: u32 = 0;
+const SW: u32 = 1;
+
+/// What kind of event, as far as metrics care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Clock, // task-clock, cpu-clock: ns, shown as msec
+    Cycles,
+    Instructions,
+    Branches,
+    BranchMisses,
+    CacheRefs,
+    CacheMisses,
+    Other,
+}
+
+pub fn kind(a: &Attr) -> Kind {
+    match (a.type_, a.config) {
+        (SW, 0) | (SW, 1) => Kind::Clock,
+        (HW, 0) => Kind::Cycles,
+        (HW, 1) => Kind::Instructions,
+        (HW, 2) => Kind::CacheRefs,
+        (HW, 3) => Kind::CacheMisses,
+        (HW, 4) => Kind::Branches,
+        (HW, 5) => Kind::BranchMisses,
+        _ => Kind::Other,
+    }
+}
+
+/// The unit column: clocks are counted in ns and printed in msec.
+pub fn unit(a: &Attr) -> &'static str {
+    if kind(a) == Kind::Clock {
+        "msec"
+    } else {
+        ""
+    }
+}
+
+/// The value printed for a count, in the event's unit.
+pub fn shown(a: &Attr, count: f64) -> f64 {
+    if kind(a) == Kind::Clock {
+        count / 1e6
+    } else {
+        count
+    }
+}
+
+/// A metric: value and its unit text, and how the table prints the value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metric {
+    pub value: f64,
+    pub unit: String,
+    /// Table form of the value, e.g. `   0.345` or `   5.00%`.
+    pub text: String,
+}
+
+impl Metric {
+    fn new(value: f64, unit: impl Into<String>) -> Metric {
+        Metric {
+            value,
+            unit: unit.into(),
+            text: format!("{value:8.3}"),
+        }
+    }
+
+    fn percent(value: f64, unit: &str) -> Metric {
+        Metric {
+            value,
+            unit: unit.into(),
+            text: format!("{value:7.2}%"),
+        }
+    }
+}
+
+/// Scaled count of the first line of `kind` in the same cgroup and CPU as `line`.
+fn sibling(events: &[Event], lines: &[Line], line: &Line, want: Kind) -> Option<f64> {
+    lines
+        .iter()
+        .filter(|l| l.cgroup == line.cgroup && l.cpu == line.cpu)
+        .filter(|l| kind(&events[l.event].attr) == want)
+        .find_map(|l| match l.value {
+            Value::Counted(r) => r.scaled(),
+            Value::NotSupported => None,
+        })
+}
+
+/// The metric perf prints for `line`, given all lines of the same print and the wall time
+/// they cover (ns).
+pub fn metric(events: &[Event], lines: &[Line], line: &Line, wall_ns: f64) -> Option<Metric> {
+    let count = match line.value {
+        Value::Counted(r) => r.scaled()?,
+        Value::NotSupported => return None,
+    };
+    let ev = &events[line.event];
+    let k = kind(&ev.attr);
+    let ratio = |other: Kind| sibling(events, lines, line, other).filter(|v| *v > 0.0);
+    match k {
+        Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
+        Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),
+        Kind::Instructions => ratio(Kind::Cycles).map(|c| {
+            let v = count / c;
+            Metric {
+                value: v,
+                unit: "insn per cycle".into(),
+                text: format!("{v:8.2}"),
+            }
+        }),
+        Kind::BranchMisses => {
+            ratio(Kind::Branches).map(|b| Metric::percent(100.0 * count / b, "of all branches"))
+        }
+        Kind::CacheMisses => {
+            ratio(Kind::CacheRefs).map(|r| Metric::percent(100.0 * count / r, "of all cache refs"))
+        }
+        Kind::Branches | Kind::CacheRefs | Kind::Other => {
+            ratio(Kind::Clock).map(|ns| per_second(count / (ns / 1e9)))
+        }
+    }
+}
+
+/// A rate with perf's K/M/G prefixes.
+fn per_second(rate: f64) -> Metric {
+    let (v, unit) = if rate >= 1e9 {
+        (rate / 1e9, "G/sec")
+    } else if rate >= 1e6 {
+        (rate / 1e6, "M/sec")
+    } else if rate >= 1e3 {
+        (rate / 1e3, "K/sec")
+    } else {
+        (rate, "/sec")
+    };
+    Metric::new(v, unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counts::Reading;
+
+    fn ev(name: &str, type_: u32, config: u64) -> Event {
+        Event::plain(name, type_, config)
+    }
+
+    fn line(event: usize, counter: u64, cgroup: Option<&str>) -> Line {
+        Line {
+            event,
+            cgroup: cgroup.map(str::to_string),
+            cpu: None,
+            value: Value::Counted(Reading {
+                counter,
+                enabled: 100,
+                running: 100,
+            }),
+        }
+    }
+
+    #[test]
+    fn software_metrics() {
+        let events = [ev("task-clock", 1, 1), ev("cs", 1, 3), ev("msr/tsc/", 9, 0)];
+        let lines = [
+            line(0, 2_000_000_000, None),
+            line(1, 58, None),
+            line(2, 4_890_000_000, None),
+        ];
+        let m = |i| metric(&events, &lines, &lines[i], 1e9).unwrap();
+        assert_eq!((m(0).value, m(0).unit.as_str()), (2.0, "CPUs utilized"));
+        assert_eq!(m(0).text, "   2.000");
+        assert_eq!((m(1).value, m(1).unit.as_str()), (29.0, "/sec"));
+        assert_eq!(m(2).unit, "G/sec");
+        assert!((m(2).value - 2.445).abs() < 1e-9);
+    }
+
+    #[test]
+    fn rates_use_the_same_cgroups_clock() {
+        let events = [ev("task-clock", 1, 1), ev("cs", 1, 3)];
+        let lines = [
+            line(0, 500_000_000, Some("a")),
+            line(1, 1000, Some("a")),
+            line(0, 1_000_000_000, Some("b")),
+            line(1, 1000, Some("b")),
+        ];
+        let a = metric(&events, &lines, &lines[1], 1e9).unwrap();
+        let b = metric(&events, &lines, &lines[3], 1e9).unwrap();
+        assert_eq!((a.value, a.unit.as_str()), (2.0, "K/sec"));
+        assert_eq!((b.value, b.unit.as_str()), (1.0, "K/sec"));
+    }
+
+    #[test]
+    fn hardware_metrics() {
+        let events = [
+            ev("task-clock", 1, 1),
+            ev("cycles", 0, 0),
+            ev("instructions", 0, 1),
+            ev("branches", 0, 4),
+            ev("branch-misses", 0, 5),
+            ev("cache-references", 0, 2),
+            ev("cache-misses", 0, 3),
+        ];
+        let lines = [
+            line(0, 1_000_000_000, None),
+            line(1, 3_000_000_000, None),
+            line(2, 6_000_000_000, None),
+            line(3, 1_000_000, None),
+            line(4, 50_000, None),
+            line(5, 2000, None),
+            line(6, 500, None),
+        ];
+        let m = |i| metric(&events, &lines, &lines[i], 1e9).unwrap();
+        assert_eq!((m(1).value, m(1).unit.as_str()), (3.0, "GHz"));
+        assert_eq!((m(2).value, m(2).unit.as_str()), (2.0, "insn per cycle"));
+        assert_eq!(m(2).text, "    2.00");
+        assert_eq!((m(4).value, m(4).unit.as_str()), (5.0, "of all branches"));
+        assert_eq!(m(4).text, "   5.00%");
+        assert_eq!(
+            (m(6).value, m(6).unit.as_str()),
+            (25.0, "of all cache refs")
+        );
+        assert_eq!(m(3).unit, "M/sec");
+    }
+
+    #[test]
+    fn no_metric_without_a_base() {
+        let events = [ev("cs", 1, 3), ev("instructions", 0, 1), ev("cycles", 0, 0)];
+        let mut lines = vec![line(0, 10, None), line(1, 10, None)];
+        lines.push(Line {
+            value: Value::NotSupported,
+            ..line(2, 0, None)
+        });
+        assert_eq!(metric(&events, &lines, &lines[0], 1e9), None);
+        assert_eq!(metric(&events, &lines, &lines[1], 1e9), None);
+        assert_eq!(metric(&events, &lines, &lines[2], 1e9), None);
+    }
+}

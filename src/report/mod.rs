@@ -1,0 +1,562 @@
+//! Counts -> perf-stat-style output: the table, interval lines, CSV (-x) and JSON (-j),
+//! with perf's metric comments. Pure: writes to any `io::Write`.
+//!
+//! Each line is first turned into `Fields` (strings and numbers in perf's units), then
+//! printed by the printer of the chosen format.
+
+mod metric;
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use crate::counts::{Line, Value};
+use crate::event::Event;
+use metric::Metric;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Format {
+    /// perf's human table.
+    Table,
+    /// -x SEP
+    Csv(String),
+    /// -j
+    Json,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub format: Format,
+    /// Thousands separators in the table (perf's default; --no-big-num turns them off).
+    pub big_num: bool,
+    /// -I: the interval, for per-second rates and the time column.
+    pub interval: Option<Duration>,
+    /// -A: lines carry a CPU.
+    pub per_cpu: bool,
+    /// What the header says was counted: `None` -> 'system wide', `Some(cmd)` -> the workload's command line.
+    pub target: Option<String>,
+}
+
+/// What the summary's footer reports.
+#[derive(Clone, Debug, Default)]
+pub struct Footer {
+    pub elapsed: Duration,
+    /// User and system time of the workload, when there was one.
+    pub rusage: Option<(Duration, Duration)>,
+}
+
+/// perf repeats the interval header every this many intervals.
+const HEADER_EVERY: usize = 25;
+
+pub struct Report<W: Write> {
+    pub opts: Options,
+    pub out: W,
+    intervals: usize,
+    last_ts: Duration,
+}
+
+/// One output line, in perf's units, before any format is applied.
+#[derive(Clone, Debug, PartialEq)]
+struct Fields<'a> {
+    cpu: Option<u32>,
+    /// `None` for `<not counted>` / `<not supported>` (see `status`).
+    value: Option<f64>,
+    status: &'static str,
+    unit: &'static str,
+    event: &'a str,
+    cgroup: Option<&'a str>,
+    run_ns: u64,
+    pct: f64,
+    /// Show ` (xx.xx%)`: the event ran less than it was enabled.
+    multiplexed: bool,
+    metric: Option<Metric>,
+}
+
+fn fields<'a>(events: &'a [Event], lines: &'a [Line], line: &'a Line, wall_ns: f64) -> Fields<'a> {
+    let ev = &events[line.event];
+    let (value, status, run_ns, pct, multiplexed) = match line.value {
+        Value::NotSupported => (None, "<not supported>", 0, 100.0, false),
+        Value::Counted(r) => match r.scaled() {
+            None => (None, "<not counted>", 0, 100.0, false),
+            Some(v) => (
+                Some(metric::shown(&ev.attr, v)),
+                "",
+                r.running,
+                r.pct_running(),
+                r.running < r.enabled,
+            ),
+        },
+    };
+    Fields {
+        cpu: line.cpu,
+        value,
+        status,
+        unit: metric::unit(&ev.attr),
+        event: &ev.name,
+        cgroup: line.cgroup.as_deref(),
+        run_ns,
+        pct,
+        multiplexed,
+        metric: metric::metric(events, lines, line, wall_ns),
+    }
+}
+
+/// `%6lu.%09lu`: seconds and nanoseconds since counting started.
+fn timestamp(ts: Duration) -> String {
+    format!("{:6}.{:09}", ts.as_secs(), ts.subsec_nanos())
+}
+
+/// Groups the integer part of a plain decimal number in thousands: 1234567.89 -> 1,234,567.89.
+fn group_thousands(s: &str) -> String {
+    let (int, frac) = s.split_at(s.find('.').unwrap_or(s.len()));
+    let (sign, digits) = int.split_at(if int.starts_with('-') { 1 } else { 0 });
+    let mut out = String::with_capacity(s.len() + digits.len() / 3);
+    out.push_str(sign);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out.push_str(frac);
+    out
+}
+
+/// The count as perf prints it: msec with two decimals, counts as integers.
+fn count_text(f: &Fields, big_num: bool) -> String {
+    let Some(v) = f.value else {
+        return f.status.to_string();
+    };
+    let s = if f.unit == "msec" {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
+    };
+    if big_num {
+        group_thousands(&s)
+    } else {
+        s
+    }
+}
+
+impl<W: Write> Report<W> {
+    pub fn new(opts: Options, out: W) -> Self {
+        Report {
+            opts,
+            out,
+            intervals: 0,
+            last_ts: Duration::ZERO,
+        }
+    }
+
+    /// One interval's lines; `ts` is the time since counting started, `lines` hold the
+    /// counts of this interval only (deltas).
+    pub fn interval(&mut self, ts: Duration, events: &[Event], lines: &[Line]) -> io::Result<()> {
+        let wall = ts.saturating_sub(self.last_ts);
+        self.last_ts = ts;
+        if self.opts.format == Format::Table && self.intervals % HEADER_EVERY == 0 {
+            if self.opts.per_cpu {
+                writeln!(
+                    self.out,
+                    "#           time CPU                    counts unit events"
+                )?;
+            } else {
+                writeln!(self.out, "#           time             counts unit events")?;
+            }
+        }
+        self.intervals += 1;
+        let wall_ns = wall.as_nanos() as f64;
+        for line in lines {
+            let f = fields(events, lines, line, wall_ns);
+            self.print(Some(ts), &f)?;
+        }
+        self.out.flush()
+    }
+
+    /// The final summary; `lines` hold counts for the whole run. In interval mode perf
+    /// prints nothing more: the intervals were the output.
+    pub fn summary(&mut self, events: &[Event], lines: &[Line], footer: &Footer) -> io::Result<()> {
+        if self.opts.interval.is_some() {
+            return self.out.flush();
+        }
+        let table = self.opts.format == Format::Table;
+        if table {
+            let target = match &self.opts.target {
+                Some(cmd) => cmd.as_str(),
+                None => "system wide",
+            };
+            writeln!(self.out)?;
+            writeln!(self.out, " Performance counter stats for '{target}':")?;
+            writeln!(self.out)?;
+        }
+        let wall_ns = footer.elapsed.as_nanos() as f64;
+        for line in lines {
+            let f = fields(events, lines, line, wall_ns);
+            self.print(None, &f)?;
+        }
+        if table {
+            writeln!(self.out)?;
+            writeln!(
+                self.out,
+                "{:>18.9} seconds time elapsed",
+                footer.elapsed.as_secs_f64()
+            )?;
+            writeln!(self.out)?;
+            if let Some((user, sys)) = footer.rusage {
+                writeln!(self.out, "{:>18.9} seconds user", user.as_secs_f64())?;
+                writeln!(self.out, "{:>18.9} seconds sys", sys.as_secs_f64())?;
+                writeln!(self.out)?;
+            }
+        }
+        self.out.flush()
+    }
+
+    fn print(&mut self, ts: Option<Duration>, f: &Fields) -> io::Result<()> {
+        let text = match &self.opts.format {
+            Format::Table => table_line(ts, f, self.opts.big_num),
+            Format::Csv(sep) => csv_line(ts, f, sep),
+            Format::Json => json_line(ts, f),
+        };
+        writeln!(self.out, "{text}")
+    }
+}
+
+fn table_line(ts: Option<Duration>, f: &Fields, big_num: bool) -> String {
+    let mut s = String::new();
+    if let Some(ts) = ts {
+        s.push_str(&timestamp(ts));
+        s.push(' ');
+    }
+    if let Some(cpu) = f.cpu {
+        s.push_str(&format!("CPU{cpu:<7} "));
+    }
+    let count = count_text(f, big_num);
+    if f.value.is_some() {
+        s.push_str(&format!("{count:>18} {:<4} {:<32}", f.unit, f.event));
+        if let Some(cg) = f.cgroup {
+            s.push(' ');
+            s.push_str(cg);
+        }
+        match &f.metric {
+            Some(m) => s.push_str(&format!(" # {} {:<23}", m.text, m.unit)),
+            None => s.push_str(&format!("{:38}", "")),
+        }
+        if f.multiplexed {
+            s.push_str(&format!("  ({:.2}%)", f.pct));
+        }
+    } else {
+        s.push_str(&format!("{count:>18} {:<4} {:<25}", f.unit, f.event));
+        if let Some(cg) = f.cgroup {
+            s.push(' ');
+            s.push_str(cg);
+        }
+    }
+    s.trim_end().to_string()
+}
+
+fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
+    let mut cols: Vec<String> = Vec::new();
+    if let Some(ts) = ts {
+        cols.push(timestamp(ts));
+    }
+    if let Some(cpu) = f.cpu {
+        cols.push(format!("CPU{cpu}"));
+    }
+    cols.push(count_text(f, false));
+    cols.push(f.unit.to_string());
+    cols.push(f.event.to_string());
+    if let Some(cg) = f.cgroup {
+        cols.push(cg.to_string());
+    }
+    cols.push(f.run_ns.to_string());
+    cols.push(format!("{:.2}", f.pct));
+    match &f.metric {
+        Some(m) => {
+            cols.push(format!("{:.3}", m.value));
+            cols.push(m.unit.clone());
+        }
+        None => {
+            cols.push(String::new());
+            cols.push(String::new());
+        }
+    }
+    cols.join(sep)
+}
+
+fn json_line(ts: Option<Duration>, f: &Fields) -> String {
+    let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(ts) = ts {
+        parts.push(format!(
+            "\"interval\" : {}.{:09}",
+            ts.as_secs(),
+            ts.subsec_nanos()
+        ));
+    }
+    if let Some(cpu) = f.cpu {
+        parts.push(format!("\"cpu\" : \"{cpu}\""));
+    }
+    let value = match f.value {
+        Some(v) => format!("{v:.6}"),
+        None => f.status.to_string(),
+    };
+    parts.push(format!("\"counter-value\" : {}", q(&value)));
+    parts.push(format!("\"unit\" : {}", q(f.unit)));
+    parts.push(format!("\"event\" : {}", q(f.event)));
+    if let Some(cg) = f.cgroup {
+        parts.push(format!("\"cgroup\" : {}", q(cg)));
+    }
+    parts.push(format!("\"event-runtime\" : {}", f.run_ns));
+    parts.push(format!("\"pcnt-running\" : {:.2}", f.pct));
+    let (mv, mu) = match &f.metric {
+        Some(m) => (m.value, m.unit.as_str()),
+        None => (0.0, ""),
+    };
+    parts.push(format!("\"metric-value\" : {mv:.6}"));
+    parts.push(format!("\"metric-unit\" : {}", q(mu)));
+    format!("{{{}}}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counts::Reading;
+
+    fn ev(name: &str, type_: u32, config: u64) -> Event {
+        Event::plain(name, type_, config)
+    }
+
+    fn events() -> Vec<Event> {
+        vec![ev("task-clock", 1, 1), ev("cs", 1, 3), ev("cycles", 0, 0)]
+    }
+
+    fn counted(event: usize, counter: u64, run: u64, cg: Option<&str>, cpu: Option<u32>) -> Line {
+        Line {
+            event,
+            cgroup: cg.map(str::to_string),
+            cpu,
+            value: Value::Counted(Reading {
+                counter,
+                enabled: 1_000_000_000,
+                running: run,
+            }),
+        }
+    }
+
+    fn lines(cg: Option<&str>) -> Vec<Line> {
+        vec![
+            counted(0, 1_013_750_000, 1_000_000_000, cg, None),
+            counted(1, 75_000, 1_000_000_000, cg, None),
+            Line {
+                event: 2,
+                cgroup: cg.map(str::to_string),
+                cpu: None,
+                value: Value::NotSupported,
+            },
+        ]
+    }
+
+    fn opts(format: Format) -> Options {
+        Options {
+            format,
+            big_num: true,
+            interval: None,
+            per_cpu: false,
+            target: None,
+        }
+    }
+
+    fn render(o: Options, f: impl FnOnce(&mut Report<Vec<u8>>)) -> String {
+        let mut r = Report::new(o, Vec::new());
+        f(&mut r);
+        String::from_utf8(r.out).unwrap()
+    }
+
+    #[test]
+    fn table_summary_system_wide() {
+        let ev = events();
+        let l = lines(None);
+        let footer = Footer {
+            elapsed: Duration::from_millis(500),
+            rusage: None,
+        };
+        let out = render(opts(Format::Table), |r| {
+            r.summary(&ev, &l, &footer).unwrap()
+        });
+        let want = "
+ Performance counter stats for 'system wide':
+
+          1,013.75 msec task-clock                       #    2.027 CPUs utilized
+            75,000      cs                               #   73.983 K/sec
+   <not supported>      cycles
+
+       0.500000000 seconds time elapsed
+
+";
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn table_with_cgroups_workload_and_no_big_num() {
+        let ev = events();
+        let mut l = lines(Some("web"));
+        l.push(Line {
+            event: 0,
+            cgroup: Some("db".into()),
+            cpu: None,
+            value: Value::Counted(Reading::default()),
+        });
+        let footer = Footer {
+            elapsed: Duration::from_secs(1),
+            rusage: Some((Duration::from_millis(1), Duration::from_micros(1382))),
+        };
+        let mut o = opts(Format::Table);
+        o.big_num = false;
+        o.target = Some("sleep 1".into());
+        let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
+        let want = "
+ Performance counter stats for 'sleep 1':
+
+           1013.75 msec task-clock                       web #    1.014 CPUs utilized
+             75000      cs                               web #   73.983 K/sec
+   <not supported>      cycles                    web
+     <not counted> msec task-clock                db
+
+       1.000000000 seconds time elapsed
+
+       0.001000000 seconds user
+       0.001382000 seconds sys
+
+";
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn multiplexed_counts_are_scaled_and_marked() {
+        let ev = events();
+        let l = vec![counted(1, 500, 500_000_000, None, None)];
+        let out = render(opts(Format::Table), |r| {
+            r.summary(&ev, &l, &Footer::default()).unwrap()
+        });
+        assert!(out.contains("             1,000      cs "), "{out}");
+        assert!(out.contains("  (50.00%)"), "{out}");
+    }
+
+    #[test]
+    fn interval_table_repeats_header_every_25() {
+        let ev = events();
+        let l = lines(None);
+        let mut o = opts(Format::Table);
+        o.interval = Some(Duration::from_secs(1));
+        let out = render(o, |r| {
+            for i in 1..=26 {
+                r.interval(Duration::from_secs(i), &ev, &l).unwrap();
+            }
+            r.summary(&ev, &l, &Footer::default()).unwrap();
+        });
+        let headers = out
+            .lines()
+            .filter(|l| l.starts_with("#           time"))
+            .count();
+        assert_eq!(headers, 2);
+        assert_eq!(
+            out.lines().count(),
+            2 + 26 * 3,
+            "no summary after intervals"
+        );
+        let first = out.lines().nth(1).unwrap();
+        assert_eq!(
+            first,
+            "     1.000000000           1,013.75 msec task-clock                       #    1.014 CPUs utilized"
+        );
+    }
+
+    #[test]
+    fn per_cpu_table_and_header() {
+        let ev = events();
+        let l = vec![counted(0, 100_260_000, 1_000_000_000, None, Some(0))];
+        let mut o = opts(Format::Table);
+        o.interval = Some(Duration::from_millis(100));
+        o.per_cpu = true;
+        let out = render(o, |r| {
+            r.interval(Duration::from_millis(100), &ev, &l).unwrap()
+        });
+        assert_eq!(
+            out,
+            "#           time CPU                    counts unit events
+     0.100000000 CPU0                   100.26 msec task-clock                       #    1.003 CPUs utilized\n"
+        );
+    }
+
+    #[test]
+    fn csv_fields_in_perfs_order() {
+        let ev = events();
+        let l = lines(Some("web"));
+        let footer = Footer {
+            elapsed: Duration::from_secs(1),
+            rusage: None,
+        };
+        let out = render(opts(Format::Csv(",".into())), |r| {
+            r.summary(&ev, &l, &footer).unwrap()
+        });
+        assert_eq!(
+            out,
+            "1013.75,msec,task-clock,web,1000000000,100.00,1.014,CPUs utilized
+75000,,cs,web,1000000000,100.00,73.983,K/sec
+<not supported>,,cycles,web,0,100.00,,\n"
+        );
+        let l = vec![Line {
+            cpu: Some(1),
+            ..counted(1, 7, 1_000_000_000, None, None)
+        }];
+        let mut o = opts(Format::Csv(";".into()));
+        o.interval = Some(Duration::from_secs(1));
+        let out = render(o, |r| {
+            r.interval(Duration::from_millis(1500), &ev, &l).unwrap()
+        });
+        assert_eq!(out, "     1.500000000;CPU1;7;;cs;1000000000;100.00;;\n");
+    }
+
+    #[test]
+    fn json_lines_with_perfs_keys() {
+        let ev = events();
+        let l = lines(Some("web"));
+        let footer = Footer {
+            elapsed: Duration::from_secs(1),
+            rusage: None,
+        };
+        let out = render(opts(Format::Json), |r| r.summary(&ev, &l, &footer).unwrap());
+        let first = out.lines().next().unwrap();
+        assert_eq!(
+            first,
+            r#"{"counter-value" : "1013.750000", "unit" : "msec", "event" : "task-clock", "cgroup" : "web", "event-runtime" : 1000000000, "pcnt-running" : 100.00, "metric-value" : 1.013750, "metric-unit" : "CPUs utilized"}"#
+        );
+        let last = out.lines().last().unwrap();
+        assert_eq!(
+            last,
+            r#"{"counter-value" : "<not supported>", "unit" : "", "event" : "cycles", "cgroup" : "web", "event-runtime" : 0, "pcnt-running" : 100.00, "metric-value" : 0.000000, "metric-unit" : ""}"#
+        );
+        let mut o = opts(Format::Json);
+        o.interval = Some(Duration::from_secs(1));
+        let l = vec![counted(1, 7, 1_000_000_000, None, Some(0))];
+        let out = render(o, |r| r.interval(Duration::from_secs(2), &ev, &l).unwrap());
+        assert!(
+            out.starts_with(
+                r#"{"interval" : 2.000000000, "cpu" : "0", "counter-value" : "7.000000""#
+            ),
+            "{out}"
+        );
+        for line in out.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(v.is_object());
+        }
+    }
+
+    #[test]
+    fn thousands() {
+        assert_eq!(group_thousands("1234567.89"), "1,234,567.89");
+        assert_eq!(group_thousands("123"), "123");
+        assert_eq!(group_thousands("1234"), "1,234");
+        assert_eq!(group_thousands("-1234"), "-1,234");
+        assert_eq!(group_thousands("0.50"), "0.50");
+    }
+}
