@@ -279,6 +279,18 @@ fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds,
     Ok((fds, supported))
 }
 
+/// Is a `uname -r` release such as `6.18.0-1-amd64` older than `min`? Unparsable
+/// releases are taken as new enough.
+fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse().ok());
+    let minor = parts.next().and_then(|p| p.parse().ok());
+    match (major, minor) {
+        (Some(a), Some(b)) => (a, b) < min,
+        _ => false,
+    }
+}
+
 /// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
 /// (EINVAL: msr, most uncore PMUs) is asked again without them.
 fn open_with_fallback(
@@ -309,6 +321,13 @@ fn open_with_fallback(
 
 impl<'obj> Bpf<'obj> {
     fn load(setup: &Setup, fds: &Fds, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        if kernel_older_than(release.trim(), (5, 17)) {
+            bail!(
+                "this kernel ({}) is too old: bperf needs Linux >= 5.17 (bpf_loop, raw tracepoints with BTF)",
+                release.trim()
+            );
+        }
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
             bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): bperf needs Linux >= 5.13 built with CONFIG_DEBUG_INFO_BTF");
         }
@@ -431,6 +450,15 @@ impl<'obj> Bpf<'obj> {
 mod tests {
     use super::*;
     use crate::event::Attr;
+
+    #[test]
+    fn kernel_versions() {
+        assert!(kernel_older_than("5.16.0", (5, 17)));
+        assert!(kernel_older_than("4.19.0-25-amd64", (5, 17)));
+        assert!(!kernel_older_than("5.17.1", (5, 17)));
+        assert!(!kernel_older_than("6.18.0-1-cloud-amd64", (5, 17)));
+        assert!(!kernel_older_than("weird", (5, 17)));
+    }
 
     /// Privileged tests skip unless root; with BPERF_REQUIRE_PRIV set (CI) a skip fails.
     pub fn privileged() -> bool {
