@@ -279,6 +279,18 @@ fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds,
     Ok((fds, supported))
 }
 
+/// Events that are never multiplexed, one bit each: software and tracepoint counters
+/// always run while enabled, so the BPF side reads only their count (see read_event in
+/// bperf.bpf.c).
+fn always_running(events: &[Event]) -> u64 {
+    use crate::event::{TYPE_SOFTWARE, TYPE_TRACEPOINT};
+    events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.attr.type_, TYPE_SOFTWARE | TYPE_TRACEPOINT))
+        .fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
 /// Is a `uname -r` release such as `6.18.0-1-amd64` older than `min`? Unparsable
 /// releases are taken as new enough.
 fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
@@ -354,6 +366,7 @@ impl<'obj> Bpf<'obj> {
         ro.nr_cpus = nr_possible as u32;
         ro.nr_slots = nr_slots as u32;
         ro.use_v1 = setup.cgroup_v1;
+        ro.always_running = always_running(setup.events);
         open.maps
             .events
             .set_max_entries((nr_possible * nr_events.max(1)) as u32)?;

@@ -11,6 +11,12 @@
  *
  * Switches that stay inside one cgroup, and switches between cgroups nobody monitors,
  * end before any counter is read.
+ *
+ * The hot path is the sched_switch hook, so it is a BTF tracepoint (tp_btf): kernel
+ * pointers are followed with plain loads, not bpf_probe_read_kernel calls. Which slots a
+ * cgroup charges (itself and its monitored ancestors) is worked out once per cgroup and
+ * kept in a small per-CPU cache keyed by cgroup id, so a switch between two cgroups seen
+ * before costs a few loads and compares before the counters are read.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -25,6 +31,7 @@ const volatile __u32 nr_events = 1;
 const volatile __u32 nr_cpus = 1;  /* possible CPUs: stride of the event and count arrays */
 const volatile __u32 nr_slots = 1; /* monitored cgroups */
 const volatile bool use_v1 = false; /* perf_event controller on a cgroup v1 hierarchy */
+const volatile __u64 always_running = 0; /* bit per event that is never multiplexed */
 
 /* The counting perf events, at index event * nr_cpus + cpu. */
 struct {
@@ -51,13 +58,23 @@ struct {
 	__uint(max_entries, 1);
 } counts SEC(".maps");
 
+/* A cgroup whose charge list was worked out on this CPU. */
+struct charge_entry {
+	__u64 cgid;                 /* 0: empty */
+	struct bperf_charge charge;
+};
+
+#define CHARGE_CACHE 16 /* entries per CPU, direct-mapped by cgroup id */
+
 /* What one CPU is charging right now. */
 struct cpu_state {
 	struct css_set *css;     /* css_set of the task last switched in; 0 before the first look */
 	__u64 cgid;              /* id of the cgroup being charged */
 	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
+	__u64 last;              /* bpf_ktime_get_ns() of the last reading */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
+	struct charge_entry cache[CHARGE_CACHE];
 };
 
 struct {
@@ -67,137 +84,156 @@ struct {
 	__uint(max_entries, 1);
 } cpu_state SEC(".maps");
 
-/* The cgroup of a task in the hierarchy that holds the perf_event controller. */
-static __always_inline struct cgroup *task_cgroup(struct task_struct *task, struct css_set *css)
+/* The cgroup of a task (its css_set @css) in the hierarchy that holds the perf_event
+ * controller. Plain loads: callers hold BTF pointers. */
+static __always_inline struct cgroup *task_cgroup(struct css_set *css)
 {
 	if (use_v1) {
 		int id = bpf_core_enum_value(enum cgroup_subsys_id, perf_event_cgrp_id);
+		struct cgroup_subsys_state *ss;
 
 		if (id < 0 || id >= 14)
 			return 0;
-		return BPF_CORE_READ(css, subsys[id], cgroup);
+		ss = css->subsys[id];
+		return ss ? ss->cgroup : 0;
 	}
-	return BPF_CORE_READ(css, dfl_cgrp);
-}
-
-static __always_inline __u64 ancestor_id(struct cgroup *cg, int level)
-{
-	if (bpf_core_field_exists(cg->ancestors))
-		return BPF_CORE_READ(cg, ancestors[level], kn, id);
-	return BPF_CORE_READ((struct cgroup___old *)cg, ancestor_ids[level]);
+	return css->dfl_cgrp;
 }
 
 struct resolve_ctx {
-	struct cgroup *cg;
+	struct cgroup *cg;           /* the cgroup to look at next, walking up to the root */
 	struct bperf_charge *charge;
 };
 
-/* bpf_loop callback: if the ancestor of ctx->cg at @level is monitored, add its slot. */
-static long resolve_level(__u32 level, struct resolve_ctx *ctx)
+/* bpf_loop callback: if ctx->cg is monitored, add its slot; then go to its parent. */
+static long resolve_level(__u32 i, struct resolve_ctx *ctx)
 {
-	__u64 id = ancestor_id(ctx->cg, level);
-	__u32 *slot = bpf_map_lookup_elem(&cgrp_slot, &id);
-	__u32 n;
+	struct cgroup *cg = ctx->cg;
+	struct cgroup_subsys_state *parent;
+	__u32 *slot, n;
+	__u64 id;
 
-	if (!slot)
-		return 0;
-	n = ctx->charge->nr;
-	if (n >= BPERF_MAX_LEVELS)
+	if (!cg)
 		return 1;
-	ctx->charge->slot[n] = *slot;
-	ctx->charge->nr = n + 1;
+	id = cg->kn->id;
+	slot = bpf_map_lookup_elem(&cgrp_slot, &id);
+	if (slot) {
+		n = ctx->charge->nr;
+		if (n >= BPERF_MAX_LEVELS)
+			return 1;
+		ctx->charge->slot[n] = *slot;
+		ctx->charge->nr = n + 1;
+	}
+	parent = cg->self.parent;
+	ctx->cg = parent ? parent->cgroup : 0;
 	return 0;
 }
 
-/* Fill @charge with the slots of @cg and its monitored ancestors, root first. */
+/* Fill @charge with the slots of @cg and of its monitored ancestors. */
 static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *charge)
 {
 	struct resolve_ctx ctx = { .cg = cg, .charge = charge };
-	int level = BPF_CORE_READ(cg, level);
 
 	charge->nr = 0;
-	if (level < 0)
-		return;
-	if (level >= BPERF_MAX_LEVELS)
-		level = BPERF_MAX_LEVELS - 1;
-	bpf_loop(level + 1, resolve_level, &ctx, 0);
+	bpf_loop(BPERF_MAX_LEVELS, resolve_level, &ctx, 0);
 }
 
-struct account_ctx {
-	struct cpu_state *st;
-	__u32 cpu;
-};
-
-/* bpf_loop callback: read event @i on this CPU and charge its delta to every charged slot. */
-static long account_event(__u32 i, struct account_ctx *ctx)
+/* Read event @i on this CPU into @v. A counter that is never multiplexed (software and
+ * tracepoint events: bit i of always_running) is read without its times, which are then
+ * the time since this CPU's last reading (@dt): cheaper, and the same numbers. */
+static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, struct cpu_state *st,
+				      struct bperf_reading *v)
 {
-	struct cpu_state *st = ctx->st;
-	struct bpf_perf_event_value v;
-	struct bperf_reading d;
-	__u64 idx;
+	__u64 idx = (__u64)i * nr_cpus + cpu;
 
-	if (i >= BPERF_MAX_EVENTS)
-		return 1;
-	idx = (__u64)i * nr_cpus + ctx->cpu;
-	/* An event the machine cannot count has no fd in the array: skip it. */
-	if (bpf_perf_event_read_value(&events, idx, &v, sizeof(v)))
+	if (always_running & (1ULL << i)) {
+		__u64 c = bpf_perf_event_read(&events, idx);
+
+		/* An error comes back as a negative errno in the count. */
+		if (c >= (__u64)-4095)
+			return -1;
+		v->counter = c;
+		v->enabled = st->prev[i].enabled + dt;
+		v->running = st->prev[i].running + dt;
 		return 0;
-	d.counter = v.counter - st->prev[i].counter;
-	d.enabled = v.enabled - st->prev[i].enabled;
-	d.running = v.running - st->prev[i].running;
-	st->prev[i].counter = v.counter;
-	st->prev[i].enabled = v.enabled;
-	st->prev[i].running = v.running;
-
-	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
-		struct bperf_reading *c;
-		__u32 key;
-
-		if (j >= st->charge.nr)
-			break;
-		key = (ctx->cpu * nr_slots + st->charge.slot[j]) * nr_events + i;
-		c = bpf_map_lookup_elem(&counts, &key);
-		if (!c)
-			continue;
-		c->counter += d.counter;
-		c->enabled += d.enabled;
-		c->running += d.running;
 	}
-	return 0;
+	return bpf_perf_event_read_value(&events, idx, (struct bpf_perf_event_value *)v, sizeof(*v));
 }
 
-/* Read every event on this CPU and charge what it counted since the last reading. */
+/* Read every event on this CPU and charge what it counted since the last reading to the
+ * slots being charged. */
 static __always_inline void account(struct cpu_state *st, __u32 cpu)
 {
-	struct account_ctx ctx = { .st = st, .cpu = cpu };
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dt = now - st->last;
 
-	bpf_loop(nr_events, account_event, &ctx, 0);
+	st->last = now;
+	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
+		struct bperf_reading v, d;
+
+		if (i >= nr_events)
+			break;
+		/* An event the machine cannot count has no fd in the array: skip it. */
+		if (read_event(i, cpu, dt, st, &v))
+			continue;
+		d.counter = v.counter - st->prev[i].counter;
+		d.enabled = v.enabled - st->prev[i].enabled;
+		d.running = v.running - st->prev[i].running;
+		st->prev[i] = v;
+
+		for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
+			struct bperf_reading *c;
+			__u32 key;
+
+			if (j >= st->charge.nr)
+				break;
+			key = (cpu * nr_slots + st->charge.slot[j]) * nr_events + i;
+			c = bpf_map_lookup_elem(&counts, &key);
+			if (!c)
+				continue;
+			c->counter += d.counter;
+			c->enabled += d.enabled;
+			c->running += d.running;
+		}
+	}
+}
+
+/* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */
+static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, struct cgroup *cg, __u64 id)
+{
+	struct charge_entry *e = &st->cache[id & (CHARGE_CACHE - 1)];
+
+	if (e->cgid != id) {
+		resolve(cg, &e->charge);
+		e->cgid = id;
+	}
+	return &e->charge;
 }
 
 /* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's. */
 static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task)
 {
-	struct css_set *css = BPF_CORE_READ(task, cgroups);
-	struct bperf_charge next;
+	struct css_set *css = task->cgroups;
+	struct bperf_charge *next;
 	struct cgroup *cg;
 	__u64 id;
 
 	if (css == st->css)
 		return;
 	st->css = css;
-	cg = task_cgroup(task, css);
+	cg = task_cgroup(css);
 	if (!cg)
 		return;
-	id = BPF_CORE_READ(cg, kn, id);
+	id = cg->kn->id;
 	if (id == st->cgid)
 		return;
-	resolve(cg, &next);
 	st->cgid = id;
+	next = charge_of(st, cg, id);
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
-	if (st->charge.nr == 0 && next.nr == 0)
+	if (st->charge.nr == 0 && next->nr == 0)
 		return;
 	account(st, bpf_get_smp_processor_id());
-	__builtin_memcpy(&st->charge, &next, sizeof(next));
+	__builtin_memcpy(&st->charge, next, sizeof(*next));
 }
 
 static __always_inline struct cpu_state *this_cpu_state(void)
@@ -207,7 +243,7 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
-SEC("raw_tp/sched_switch")
+SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct cpu_state *st = this_cpu_state();
@@ -221,7 +257,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct tas
  * Fires in the context of the task that wrote to cgroup.procs, after the move. When it
  * moved itself, its time up to now belongs to the old cgroup and from now to the new one.
  */
-SEC("raw_tp/cgroup_attach_task")
+SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(bperf_on_attach)
 {
 	struct cpu_state *st = this_cpu_state();
@@ -230,7 +266,7 @@ int BPF_PROG(bperf_on_attach)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	switch_to(st, (struct task_struct *)bpf_get_current_task());
+	switch_to(st, bpf_get_current_task_btf());
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -247,7 +283,7 @@ int bperf_flush(void *ctx)
 		return 0;
 	if (!st->css) {
 		/* First look at this CPU: nothing before now is anybody's. */
-		switch_to(st, (struct task_struct *)bpf_get_current_task());
+		switch_to(st, bpf_get_current_task_btf());
 		account(st, bpf_get_smp_processor_id());
 		return 0;
 	}

@@ -47,21 +47,14 @@ struct kernfs_node {
 	__u64 id;
 };
 
-struct cgroup {
-	struct kernfs_node *kn;
-	int level;
-	struct cgroup *ancestors[];
-};
-
-/* Kernels before 6.1 kept ancestor ids, not pointers. */
-struct cgroup___old {
-	struct kernfs_node *kn;
-	int level;
-	__u64 ancestor_ids[];
-};
-
 struct cgroup_subsys_state {
 	struct cgroup *cgroup;
+	struct cgroup_subsys_state *parent;
+};
+
+struct cgroup {
+	struct cgroup_subsys_state self;
+	struct kernfs_node *kn;
 };
 
 struct css_set {
