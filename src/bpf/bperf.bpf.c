@@ -64,7 +64,12 @@ struct charge_entry {
 	struct bperf_charge charge;
 };
 
-#define CHARGE_CACHE 16 /* entries per CPU, direct-mapped by cgroup id */
+/* Per-CPU cache of charge lists: 2-way set-associative, the set picked by a Fibonacci
+ * hash of the cgroup id (ids of sibling cgroups are spaced by the kernfs nodes of their
+ * files, so their low bits collide). */
+#define CACHE_SET_BITS 5
+#define CACHE_SETS (1 << CACHE_SET_BITS)
+#define CACHE_WAYS 2
 
 /* What one CPU is charging right now. */
 struct cpu_state {
@@ -74,7 +79,7 @@ struct cpu_state {
 	__u64 last;              /* bpf_ktime_get_ns() of the last reading */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
-	struct charge_entry cache[CHARGE_CACHE];
+	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 };
 
 struct {
@@ -201,12 +206,22 @@ static __always_inline void account(struct cpu_state *st, __u32 cpu)
 /* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */
 static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, struct cgroup *cg, __u64 id)
 {
-	struct charge_entry *e = &st->cache[id & (CHARGE_CACHE - 1)];
+	__u32 set = (id * 0x9E3779B97F4A7C15ULL) >> (64 - CACHE_SET_BITS);
+	struct charge_entry *e;
 
-	if (e->cgid != id) {
-		resolve(cg, &e->charge);
-		e->cgid = id;
-	}
+	if (set >= CACHE_SETS)
+		return 0;
+	e = &st->cache[set][0];
+	if (e->cgid == id)
+		return &e->charge;
+	if (st->cache[set][1].cgid == id)
+		return &st->cache[set][1].charge;
+	/* A miss evicts the other way than the cgroup being charged now: two cgroups that
+	 * take turns on a CPU never evict each other. */
+	if (e->cgid == st->cgid)
+		e = &st->cache[set][1];
+	resolve(cg, &e->charge);
+	e->cgid = id;
 	return &e->charge;
 }
 
@@ -227,8 +242,10 @@ static __always_inline void switch_to(struct cpu_state *st, struct task_struct *
 	id = cg->kn->id;
 	if (id == st->cgid)
 		return;
-	st->cgid = id;
 	next = charge_of(st, cg, id);
+	if (!next)
+		return;
+	st->cgid = id;
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && next->nr == 0)
 		return;
