@@ -1,6 +1,7 @@
 # bperf: two commands cover the quick start (see README.md), both as root:
 #   make run    set up, build, count every cgroup for five seconds
 #   make test   set up, build, run every test (privileged ones included)
+#   make bench  set up, build, measure what counting costs against perf (bench/)
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
@@ -19,6 +20,10 @@ run: build
 # Counting tests measure each other on small machines: one test at a time.
 test: setup
 	$(CARGO) test --release -- --test-threads=1
+
+# The cost-of-counting benchmark against perf (bench/README.md); about 11 minutes.
+bench: build
+	./bench/run
 
 clean:
 	$(CARGO) clean

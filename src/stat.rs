@@ -238,8 +238,9 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     if a.field_separator.as_deref() == Some("") {
         return Err(usage("-x needs a separator".into()));
     }
+    // Buffered: the report flushes once per interval and at the end, not once per line.
     let out: Box<dyn Write> = match &a.output {
-        Some(path) => Box::new(
+        Some(path) => Box::new(io::BufWriter::new(
             OpenOptions::new()
                 .create(true)
                 .write(true)
@@ -247,8 +248,8 @@ pub fn run(a: &StatArgs) -> Result<i32> {
                 .truncate(!a.append)
                 .open(path)
                 .with_context(|| format!("cannot open output file {}", path.display()))?,
-        ),
-        None => Box::new(io::stderr()),
+        )),
+        None => Box::new(io::BufWriter::new(io::stderr())),
     };
     let format = if a.json {
         Format::Json
