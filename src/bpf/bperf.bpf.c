@@ -167,10 +167,14 @@ static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, struct cpu_s
 
 /* Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. */
-static __always_inline void account(struct cpu_state *st, __u32 cpu)
+__noinline int account(struct cpu_state *st, __u32 cpu)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 dt = now - st->last;
+	__u64 now, dt;
+
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	dt = now - st->last;
 
 	st->last = now;
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
@@ -201,6 +205,7 @@ static __always_inline void account(struct cpu_state *st, __u32 cpu)
 			c->running += d.running;
 		}
 	}
+	return 0;
 }
 
 /* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */

@@ -10,9 +10,35 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Counting tests measure each other's workloads on a two-core machine: one at a time.
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// The lock every counting job on the machine shares (bench/run takes it too).
+const COUNT_LOCK: &str = "/tmp/bperf-count.lock";
+
+/// Held while a test counts: nothing else in this process, nor any other counting job
+/// that takes the shared lock, runs meanwhile.
+pub struct Serial {
+    _local: MutexGuard<'static, ()>,
+    _file: Option<fs::File>,
+}
+
+/// Counting tests measure each other's workloads on a two-core machine: one at a time,
+/// and not beside the benchmark.
+pub fn serial() -> Serial {
+    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(COUNT_LOCK)
+        .ok();
+    if let Some(f) = &file {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock(2) on a file we hold open; released when it is closed.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    }
+    Serial {
+        _local: local,
+        _file: file,
+    }
 }
 
 /// True when the test may touch the kernel. Unprivileged runs skip with a reason, unless
