@@ -248,7 +248,7 @@ fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds,
                 _ => Role::Single,
             };
             let attr = RawAttr::counting(&ev.attr).for_target(target, role);
-            match open_with_fallback(attr, target, group, dump) {
+            match perf_event::open_with_fallback(attr, target, group, dump) {
                 Ok(fd) => per_cpu.push(Some(fd)),
                 Err(e) if perf_event::is_permission(&e) => {
                     return Err(privilege_error(
@@ -300,34 +300,6 @@ fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
     match (major, minor) {
         (Some(a), Some(b)) => (a, b) < min,
         _ => false,
-    }
-}
-
-/// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
-/// (EINVAL: msr, most uncore PMUs) is asked again without them.
-fn open_with_fallback(
-    mut attr: RawAttr,
-    target: Target,
-    group: Option<&OwnedFd>,
-    dump: bool,
-) -> std::io::Result<OwnedFd> {
-    let gh = perf_event::FLAG_EXCLUDE_GUEST | perf_event::FLAG_EXCLUDE_HOST;
-    loop {
-        let result = perf_event::open(&attr, target, group);
-        if dump {
-            let group_fd = group.map_or(-1, |g| g.as_raw_fd());
-            eprint!("{}", perf_event::describe(&attr));
-            eprintln!("{}", perf_event::describe_open(target, group_fd, &result));
-        }
-        match result {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && attr.flags & gh != 0 => {
-                if dump {
-                    eprintln!("switching off exclude_guest, exclude_host");
-                }
-                attr.flags &= !gh;
-            }
-            r => return r,
-        }
     }
 }
 

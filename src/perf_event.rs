@@ -124,14 +124,38 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
 }
 
 /// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
-/// it again; a PMU that rejects the guest/host bits is asked again without them.
+/// it again.
 pub fn probe(attr: &Attr) -> bool {
-    let mut raw = RawAttr::counting(attr);
-    if open(&raw, Target::Task(0), None).is_ok() {
-        return true;
+    open_with_fallback(RawAttr::counting(attr), Target::Task(0), None, false).is_ok()
+}
+
+/// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
+/// (EINVAL: msr, most uncore PMUs) is asked again without them. With `trace`, every
+/// attempt is printed in perf's `-vv` layout.
+pub fn open_with_fallback(
+    mut attr: RawAttr,
+    target: Target,
+    group: Option<&OwnedFd>,
+    trace: bool,
+) -> io::Result<OwnedFd> {
+    let gh = FLAG_EXCLUDE_GUEST | FLAG_EXCLUDE_HOST;
+    loop {
+        let result = open(&attr, target, group);
+        if trace {
+            let group_fd = group.map_or(-1, |g| g.as_raw_fd());
+            eprint!("{}", describe(&attr));
+            eprintln!("{}", describe_open(target, group_fd, &result));
+        }
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && attr.flags & gh != 0 => {
+                if trace {
+                    eprintln!("switching off exclude_guest, exclude_host");
+                }
+                attr.flags &= !gh;
+            }
+            r => return r,
+        }
     }
-    raw.flags &= !(FLAG_EXCLUDE_GUEST | FLAG_EXCLUDE_HOST);
-    open(&raw, Target::Task(0), None).is_ok()
 }
 
 /// Opens a counting event. `group` is the leader's fd for a group member.
