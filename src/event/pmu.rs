@@ -287,7 +287,9 @@ fn encode_into(
                 if depth > 2 {
                     bail!("alias '{key}' of PMU '{}' refers to itself", pmu.name);
                 }
-                return encode_alias_then(pmu, alias, terms, term, words, name, depth);
+                // An alias expands in place: its terms, then the rest of the list.
+                encode_into(pmu, alias, words, name, depth + 1)?;
+                continue;
             }
         }
         bail!(
@@ -297,24 +299,6 @@ fn encode_into(
         );
     }
     Ok(())
-}
-
-/// An alias expands in place: its own terms first, then the remaining terms of the list.
-fn encode_alias_then(
-    pmu: &Pmu,
-    alias: &str,
-    terms: &str,
-    term: &str,
-    words: &mut [u64; 3],
-    name: &mut Option<String>,
-    depth: u32,
-) -> Result<()> {
-    encode_into(pmu, alias, words, name, depth + 1)?;
-    // Everything after this term, in order.
-    let mut rest = terms.split(',').map(str::trim).skip_while(|t| *t != term);
-    rest.next();
-    let rest: Vec<&str> = rest.collect();
-    encode_into(pmu, &rest.join(","), words, name, depth)
 }
 
 #[cfg(test)]
