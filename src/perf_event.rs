@@ -125,6 +125,27 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
 
 /// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
 /// it again.
+/// Mounts tracefs at `at` (normally /sys/kernel/tracing), where tracepoint ids live.
+pub fn mount_tracefs(at: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::ffi::CString::new(at.as_os_str().as_bytes())?;
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 pub fn probe(attr: &Attr) -> bool {
     open_with_fallback(RawAttr::counting(attr), Target::Task(0), None, false).is_ok()
 }

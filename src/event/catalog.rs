@@ -90,7 +90,7 @@ pub fn entries(sysfs: &Sysfs, tracepoints: bool) -> Vec<Entry> {
     }
     if tracepoints {
         let mut tps = vec![];
-        let systems = std::fs::read_dir(sysfs.tracefs.join("events"))
+        let systems = std::fs::read_dir(sysfs.tracepoints())
             .into_iter()
             .flatten()
             .flatten();

@@ -75,6 +75,9 @@ pub struct Sysfs {
     pub root: PathBuf,
     /// Normally /sys/kernel/tracing.
     pub tracefs: PathBuf,
+    /// Mount tracefs at `tracefs` the first time a tracepoint is looked up, if nothing
+    /// is mounted there yet (as perf does): the running system only.
+    mount_tracefs: bool,
 }
 
 impl Sysfs {
@@ -82,12 +85,23 @@ impl Sysfs {
         let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
             .iter()
             .map(PathBuf::from)
-            .find(|p| p.join("events").is_dir())
-            .unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing"));
+            .find(|p| p.join("events").is_dir());
         Sysfs {
             root: PathBuf::from("/sys/bus/event_source/devices"),
-            tracefs,
+            mount_tracefs: tracefs.is_none(),
+            tracefs: tracefs.unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing")),
         }
+    }
+
+    /// The tracepoint directory (tracefs/events), mounting tracefs first if this is the
+    /// running system and it is not mounted.
+    pub fn tracepoints(&self) -> PathBuf {
+        let events = self.tracefs.join("events");
+        if self.mount_tracefs && !events.is_dir() {
+            // Without it there are no tracepoints, which the caller reports.
+            let _ = crate::perf_event::mount_tracefs(&self.tracefs);
+        }
+        events
     }
 
     /// A fixture tree: PMUs under `root`, tracepoints (if any) under `root/../tracing`.
@@ -95,7 +109,11 @@ impl Sysfs {
     pub fn at(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let tracefs = root.parent().unwrap_or(Path::new("/")).join("tracing");
-        Sysfs { root, tracefs }
+        Sysfs {
+            root,
+            tracefs,
+            mount_tracefs: false,
+        }
     }
 
     pub fn pmu(&self, name: &str) -> Option<Pmu> {
@@ -123,7 +141,7 @@ impl Sysfs {
         if !ok(sys) || !ok(name) {
             return None;
         }
-        let p = self.tracefs.join("events").join(sys).join(name).join("id");
+        let p = self.tracepoints().join(sys).join(name).join("id");
         std::fs::read_to_string(p).ok()?.trim().parse().ok()
     }
 }
