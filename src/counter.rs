@@ -101,18 +101,21 @@ pub struct Counter<'obj> {
     /// CPUs, or 1 for a task.
     nr_targets: usize,
     nr_events: usize,
+    /// Declared before fds: dropped (detached) before the perf events are closed.
+    bpf: Option<Bpf<'obj>>,
     /// fds[event][cpu position]; None where the kernel refused the event.
     fds: Vec<Vec<Option<OwnedFd>>>,
     supported: Vec<bool>,
-    bpf: Option<Bpf<'obj>>,
     /// Readings at start: what a read reports is counted from here.
     base: Snapshot,
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mmapped count array.
+// Fields drop in order: the programs are detached first, so none runs while the maps
+// and perf events they read go away (the BPF side keeps pointers to the perf events).
 struct Bpf<'obj> {
-    skel: BperfSkel<'obj>,
     _links: Vec<Link>,
+    skel: BperfSkel<'obj>,
     counts: Mapping,
     nr_slots: usize,
     nr_possible: usize,
@@ -291,6 +294,26 @@ fn always_running(events: &[Event]) -> u64 {
         .fold(0, |mask, (i, _)| mask | 1 << i)
 }
 
+/// Software events the BPF side reads with plain loads of the perf event instead of the
+/// read helper (see load_count in bperf.bpf.c), as three masks with one bit per event:
+/// counts the kernel keeps current as things happen (every software event but the two
+/// clocks, and tracepoints), cpu-clock, and task-clock.
+fn loaded_events(events: &[Event]) -> (u64, u64, u64) {
+    use crate::event::{TYPE_SOFTWARE, TYPE_TRACEPOINT};
+    const CPU_CLOCK: u64 = 0;
+    const TASK_CLOCK: u64 = 1;
+    let (mut plain, mut cpu_clock, mut task_clock) = (0, 0, 0);
+    for (i, e) in events.iter().enumerate() {
+        match (e.attr.type_, e.attr.config) {
+            (TYPE_SOFTWARE, CPU_CLOCK) => cpu_clock |= 1 << i,
+            (TYPE_SOFTWARE, TASK_CLOCK) => task_clock |= 1 << i,
+            (TYPE_SOFTWARE | TYPE_TRACEPOINT, _) => plain |= 1 << i,
+            _ => {}
+        }
+    }
+    (plain, cpu_clock, task_clock)
+}
+
 /// Is a `uname -r` release such as `6.18.0-1-amd64` older than `min`? Unparsable
 /// releases are taken as new enough.
 fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
@@ -339,6 +362,7 @@ impl<'obj> Bpf<'obj> {
         ro.nr_slots = nr_slots as u32;
         ro.use_v1 = setup.cgroup_v1;
         ro.always_running = always_running(setup.events);
+        (ro.plain_count, ro.cpu_clock, ro.task_clock) = loaded_events(setup.events);
         open.maps
             .events
             .set_max_entries((nr_possible * nr_events.max(1)) as u32)?;
@@ -387,8 +411,8 @@ impl<'obj> Bpf<'obj> {
                 .context("attaching to cgroup_attach_task")?,
         ];
         let bpf = Bpf {
-            skel,
             _links: links,
+            skel,
             counts,
             nr_slots,
             nr_possible,

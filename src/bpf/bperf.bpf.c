@@ -17,6 +17,13 @@
  * cgroup charges (itself and its monitored ancestors) is worked out once per cgroup and
  * kept in a small per-CPU cache keyed by cgroup id, so a switch between two cgroups seen
  * before costs a few loads and compares before the counters are read.
+ *
+ * Reading a counter with the read helper costs 80-150 ns (a call, interrupts masked, an
+ * indirect call to pmu->read, for the clocks a clock read), more than everything else a
+ * switch does. Software events are therefore read with plain loads from their struct
+ * perf_event, which the program finds once per CPU behind the perf event array, with
+ * the run queue clock that __schedule() has just updated standing in for the clock read
+ * (load_count). Hardware events, whose pmu->read reads the PMU, use the helper.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -32,6 +39,12 @@ const volatile __u32 nr_cpus = 1;  /* possible CPUs: stride of the event and cou
 const volatile __u32 nr_slots = 1; /* monitored cgroups */
 const volatile bool use_v1 = false; /* perf_event controller on a cgroup v1 hierarchy */
 const volatile __u64 always_running = 0; /* bit per event that is never multiplexed */
+/* Software events read with plain loads instead of the read helper (see read_event), one
+ * bit per event: counts the kernel keeps current as things happen (every software event
+ * but the two clocks, tracepoints), cpu-clock, and task-clock. */
+const volatile __u64 plain_count = 0;
+const volatile __u64 cpu_clock = 0;
+const volatile __u64 task_clock = 0;
 
 /* The counting perf events, at index event * nr_cpus + cpu. */
 struct {
@@ -79,6 +92,8 @@ struct cpu_state {
 	__u64 last;              /* bpf_ktime_get_ns() of the last reading */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
+	__u64 event[BPERF_MAX_EVENTS]; /* this CPU's struct perf_event of each event read by loads, or 0 */
+	bool found;              /* event[] has been filled in */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 };
 
@@ -143,20 +158,104 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
 	bpf_loop(BPERF_MAX_LEVELS, resolve_level, &ctx, 0);
 }
 
-/* Read event @i on this CPU into @v. A counter that is never multiplexed (software and
- * tracepoint events: bit i of always_running) is read without its times, which are then
- * the time since this CPU's last reading (@dt): cheaper, and the same numbers. */
-static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, struct cpu_state *st,
-				      struct bperf_reading *v)
+/* Events read with plain loads, one bit each. */
+#define LOADED_EVENTS (plain_count | cpu_clock | task_clock)
+
+/*
+ * Find this CPU's struct perf_event behind each event read by loads: the perf event
+ * array keeps one bpf_event_entry per index. Run once per CPU, from the flush program.
+ */
+static void find_events(struct cpu_state *st, __u32 cpu)
+{
+	struct bpf_array *arr = bpf_core_cast(&events, struct bpf_array);
+
+	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
+		struct bpf_event_entry *ee = 0;
+		struct perf_event *ev = 0;
+		__u64 idx = (__u64)i * nr_cpus + cpu;
+
+		if (i >= nr_events)
+			break;
+		if (!(LOADED_EVENTS & (1ULL << i)))
+			continue;
+		if (bpf_probe_read_kernel(&ee, sizeof(ee), &arr->ptrs[idx]) || !ee)
+			continue;
+		if (bpf_probe_read_kernel(&ev, sizeof(ev), &ee->event))
+			continue;
+		st->event[i] = (__u64)ev;
+	}
+	st->found = true;
+}
+
+/*
+ * The count of software event @i as the read helper would return it at time @now
+ * (sched_clock_cpu), by plain loads: the helper's call, interrupt masking and indirect
+ * call to pmu->read cost more than the rest of a switch. Returns -1 where the helper
+ * has to do it.
+ *
+ * The kernel keeps count current for most software events; their pmu->read does
+ * nothing. The two clocks are brought up to date by pmu->read, which adds the time
+ * since hw.prev_count (cpu-clock: sched_clock_cpu; task-clock: the context's time) to
+ * count; here the same sum is worked out without writing it back. An event that is not
+ * active is not counting: its count is its value.
+ *
+ * Called only with interrupts off (sched_switch): nothing on this CPU, the only one
+ * that updates these fields, can change them between the loads.
+ */
+static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now)
+{
+	struct perf_event *ev;
+	__s64 count, since;
+
+	if (!(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
+		return -1;
+	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
+	count = ev->count.a.a.counter;
+	if (plain_count & (1ULL << i))
+		return count;
+	if (!now)
+		return -1;
+	if (ev->state != PERF_EVENT_STATE_ACTIVE)
+		return count;
+	if (cpu_clock & (1ULL << i)) {
+		since = now - ev->hw.prev_count.a.a.counter;
+	} else {
+		struct perf_event_context *ctx = ev->ctx;
+
+		if (!bpf_core_field_exists(ctx->timestamp))
+			return -1;
+		since = ctx->time + (now - ctx->timestamp) - ev->hw.prev_count.a.a.counter;
+	}
+	/* The run queue clock can be a little behind a reading the helper made since. */
+	return since > 0 ? count + since : count;
+}
+
+/*
+ * Read event @i on this CPU into @v; @now is sched_clock_cpu() if the caller has it
+ * with interrupts off, else 0.
+ *
+ * A counter that is never multiplexed (software and tracepoint events: bit i of
+ * always_running) is read without its times, which are then the time since this CPU's
+ * last reading (@dt): cheaper, and the same numbers.
+ */
+static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now,
+				      struct cpu_state *st, struct bperf_reading *v)
 {
 	__u64 idx = (__u64)i * nr_cpus + cpu;
 
 	if (always_running & (1ULL << i)) {
-		__u64 c = bpf_perf_event_read(&events, idx);
+		__s64 c = load_count(i, st, now);
 
-		/* An error comes back as a negative errno in the count. */
-		if (c >= (__u64)-4095)
-			return -1;
+		if (c < 0) {
+			c = bpf_perf_event_read(&events, idx);
+			/* An error comes back as a negative errno in the count. */
+			if ((__u64)c >= (__u64)-4095)
+				return -1;
+		} else if ((__u64)c < st->prev[i].counter) {
+			/* A clock worked out from a run queue clock a little older than the
+			 * last reading: nothing more has been counted since. */
+			c = st->prev[i].counter;
+		}
 		v->counter = c;
 		v->enabled = st->prev[i].enabled + dt;
 		v->running = st->prev[i].running + dt;
@@ -166,24 +265,24 @@ static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, struct cpu_s
 }
 
 /* Read every event on this CPU and charge what it counted since the last reading to the
- * slots being charged. */
-__noinline int account(struct cpu_state *st, __u32 cpu)
+ * slots being charged. @now: see read_event. */
+__noinline int account(struct cpu_state *st, __u32 cpu, __u64 now)
 {
-	__u64 now, dt;
+	__u64 t, dt;
 
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
-	dt = now - st->last;
+	t = bpf_ktime_get_ns();
+	dt = t - st->last;
 
-	st->last = now;
+	st->last = t;
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		struct bperf_reading v, d;
 
 		if (i >= nr_events)
 			break;
 		/* An event the machine cannot count has no fd in the array: skip it. */
-		if (read_event(i, cpu, dt, st, &v))
+		if (read_event(i, cpu, dt, now, st, &v))
 			continue;
 		d.counter = v.counter - st->prev[i].counter;
 		d.enabled = v.enabled - st->prev[i].enabled;
@@ -230,8 +329,9 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 	return &e->charge;
 }
 
-/* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's. */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task)
+/* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's.
+ * @now: see read_event. */
+static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task, __u64 now)
 {
 	struct css_set *css = task->cgroups;
 	struct bperf_charge *next;
@@ -254,7 +354,7 @@ static __always_inline void switch_to(struct cpu_state *st, struct task_struct *
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && next->nr == 0)
 		return;
-	account(st, bpf_get_smp_processor_id());
+	account(st, bpf_get_smp_processor_id(), now);
 	__builtin_memcpy(&st->charge, next, sizeof(*next));
 }
 
@@ -265,13 +365,24 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
+/* This CPU's run queue clock, which __schedule() has just updated, or 0 when this kernel
+ * does not let us find it (no CONFIG_FAIR_GROUP_SCHED). @task is on this CPU. */
+static __always_inline __u64 rq_clock(struct task_struct *task)
+{
+	struct cfs_rq *cfs = task->se.cfs_rq;
+
+	if (!bpf_core_field_exists(cfs->rq) || !cfs)
+		return 0;
+	return cfs->rq->clock;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct cpu_state *st = this_cpu_state();
 
 	if (st)
-		switch_to(st, next);
+		switch_to(st, next, (cpu_clock | task_clock) ? rq_clock(next) : 0);
 	return 0;
 }
 
@@ -288,7 +399,7 @@ int BPF_PROG(bperf_on_attach)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	switch_to(st, bpf_get_current_task_btf());
+	switch_to(st, bpf_get_current_task_btf(), 0);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -303,12 +414,14 @@ int bperf_flush(void *ctx)
 	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
 	if (!st || st->busy)
 		return 0;
+	if (!st->found)
+		find_events(st, bpf_get_smp_processor_id());
 	if (!st->css) {
 		/* First look at this CPU: nothing before now is anybody's. */
-		switch_to(st, bpf_get_current_task_btf());
-		account(st, bpf_get_smp_processor_id());
+		switch_to(st, bpf_get_current_task_btf(), 0);
+		account(st, bpf_get_smp_processor_id(), 0);
 		return 0;
 	}
-	account(st, bpf_get_smp_processor_id());
+	account(st, bpf_get_smp_processor_id(), 0);
 	return 0;
 }

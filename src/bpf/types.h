@@ -62,8 +62,61 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 };
 
+/* The run queue and its clock: sched_clock_cpu(), the clock perf's software clocks use,
+ * brought up to date by __schedule() just before the sched_switch tracepoint. */
+struct rq {
+	__u64 clock;
+};
+
+struct cfs_rq {
+	struct rq *rq; /* CONFIG_FAIR_GROUP_SCHED */
+};
+
+struct sched_entity {
+	struct cfs_rq *cfs_rq;
+};
+
 struct task_struct {
 	struct css_set *cgroups;
+	struct sched_entity se;
+};
+
+/* A perf event array: one bpf_event_entry per index, holding the counting perf event. */
+struct bpf_array {
+	void *ptrs[0];
+};
+
+struct bpf_event_entry {
+	struct perf_event *event;
+};
+
+/* local64_t on 64-bit kernels: { local_t a { atomic_long_t a { counter } } } */
+struct bperf_local64 {
+	struct {
+		struct {
+			__s64 counter;
+		} a;
+	} a;
+};
+
+struct hw_perf_event {
+	struct bperf_local64 prev_count;
+};
+
+struct perf_event_context {
+	__u64 time;
+	__u64 timestamp;
+};
+
+enum perf_event_state {
+	PERF_EVENT_STATE_ACTIVE = 1,
+};
+
+struct perf_event {
+	enum perf_event_state state;
+	struct bperf_local64 count;
+	struct hw_perf_event hw;
+	struct perf_event_context *ctx;
 };
 
 #ifndef BPF_NO_PRESERVE_ACCESS_INDEX
