@@ -86,10 +86,10 @@ struct charge_entry {
 
 /* What one CPU is charging right now. */
 struct cpu_state {
-	struct css_set *css;     /* css_set of the task last switched in; 0 before the first look */
+	bool seen;               /* a task has been looked at on this CPU */
 	__u64 cgid;              /* id of the cgroup being charged */
 	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
-	__u64 last;              /* bpf_ktime_get_ns() of the last reading */
+	__u64 last;              /* cpu_clock_now() of the last reading */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
 	__u64 event[BPERF_MAX_EVENTS]; /* this CPU's struct perf_event of each event read by loads, or 0 */
@@ -188,8 +188,8 @@ static void find_events(struct cpu_state *st, __u32 cpu)
 }
 
 /*
- * The count of software event @i as the read helper would return it at time @now
- * (sched_clock_cpu), by plain loads: the helper's call, interrupt masking and indirect
+ * The count of software event @i as the read helper would return it at time @now, by
+ * plain loads: the helper's call, interrupt masking and indirect
  * call to pmu->read cost more than the rest of a switch. Returns -1 where the helper
  * has to do it.
  *
@@ -202,7 +202,7 @@ static void find_events(struct cpu_state *st, __u32 cpu)
  * Called only with interrupts off (sched_switch): nothing on this CPU, the only one
  * that updates these fields, can change them between the loads.
  */
-static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now)
+static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now, bool fresh)
 {
 	struct perf_event *ev;
 	__s64 count, since;
@@ -213,7 +213,7 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	count = ev->count.a.a.counter;
 	if (plain_count & (1ULL << i))
 		return count;
-	if (!now)
+	if (!fresh)
 		return -1;
 	if (ev->state != PERF_EVENT_STATE_ACTIVE)
 		return count;
@@ -231,20 +231,21 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 }
 
 /*
- * Read event @i on this CPU into @v; @now is sched_clock_cpu() if the caller has it
- * with interrupts off, else 0.
+ * Read event @i on this CPU into @v. @now is this CPU's clock (see cpu_clock_now);
+ * @fresh says that it is the run queue clock just updated by __schedule(), with
+ * interrupts off, so the clocks can be worked out from it.
  *
  * A counter that is never multiplexed (software and tracepoint events: bit i of
  * always_running) is read without its times, which are then the time since this CPU's
  * last reading (@dt): cheaper, and the same numbers.
  */
-static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now,
+static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now, bool fresh,
 				      struct cpu_state *st, struct bperf_reading *v)
 {
 	__u64 idx = (__u64)i * nr_cpus + cpu;
 
 	if (always_running & (1ULL << i)) {
-		__s64 c = load_count(i, st, now);
+		__s64 c = load_count(i, st, now, fresh);
 
 		if (c < 0) {
 			c = bpf_perf_event_read(&events, idx);
@@ -266,23 +267,24 @@ static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now,
 
 /* Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. @now: see read_event. */
-__noinline int account(struct cpu_state *st, __u32 cpu, __u64 now)
+__noinline int account(struct cpu_state *st, __u32 cpu, __u64 now, __u32 fresh)
 {
-	__u64 t, dt;
+	__u64 dt = 0;
 
 	if (!st)
 		return 0;
-	t = bpf_ktime_get_ns();
-	dt = t - st->last;
-
-	st->last = t;
+	/* A stale run queue clock can be behind the last reading: time never runs back. */
+	if (now > st->last) {
+		dt = now - st->last;
+		st->last = now;
+	}
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		struct bperf_reading v, d;
 
 		if (i >= nr_events)
 			break;
 		/* An event the machine cannot count has no fd in the array: skip it. */
-		if (read_event(i, cpu, dt, now, st, &v))
+		if (read_event(i, cpu, dt, now, fresh, st, &v))
 			continue;
 		d.counter = v.counter - st->prev[i].counter;
 		d.enabled = v.enabled - st->prev[i].enabled;
@@ -331,17 +333,18 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 
 /* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's.
  * @now: see read_event. */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task, __u64 now)
+static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task, __u64 now,
+				      bool fresh)
 {
-	struct css_set *css = task->cgroups;
 	struct bperf_charge *next;
 	struct cgroup *cg;
 	__u64 id;
 
-	if (css == st->css)
-		return;
-	st->css = css;
-	cg = task_cgroup(css);
+	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
+	 * reallocated as cgroups come and go, and a new one at an old address would look like
+	 * no change. */
+	st->seen = true;
+	cg = task_cgroup(task->cgroups);
 	if (!cg)
 		return;
 	id = cg->kn->id;
@@ -354,7 +357,7 @@ static __always_inline void switch_to(struct cpu_state *st, struct task_struct *
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && next->nr == 0)
 		return;
-	account(st, bpf_get_smp_processor_id(), now);
+	account(st, bpf_get_smp_processor_id(), now, fresh);
 	__builtin_memcpy(&st->charge, next, sizeof(*next));
 }
 
@@ -365,15 +368,27 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
-/* This CPU's run queue clock, which __schedule() has just updated, or 0 when this kernel
- * does not let us find it (no CONFIG_FAIR_GROUP_SCHED). @task is on this CPU. */
-static __always_inline __u64 rq_clock(struct task_struct *task)
-{
-	struct cfs_rq *cfs = task->se.cfs_rq;
+/* Can the run queue be found from a task (next->se.cfs_rq->rq)? Only with
+ * CONFIG_FAIR_GROUP_SCHED; decided at load time. */
+#define HAVE_RQ bpf_core_field_exists(((struct cfs_rq *)0)->rq)
 
-	if (!bpf_core_field_exists(cfs->rq) || !cfs)
-		return 0;
-	return cfs->rq->clock;
+/*
+ * The clock of the CPU @task (current or about to be) runs on: its run queue clock,
+ * sched_clock_cpu() as of the run queue's last update, the clock perf's software clocks
+ * use. Reading it is one load where bpf_ktime_get_ns() costs ~90 ns on this project's
+ * VMs. __schedule() updates it just before the sched_switch tracepoint; elsewhere it
+ * is at most a tick old while the CPU runs a task (older on an idle CPU), which only
+ * delays the enabled and running times of software events, never a count. Without a
+ * way to the run queue, ktime.
+ */
+static __always_inline __u64 cpu_clock_now(struct task_struct *task)
+{
+	struct cfs_rq *cfs;
+
+	if (!HAVE_RQ)
+		return bpf_ktime_get_ns();
+	cfs = task->se.cfs_rq;
+	return cfs ? cfs->rq->clock : bpf_ktime_get_ns();
 }
 
 SEC("tp_btf/sched_switch")
@@ -382,7 +397,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct tas
 	struct cpu_state *st = this_cpu_state();
 
 	if (st)
-		switch_to(st, next, (cpu_clock | task_clock) ? rq_clock(next) : 0);
+		switch_to(st, next, cpu_clock_now(next), HAVE_RQ);
 	return 0;
 }
 
@@ -399,7 +414,7 @@ int BPF_PROG(bperf_on_attach)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	switch_to(st, bpf_get_current_task_btf(), 0);
+	switch_to(st, bpf_get_current_task_btf(), cpu_clock_now(bpf_get_current_task_btf()), false);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -410,18 +425,20 @@ SEC("raw_tp")
 int bperf_flush(void *ctx)
 {
 	struct cpu_state *st = this_cpu_state();
+	__u64 now;
 
 	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
 	if (!st || st->busy)
 		return 0;
 	if (!st->found)
 		find_events(st, bpf_get_smp_processor_id());
-	if (!st->css) {
+	now = cpu_clock_now(bpf_get_current_task_btf());
+	if (!st->seen) {
 		/* First look at this CPU: nothing before now is anybody's. */
-		switch_to(st, bpf_get_current_task_btf(), 0);
-		account(st, bpf_get_smp_processor_id(), 0);
+		switch_to(st, bpf_get_current_task_btf(), now, false);
+		account(st, bpf_get_smp_processor_id(), now, false);
 		return 0;
 	}
-	account(st, bpf_get_smp_processor_id(), 0);
+	account(st, bpf_get_smp_processor_id(), now, false);
 	return 0;
 }
