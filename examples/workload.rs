@@ -6,22 +6,65 @@
 //!   workload echo                          the child side of pingpong
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
 //!
-//! Each process prints `pid=P cs=N faults=M` (its own getrusage) to stderr just before it exits.
+//! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T` to stderr just before
+//! it exits: its own getrusage, and the kernel's task-clock of the process since it moved
+//! into its cgroup (its whole life if it did not move), counted by a perf event it opens
+//! on itself first thing. task-clock is the clock perf and bperf count with; the
+//! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The task-clock counter of this process, and its reading when it joined its cgroup.
+static TASK_CLOCK: AtomicI32 = AtomicI32::new(-1);
+static JOINED_AT: AtomicU64 = AtomicU64::new(0);
+
+fn task_clock_ns() -> u64 {
+    let fd = TASK_CLOCK.load(Ordering::Relaxed);
+    let mut ns = 0u64;
+    if fd >= 0 {
+        // SAFETY: read fills at most 8 bytes of a u64.
+        unsafe { libc::read(fd, &mut ns as *mut u64 as *mut libc::c_void, 8) };
+    }
+    ns
+}
 
 fn move_self(procs: &str) {
     std::fs::write(procs, "0").unwrap_or_else(|e| panic!("cannot join {procs}: {e}"));
+    JOINED_AT.store(task_clock_ns(), Ordering::Relaxed);
 }
 
-fn report() {
+/// Opens a task-clock counter on this process (this thread; the workloads have one):
+/// -1 if the kernel refuses.
+fn open_task_clock() -> i32 {
+    // perf_event_attr: type u32, size u32, config u64, then fields left zero (counting,
+    // enabled, no exclusions). 64 bytes is PERF_ATTR_SIZE_VER0.
+    let mut attr = [0u8; 64];
+    attr[0..4].copy_from_slice(&1u32.to_ne_bytes()); // PERF_TYPE_SOFTWARE
+    attr[4..8].copy_from_slice(&64u32.to_ne_bytes());
+    attr[8..16].copy_from_slice(&1u64.to_ne_bytes()); // PERF_COUNT_SW_TASK_CLOCK
+                                                      // SAFETY: attr outlives the call; pid 0 / cpu -1 counts this thread on any CPU.
+    unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            0,
+            -1,
+            -1,
+            8u64, // PERF_FLAG_FD_CLOEXEC
+        ) as i32
+    }
+}
+
+fn report(mode: &str) {
     // SAFETY: getrusage fills a plain struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     eprintln!(
-        "pid={} cs={} faults={}",
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns}",
         std::process::id(),
         ru.ru_nvcsw + ru.ru_nivcsw,
         ru.ru_minflt + ru.ru_majflt
@@ -29,6 +72,7 @@ fn report() {
 }
 
 fn main() {
+    TASK_CLOCK.store(open_task_clock(), Ordering::Relaxed);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str);
     match arg(0) {
@@ -96,5 +140,5 @@ fn main() {
             std::process::exit(2);
         }
     }
-    report();
+    report(arg(0).unwrap_or(""));
 }

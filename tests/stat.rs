@@ -42,14 +42,16 @@ fn per_cgroup_counts_match_kernel_accounting() {
     let f = TestCgroup::new("F");
     let w = workload().display().to_string();
     let (ua, ub, ubc) = (a.usage_ns(), b.usage_ns(), bc.usage_ns());
-    // A: a process that sleeps, then moves itself into A while running and spins.
+    let unaccounted = unaccounted_ns();
+    // A: a process that sleeps, then moves itself into A while running and spins, on
+    // CPU 0.
     // B and B/c: a pipe ping-pong, parent in B (joined before exec), child in B/c, both
     // on CPU 1. (Unpinned, the pair wakes each other across CPUs, and on this project's
     // VMs cpu.stat then reports up to 60% more time than the kernel's own per-task and
     // per-cgroup task-clock events: the oracle, not the counting, disagrees.)
     // F: page faults.
     let script = format!(
-        "{w} spin 700 {pa} 300 & \
+        "taskset -c 0 {w} spin 700 {pa} 300 & \
          sh -c 'echo $$ > {pb} && exec taskset -c 1 {w} pingpong 20000 {pbc}' & \
          {w} faults 20000 {pf} & wait",
         pa = a.procs(),
@@ -66,22 +68,55 @@ fn per_cgroup_counts_match_kernel_accounting() {
         ],
         &mut sh(&script),
     );
+    // At most this much more than cpu.stat: what it left out, and one tick for rounding.
+    let unaccounted = unaccounted_ns() - unaccounted + 1e7;
     let lines = parse_csv(&csv, false);
     let tc = |cg: &TestCgroup| value(&lines, "task-clock", &cg.name) * 1e6; // msec -> ns
     let cc = |cg: &TestCgroup| value(&lines, "cpu-clock", &cg.name) * 1e6;
 
-    // task-clock and cpu-clock (worked out differently in the BPF program) against
-    // cpu.stat, within 2%.
-    for (cg, before) in [(&a, ua), (&b, ub), (&bc, ubc)] {
+    // Each workload process reports the kernel's task-clock of itself since it joined its
+    // cgroup: A is the spinner, B/c the echo child, B the ping-pong parent and its child.
+    let reports: Vec<&str> = stderr.lines().filter(|l| l.starts_with("pid=")).collect();
+    assert_eq!(reports.len(), 4, "workload reports: {stderr}");
+    let own = |modes: &[&str]| -> f64 {
+        reports
+            .iter()
+            .filter(|r| modes.iter().any(|m| r.contains(&format!(" mode={m} "))))
+            .map(|r| report_field(r, "task_clock_ns"))
+            .sum()
+    };
+    let (own_a, own_b, own_bc) = (own(&["spin"]), own(&["pingpong", "echo"]), own(&["echo"]));
+
+    // task-clock and cpu-clock (worked out differently in the BPF program), and the
+    // running time of a software event, against the kernel's own accounting: within 2%
+    // of the processes' own task-clock, or of the cgroup's cpu.stat plus what cpu.stat
+    // leaves out. Each misses time the other counts. A task's own task-clock stops
+    // between its switch out and the next task's switch in, which a cgroup's accounting
+    // charges (17% of a ping-pong's time on this VM). cpu.stat leaves out interrupt time
+    // and the time the host steals from this VM's CPUs, which the perf clocks include
+    // (/proc/stat shows 20-50 ms stolen from a 150 ms ping-pong here).
+    for (cg, before, own) in [(&a, ua, own_a), (&b, ub, own_b), (&bc, ubc, own_bc)] {
         let kernel = (cg.usage_ns() - before) as f64;
         assert!(
             kernel > 1e8 || cg.name != a.name,
             "A ran too little: {kernel}"
         );
-        for (what, ours) in [("task-clock", tc(cg)), ("cpu-clock", cc(cg))] {
+        let run = |event: &str| {
+            let l = lines
+                .iter()
+                .find(|l| l.event == event && l.cgroup == cg.name);
+            l.and_then(|l| l.run_time).unwrap_or(0.0)
+        };
+        for (what, ours) in [
+            ("task-clock", tc(cg)),
+            ("cpu-clock", cc(cg)),
+            ("context-switches running time", run("context-switches")),
+        ] {
             assert!(
-                within(ours, kernel, 2.0),
-                "{}: bperf {what} {ours} ns vs cpu.stat {kernel} ns\n{csv}",
+                within(ours, own, 2.0)
+                    || (ours >= kernel * 0.98 && ours <= kernel * 1.02 + unaccounted),
+                "{}: bperf {what} {ours} ns vs the processes' task-clock {own} ns, \
+                 cpu.stat {kernel} ns (+ up to {unaccounted} ns)\n{csv}\n{stderr}",
                 cg.name,
             );
         }
@@ -100,8 +135,6 @@ fn per_cgroup_counts_match_kernel_accounting() {
     assert!(cs_b >= cs_bc && cs_bc > 0.0, "B {cs_b} B/c {cs_bc}");
 
     // Context switches and faults against the processes' own rusage.
-    let reports: Vec<&str> = stderr.lines().filter(|l| l.starts_with("pid=")).collect();
-    assert_eq!(reports.len(), 4, "workload reports: {stderr}");
     // The ping-pong pair reports cs in B (parent) and B/c (child); the fault process
     // reports its faults; identify each by which counts are large.
     let mut pp_cs = 0u64;

@@ -197,6 +197,8 @@ pub struct CsvLine {
     pub unit: String,
     pub event: String,
     pub cgroup: String,
+    /// The counter's running time in ns (the field after the cgroup).
+    pub run_time: Option<f64>,
 }
 
 /// Parses -x, output with --for-each-cgroup (cgroup column present); `interval` when -I.
@@ -217,6 +219,7 @@ pub fn parse_csv(text: &str, interval: bool) -> Vec<CsvLine> {
                 unit: f[1].to_string(),
                 event: f[2].to_string(),
                 cgroup: f.get(3).unwrap_or(&"").to_string(),
+                run_time: f.get(4).and_then(|v| v.parse::<f64>().ok()),
             }
         })
         .collect()
@@ -234,6 +237,30 @@ pub fn value(lines: &[CsvLine], event: &str, cgroup: &str) -> f64 {
         "no {event} line for {cgroup} in {lines:?}"
     );
     vals.iter().sum()
+}
+
+/// Time the scheduler's accounting (cpu.stat) leaves out but the perf clocks count, over
+/// all CPUs so far, in ns: interrupts, softirqs and time the host stole from this VM
+/// (/proc/stat, in USER_HZ ticks of 10 ms).
+pub fn unaccounted_ns() -> f64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap();
+    let line = stat.lines().find(|l| l.starts_with("cpu ")).unwrap();
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    (f[5] + f[6] + f[7]) * 1e7
+}
+
+/// The number after `name=` in one workload report line.
+pub fn report_field(report: &str, name: &str) -> f64 {
+    report
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in {report}"))
 }
 
 /// Sums `cs=` and `faults=` over the workload's per-process reports.
