@@ -158,8 +158,9 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
 	bpf_loop(BPERF_MAX_LEVELS, resolve_level, &ctx, 0);
 }
 
-/* Events read with plain loads, one bit each. */
-#define LOADED_EVENTS (plain_count | cpu_clock | task_clock)
+/* Events read with plain loads, one bit each; none where the kernel has no
+ * bpf_rdonly_cast (before 6.2), which the loads go through. */
+#define LOADED_EVENTS (bpf_ksym_exists(bpf_rdonly_cast) ? (plain_count | cpu_clock | task_clock) : 0)
 
 /*
  * Find this CPU's struct perf_event behind each event read by loads: the perf event
@@ -167,8 +168,12 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
  */
 static void find_events(struct cpu_state *st, __u32 cpu)
 {
-	struct bpf_array *arr = bpf_core_cast(&events, struct bpf_array);
+	struct bpf_array *arr;
 
+	st->found = true;
+	if (!LOADED_EVENTS)
+		return;
+	arr = bpf_core_cast(&events, struct bpf_array);
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		struct bpf_event_entry *ee = 0;
 		struct perf_event *ev = 0;
@@ -184,7 +189,6 @@ static void find_events(struct cpu_state *st, __u32 cpu)
 			continue;
 		st->event[i] = (__u64)ev;
 	}
-	st->found = true;
 }
 
 /*
@@ -230,22 +234,34 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	return since > 0 ? count + since : count;
 }
 
+/* One reading being taken: what read_event needs to know, and what it read. */
+struct read_args {
+	__u64 dt;    /* time since this CPU's last reading */
+	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
+	__u32 fresh; /* now is the run queue clock just updated by __schedule(), with
+		      * interrupts off, so the clocks can be worked out from it */
+	struct bperf_reading v;
+};
+
 /*
- * Read event @i on this CPU into @v. @now is this CPU's clock (see cpu_clock_now);
- * @fresh says that it is the run queue clock just updated by __schedule(), with
- * interrupts off, so the clocks can be worked out from it.
+ * Read event @i on this CPU into @a->v.
  *
  * A counter that is never multiplexed (software and tracepoint events: bit i of
  * always_running) is read without its times, which are then the time since this CPU's
- * last reading (@dt): cheaper, and the same numbers.
+ * last reading: cheaper, and the same numbers.
+ *
+ * A global function, verified once for any event: inlined into account()'s loop, the
+ * verifier walked every event's branches separately, in every program, and start-up took
+ * twice as long.
  */
-static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now, bool fresh,
-				      struct cpu_state *st, struct bperf_reading *v)
+__noinline int read_event(struct cpu_state *st, __u32 i, struct read_args *a)
 {
-	__u64 idx = (__u64)i * nr_cpus + cpu;
+	__u64 idx = (__u64)i * nr_cpus + bpf_get_smp_processor_id();
 
+	if (!st || !a || i >= BPERF_MAX_EVENTS)
+		return -1;
 	if (always_running & (1ULL << i)) {
-		__s64 c = load_count(i, st, now, fresh);
+		__s64 c = load_count(i, st, a->now, a->fresh);
 
 		if (c < 0) {
 			c = bpf_perf_event_read(&events, idx);
@@ -257,39 +273,40 @@ static __always_inline int read_event(__u32 i, __u32 cpu, __u64 dt, __u64 now, b
 			 * last reading: nothing more has been counted since. */
 			c = st->prev[i].counter;
 		}
-		v->counter = c;
-		v->enabled = st->prev[i].enabled + dt;
-		v->running = st->prev[i].running + dt;
+		a->v.counter = c;
+		a->v.enabled = st->prev[i].enabled + a->dt;
+		a->v.running = st->prev[i].running + a->dt;
 		return 0;
 	}
-	return bpf_perf_event_read_value(&events, idx, (struct bpf_perf_event_value *)v, sizeof(*v));
+	return bpf_perf_event_read_value(&events, idx, (struct bpf_perf_event_value *)&a->v,
+					 sizeof(a->v));
 }
 
 /* Read every event on this CPU and charge what it counted since the last reading to the
- * slots being charged. @now: see read_event. */
+ * slots being charged. @now, @fresh: see struct read_args. */
 __noinline int account(struct cpu_state *st, __u32 cpu, __u64 now, __u32 fresh)
 {
-	__u64 dt = 0;
+	struct read_args a = { .now = now, .fresh = fresh };
 
 	if (!st)
 		return 0;
 	/* A stale run queue clock can be behind the last reading: time never runs back. */
 	if (now > st->last) {
-		dt = now - st->last;
+		a.dt = now - st->last;
 		st->last = now;
 	}
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
-		struct bperf_reading v, d;
+		struct bperf_reading d;
 
 		if (i >= nr_events)
 			break;
 		/* An event the machine cannot count has no fd in the array: skip it. */
-		if (read_event(i, cpu, dt, now, fresh, st, &v))
+		if (read_event(st, i, &a))
 			continue;
-		d.counter = v.counter - st->prev[i].counter;
-		d.enabled = v.enabled - st->prev[i].enabled;
-		d.running = v.running - st->prev[i].running;
-		st->prev[i] = v;
+		d.counter = a.v.counter - st->prev[i].counter;
+		d.enabled = a.v.enabled - st->prev[i].enabled;
+		d.running = a.v.running - st->prev[i].running;
+		st->prev[i] = a.v;
 
 		for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
 			struct bperf_reading *c;
@@ -332,7 +349,7 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 }
 
 /* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's.
- * @now: see read_event. */
+ * @now, @fresh: see struct read_args. */
 static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task, __u64 now,
 				      bool fresh)
 {
