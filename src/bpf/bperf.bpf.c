@@ -193,9 +193,8 @@ static void find_events(struct cpu_state *st, __u32 cpu)
 
 /*
  * The count of software event @i as the read helper would return it at time @now, by
- * plain loads: the helper's call, interrupt masking and indirect
- * call to pmu->read cost more than the rest of a switch. Returns -1 where the helper
- * has to do it.
+ * plain loads: the helper's call, interrupt masking and indirect call to pmu->read cost
+ * more than the rest of a switch. Returns -1 where the helper has to do it.
  *
  * The kernel keeps count current for most software events; their pmu->read does
  * nothing. The two clocks are brought up to date by pmu->read, which adds the time
@@ -203,8 +202,9 @@ static void find_events(struct cpu_state *st, __u32 cpu)
  * count; here the same sum is worked out without writing it back. An event that is not
  * active is not counting: its count is its value.
  *
- * Called only with interrupts off (sched_switch): nothing on this CPU, the only one
- * that updates these fields, can change them between the loads.
+ * The clocks are worked out only when @fresh, with interrupts off (sched_switch):
+ * nothing on this CPU, the only one that updates their fields, can change them between
+ * the loads. The other counts are one load.
  */
 static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now, bool fresh)
 {
@@ -396,7 +396,8 @@ static __always_inline struct cpu_state *this_cpu_state(void)
  * VMs. __schedule() updates it just before the sched_switch tracepoint; elsewhere it
  * is at most a tick old while the CPU runs a task (older on an idle CPU), which only
  * delays the enabled and running times of software events, never a count. Without a
- * way to the run queue, ktime.
+ * way to the run queue, ktime. 0 if this task has no run queue (which should not
+ * happen): no time passes.
  */
 static __always_inline __u64 cpu_clock_now(struct task_struct *task)
 {
@@ -405,16 +406,17 @@ static __always_inline __u64 cpu_clock_now(struct task_struct *task)
 	if (!HAVE_RQ)
 		return bpf_ktime_get_ns();
 	cfs = task->se.cfs_rq;
-	return cfs ? cfs->rq->clock : bpf_ktime_get_ns();
+	return cfs ? cfs->rq->clock : 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct cpu_state *st = this_cpu_state();
+	__u64 now = cpu_clock_now(next);
 
 	if (st)
-		switch_to(st, next, cpu_clock_now(next), HAVE_RQ);
+		switch_to(st, next, now, HAVE_RQ && now);
 	return 0;
 }
 
