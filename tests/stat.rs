@@ -9,9 +9,15 @@ use common::*;
 
 /// Runs `bperf stat -a -x, -o FILE <args> -- <workload>`; returns (csv text, workload stderr).
 fn stat_csv(args: &[&str], workload: &mut Command) -> (String, String) {
+    stat_csv_env(args, workload, &[])
+}
+
+/// stat_csv with bperf's environment extended by `env`.
+fn stat_csv_env(args: &[&str], workload: &mut Command, env: &[(&str, &str)]) -> (String, String) {
     let out = TempFile::new("csv");
     let o = run_ok(
         bperf()
+            .envs(env.iter().copied())
             .args(["stat", "-a", "-x,", "-o"])
             .arg(&out.0)
             .args(args)
@@ -32,6 +38,18 @@ fn sh(script: &str) -> Command {
 /// run and checked against cpu.stat and the processes' own rusage.
 #[test]
 fn per_cgroup_counts_match_kernel_accounting() {
+    check_accounting(&[]);
+}
+
+/// The same with every counter read through the read helper and times from ktime: how
+/// bperf counts on kernels without bpf_rdonly_cast (before 6.2) or without
+/// CONFIG_FAIR_GROUP_SCHED, and how it reads hardware events everywhere.
+#[test]
+fn per_cgroup_counts_match_kernel_accounting_through_the_read_helper() {
+    check_accounting(&[("BPERF_READ_HELPER", "1")]);
+}
+
+fn check_accounting(env: &[(&str, &str)]) {
     if !privileged() {
         return;
     }
@@ -59,7 +77,7 @@ fn per_cgroup_counts_match_kernel_accounting() {
         pbc = bc.procs(),
         pf = f.procs(),
     );
-    let (csv, stderr) = stat_csv(
+    let (csv, stderr) = stat_csv_env(
         &[
             "-e",
             "task-clock,context-switches,page-faults,cpu-clock",
@@ -67,6 +85,7 @@ fn per_cgroup_counts_match_kernel_accounting() {
             &format!("{},{},{},{}", a.name, b.name, bc.name, f.name),
         ],
         &mut sh(&script),
+        env,
     );
     // At most this much more than cpu.stat: what it left out, and one tick for rounding.
     let unaccounted = unaccounted_ns() - unaccounted + 1e7;

@@ -47,6 +47,8 @@ const volatile __u64 always_running = 0; /* bit per event that is never multiple
 const volatile __u64 plain_count = 0;
 const volatile __u64 cpu_clock = 0;
 const volatile __u64 task_clock = 0;
+/* Time with ktime even where the run queue can be found (see HAVE_RQ). */
+const volatile bool use_ktime = false;
 
 /* The counting perf events, at index event * nr_cpus + cpu. */
 struct {
@@ -389,7 +391,7 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 
 /* Can the run queue be found from a task (next->se.cfs_rq->rq)? Only with
  * CONFIG_FAIR_GROUP_SCHED; decided at load time. */
-#define HAVE_RQ bpf_core_field_exists(((struct cfs_rq *)0)->rq)
+#define HAVE_RQ (!use_ktime && bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 
 /*
  * The clock of the CPU @task (current or about to be) runs on: its run queue clock,
