@@ -362,12 +362,14 @@ impl<'obj> Bpf<'obj> {
         ro.nr_slots = nr_slots as u32;
         ro.use_v1 = setup.cgroup_v1;
         ro.always_running = always_running(setup.events);
-        // BPERF_READ_HELPER=1 reads every counter with the read helper and times with
-        // ktime, as on kernels without bpf_rdonly_cast (< 6.2) or CONFIG_FAIR_GROUP_SCHED:
-        // the tests run that path here too.
-        if std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1") {
+        // Plain loads need Linux 6.4 (see LOADED_EVENTS in bperf.bpf.c). BPERF_READ_HELPER=1
+        // reads every counter with the read helper and times with ktime, as on those
+        // older kernels (and as for the clocks on kernels without
+        // CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
+        let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
+        if helper_only {
             ro.use_ktime = true;
-        } else {
+        } else if !kernel_older_than(release.trim(), (6, 4)) {
             (ro.plain_count, ro.cpu_clock, ro.task_clock) = loaded_events(setup.events);
         }
         open.maps

@@ -21,10 +21,10 @@
  * Reading a counter with the read helper costs 80-150 ns (a call, interrupts masked, an
  * indirect call to pmu->read, for the clocks a clock read), more than everything else a
  * switch does. Software events are therefore read with plain loads from their struct
- * perf_event, which the program finds once per CPU behind the perf event array, with
- * the run queue clock that __schedule() has just updated standing in for the clock read
- * (load_count). The same clock times the software events' enabled and running times
- * (cpu_clock_now): bpf_ktime_get_ns() alone cost ~90 ns. Hardware events, whose
+ * perf_event, which the program finds once per CPU behind the perf event array. The run
+ * queue clock, which __schedule() updates before the tracepoint, stands in for the clock
+ * read (load_count). The same clock times the software events' enabled and running
+ * times (cpu_clock_now): bpf_ktime_get_ns() alone cost ~90 ns. Hardware events, whose
  * pmu->read reads the PMU, use the helper. bench/results/levers.md has the numbers.
  */
 #include "types.h"
@@ -162,9 +162,11 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
 	bpf_loop(BPERF_MAX_LEVELS, resolve_level, &ctx, 0);
 }
 
-/* Events read with plain loads, one bit each; none where the kernel has no
- * bpf_rdonly_cast (before 6.2), which the loads go through. */
-#define LOADED_EVENTS (bpf_ksym_exists(bpf_rdonly_cast) ? (plain_count | cpu_clock | task_clock) : 0)
+/* Events read with plain loads, one bit each. Userspace leaves all three masks empty on
+ * kernels older than 6.4: the loads go through the bpf_rdonly_cast kfunc (6.2), and only
+ * from 6.4 does the verifier accept a program that merely names a kfunc it does not
+ * call, so the masks, not bpf_ksym_exists(), keep the calls dead there. */
+#define LOADED_EVENTS (plain_count | cpu_clock | task_clock)
 
 /*
  * Find this CPU's struct perf_event behind each event read by loads: the perf event
@@ -202,20 +204,22 @@ static void find_events(struct cpu_state *st, __u32 cpu)
  *
  * The kernel keeps count current for most software events; their pmu->read does
  * nothing. The two clocks are brought up to date by pmu->read, which adds the time
- * since hw.prev_count (cpu-clock: sched_clock_cpu; task-clock: the context's time) to
- * count; here the same sum is worked out without writing it back. An event that is not
- * active is not counting: its count is its value.
+ * since hw.prev_count (cpu-clock: sched_clock_cpu; task-clock: the context's time,
+ * now + ctx->timeoffset) to count; here the same sum is worked out without writing it
+ * back. An event that is not active is not counting: its count is its value.
  *
- * The clocks are worked out only when @fresh, with interrupts off (sched_switch):
- * nothing on this CPU, the only one that updates their fields, can change them between
- * the loads. The other counts are one load.
+ * The clocks are worked out only when @fresh, with interrupts off (sched_switch): only
+ * this CPU updates count and hw.prev_count, and nothing on it can run between the loads.
+ * The context's time can be updated from another CPU (reading an inactive event of the
+ * same context), hence timeoffset, one load, rather than time and timestamp, two. The
+ * other counts are one load.
  */
 static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now, bool fresh)
 {
 	struct perf_event *ev;
 	__s64 count, since;
 
-	if (!(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
+	if (!LOADED_EVENTS || !(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
 		return -1;
 	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
 	count = ev->count.a.a.counter;
@@ -230,11 +234,12 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	} else {
 		struct perf_event_context *ctx = ev->ctx;
 
-		if (!bpf_core_field_exists(ctx->timestamp))
+		if (!bpf_core_field_exists(ctx->timeoffset))
 			return -1;
-		since = ctx->time + (now - ctx->timestamp) - ev->hw.prev_count.a.a.counter;
+		since = now + ctx->timeoffset - ev->hw.prev_count.a.a.counter;
 	}
-	/* The run queue clock can be a little behind a reading the helper made since. */
+	/* The run queue clock can be behind a reading the helper made since (when
+	 * __schedule() skipped its update). */
 	return since > 0 ? count + since : count;
 }
 
@@ -242,7 +247,7 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 struct read_args {
 	__u64 dt;    /* time since this CPU's last reading */
 	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
-	__u32 fresh; /* now is the run queue clock just updated by __schedule(), with
+	__u32 fresh; /* now is the run queue clock as __schedule() left it, with
 		      * interrupts off, so the clocks can be worked out from it */
 	struct bperf_reading v;
 };
@@ -272,11 +277,12 @@ __noinline int read_event(struct cpu_state *st, __u32 i, struct read_args *a)
 			/* An error comes back as a negative errno in the count. */
 			if ((__u64)c >= (__u64)-4095)
 				return -1;
-		} else if ((__u64)c < st->prev[i].counter) {
-			/* A clock worked out from a run queue clock a little older than the
-			 * last reading: nothing more has been counted since. */
-			c = st->prev[i].counter;
 		}
+		/* A clock worked out from a run queue clock older than the last reading, or
+		 * read by the helper after such a reading: nothing more has been counted
+		 * since. A count never runs back. */
+		if ((__u64)c < st->prev[i].counter)
+			c = st->prev[i].counter;
 		a->v.counter = c;
 		a->v.enabled = st->prev[i].enabled + a->dt;
 		a->v.running = st->prev[i].running + a->dt;
@@ -397,10 +403,12 @@ static __always_inline struct cpu_state *this_cpu_state(void)
  * The clock of the CPU @task (current or about to be) runs on: its run queue clock,
  * sched_clock_cpu() as of the run queue's last update, the clock perf's software clocks
  * use. Reading it is one load where bpf_ktime_get_ns() costs ~90 ns on this project's
- * VMs. __schedule() updates it just before the sched_switch tracepoint; elsewhere it
- * is at most a tick old while the CPU runs a task (older on an idle CPU), which only
- * delays the enabled and running times of software events, never a count. Without a
- * way to the run queue, ktime. 0 if this task has no run queue (which should not
+ * VMs. __schedule() updates it before the sched_switch tracepoint, unless a wakeup
+ * just updated it and asked to skip that (the scheduler then charges time with the same
+ * clock, so cpu.stat agrees). Elsewhere it is at most a tick old while the CPU runs a
+ * task, and older on an idle CPU under NOHZ, which delays the enabled and running times
+ * of software events, never a count (a flush reads the clocks with the helper). Without
+ * a way to the run queue, ktime. 0 if this task has no run queue (which should not
  * happen): no time passes.
  */
 static __always_inline __u64 cpu_clock_now(struct task_struct *task)

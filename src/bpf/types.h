@@ -63,7 +63,7 @@ struct css_set {
 };
 
 /* The run queue and its clock: sched_clock_cpu(), the clock perf's software clocks use,
- * brought up to date by __schedule() just before the sched_switch tracepoint. */
+ * as of the run queue's last update (see cpu_clock_now in bperf.bpf.c). */
 struct rq {
 	__u64 clock;
 };
@@ -104,8 +104,7 @@ struct hw_perf_event {
 };
 
 struct perf_event_context {
-	__u64 time;
-	__u64 timestamp;
+	__u64 timeoffset; /* time - timestamp: the context's time is now + timeoffset */
 };
 
 enum perf_event_state {
