@@ -14,10 +14,12 @@ unsafe impl plain::Plain for Reading {}
 
 impl Reading {
     /// The count scaled for multiplexing, as perf does (counter * enabled / running).
-    /// `None` when the event never ran: perf prints `<not counted>`.
+    /// `None` when the event never ran: perf prints `<not counted>`. A count with no
+    /// running time counted all the same: software events' times can lag their counts
+    /// (an idle CPU's clock is read late), and a count only grows while running.
     pub fn scaled(&self) -> Option<f64> {
         if self.running == 0 {
-            return None;
+            return (self.counter > 0).then_some(self.counter as f64);
         }
         if self.running >= self.enabled {
             return Some(self.counter as f64);
@@ -25,10 +27,11 @@ impl Reading {
         Some(self.counter as f64 * self.enabled as f64 / self.running as f64)
     }
 
-    /// Share of the enabled time the event was running, in percent.
+    /// Share of the enabled time the event was running, in percent (100 with no
+    /// enabled time yet: nothing was multiplexed).
     pub fn pct_running(&self) -> f64 {
         if self.enabled == 0 {
-            return 0.0;
+            return 100.0;
         }
         100.0 * self.running as f64 / self.enabled as f64
     }
@@ -68,4 +71,26 @@ pub struct Line {
     /// CPU number, with -A/--no-aggr.
     pub cpu: Option<u32>,
     pub value: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_follows_perf() {
+        let r = |counter, enabled, running| Reading {
+            counter,
+            enabled,
+            running,
+        };
+        assert_eq!(r(0, 0, 0).scaled(), None);
+        assert_eq!(r(0, 100, 0).scaled(), None);
+        assert_eq!(r(10, 100, 100).scaled(), Some(10.0));
+        assert_eq!(r(10, 100, 50).scaled(), Some(20.0));
+        assert_eq!(r(10, 100, 50).pct_running(), 50.0);
+        // A software event whose time lags its count (an idle CPU read late).
+        assert_eq!(r(7, 0, 0).scaled(), Some(7.0));
+        assert_eq!(r(7, 0, 0).pct_running(), 100.0);
+    }
 }
