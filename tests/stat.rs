@@ -42,7 +42,7 @@ fn per_cgroup_counts_match_kernel_accounting() {
 }
 
 /// The same with every counter read through the read helper and times from ktime: how
-/// bperf counts on kernels without bpf_rdonly_cast (before 6.2) or without
+/// bperf counts on kernels older than 6.4 (see LOADED_EVENTS in bperf.bpf.c) or without
 /// CONFIG_FAIR_GROUP_SCHED, and how it reads hardware events everywhere.
 #[test]
 fn per_cgroup_counts_match_kernel_accounting_through_the_read_helper() {
