@@ -63,12 +63,14 @@ fn report(mode: &str) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
-    eprintln!(
-        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns}",
+    // One write(2), so that reports of processes sharing stderr never interleave.
+    let line = format!(
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns}\n",
         std::process::id(),
         ru.ru_nvcsw + ru.ru_nivcsw,
         ru.ru_minflt + ru.ru_majflt
     );
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 fn main() {
