@@ -108,13 +108,7 @@ fn check_accounting_once(env: &[(&str, &str)]) {
     // cgroup: A is the spinner, B/c the echo child, B the ping-pong parent and its child.
     let reports: Vec<&str> = stderr.lines().filter(|l| l.starts_with("pid=")).collect();
     assert_eq!(reports.len(), 4, "workload reports: {stderr}");
-    let own = |modes: &[&str]| -> f64 {
-        reports
-            .iter()
-            .filter(|r| modes.iter().any(|m| r.contains(&format!(" mode={m} "))))
-            .map(|r| report_field(r, "task_clock_ns"))
-            .sum()
-    };
+    let own = |modes: &[&str]| own_task_clock_ns(&stderr, modes);
     let (own_a, own_b, own_bc) = (own(&["spin"]), own(&["pingpong", "echo"]), own(&["echo"]));
 
     // task-clock and cpu-clock (worked out differently in the BPF program), and the
@@ -189,6 +183,27 @@ fn check_accounting_once(env: &[(&str, &str)]) {
     );
 }
 
+/// Two processes that each move themselves into their cgroup, `a` and `b`, and spin for
+/// 300 ms, counted with task-clock for the cgroups in `monitored`. Returns the CSV lines,
+/// the CSV text and the workload's stderr.
+fn two_self_moving_spinners(
+    a: &TestCgroup,
+    b: &TestCgroup,
+    monitored: &str,
+) -> (Vec<CsvLine>, String, String) {
+    let w = workload().display().to_string();
+    let script = format!(
+        "{w} spin 300 {} & {w} spin 300 {} & wait",
+        a.procs(),
+        b.procs()
+    );
+    let (csv, stderr) = stat_csv(
+        &["-e", "task-clock", "--for-each-cgroup", monitored],
+        &mut sh(&script),
+    );
+    (parse_csv(&csv, false), csv, stderr)
+}
+
 /// A monitored parent and the root: every cgroup's count is part of its ancestors'.
 #[test]
 fn counts_of_one_run_sum_consistently() {
@@ -198,22 +213,7 @@ fn counts_of_one_run_sum_consistently() {
     let _g = serial();
     let a = TestCgroup::new("sumA");
     let b = TestCgroup::new("sumB");
-    let w = workload().display().to_string();
-    let script = format!(
-        "{w} spin 300 {} & {w} spin 300 {} & wait",
-        a.procs(),
-        b.procs()
-    );
-    let (csv, _) = stat_csv(
-        &[
-            "-e",
-            "task-clock",
-            "--for-each-cgroup",
-            &format!("/,{},{}", a.name, b.name),
-        ],
-        &mut sh(&script),
-    );
-    let lines = parse_csv(&csv, false);
+    let (lines, csv, _) = two_self_moving_spinners(&a, &b, &format!("/,{},{}", a.name, b.name));
     let root = value(&lines, "task-clock", "/");
     let (va, vb) = (
         value(&lines, "task-clock", &a.name),
@@ -238,32 +238,13 @@ fn self_moving_processes_are_charged_in_full() {
     let _g = serial();
     let a = TestCgroup::new("moveA");
     let b = TestCgroup::new("moveB");
-    let w = workload().display().to_string();
-    let script = format!(
-        "{w} spin 300 {} & {w} spin 300 {} & wait",
-        a.procs(),
-        b.procs()
-    );
-    let (csv, stderr) = stat_csv(
-        &[
-            "-e",
-            "task-clock",
-            "--for-each-cgroup",
-            &format!("{},{}", a.name, b.name),
-        ],
-        &mut sh(&script),
-    );
-    let lines = parse_csv(&csv, false);
+    let (lines, csv, stderr) = two_self_moving_spinners(&a, &b, &format!("{},{}", a.name, b.name));
     let (va, vb) = (
         value(&lines, "task-clock", &a.name),
         value(&lines, "task-clock", &b.name),
     );
-    // Each spinner's own task-clock (ms) since it joined its cgroup.
-    let own: f64 = stderr
-        .lines()
-        .filter(|l| l.starts_with("pid="))
-        .map(|r| report_field(r, "task_clock_ns") / 1e6)
-        .sum();
+    // The spinners' own task-clock (ms) since they joined their cgroups.
+    let own = own_task_clock_ns(&stderr, &["spin"]) / 1e6;
     assert!(
         within(va + vb, own, 2.0),
         "A {va} + B {vb} ms vs the spinners' own task-clock {own} ms\n{csv}\n{stderr}"

@@ -440,12 +440,13 @@ SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(bperf_on_attach)
 {
 	struct cpu_state *st = this_cpu_state();
+	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (!st)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	switch_to(st, bpf_get_current_task_btf(), cpu_clock_now(bpf_get_current_task_btf()), false);
+	switch_to(st, task, cpu_clock_now(task), false);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -456,6 +457,7 @@ SEC("raw_tp")
 int bperf_flush(void *ctx)
 {
 	struct cpu_state *st = this_cpu_state();
+	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 now;
 
 	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
@@ -463,10 +465,10 @@ int bperf_flush(void *ctx)
 		return 0;
 	if (!st->found)
 		find_events(st, bpf_get_smp_processor_id());
-	now = cpu_clock_now(bpf_get_current_task_btf());
+	now = cpu_clock_now(task);
 	if (!st->seen) {
 		/* First look at this CPU: nothing before now is anybody's. */
-		switch_to(st, bpf_get_current_task_btf(), now, false);
+		switch_to(st, task, now, false);
 		account(st, bpf_get_smp_processor_id(), now, false);
 		return 0;
 	}

@@ -263,6 +263,17 @@ pub fn report_field(report: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name}= in {report}"))
 }
 
+/// Sums the kernel's task-clock (ns) that the workload processes of the given modes
+/// report, each since it joined its cgroup.
+pub fn own_task_clock_ns(stderr: &str, modes: &[&str]) -> f64 {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("pid="))
+        .filter(|r| modes.iter().any(|m| r.contains(&format!(" mode={m} "))))
+        .map(|r| report_field(r, "task_clock_ns"))
+        .sum()
+}
+
 /// Sums `cs=` and `faults=` over the workload's per-process reports.
 pub fn rusage_totals(stderr: &str) -> (u64, u64) {
     let mut cs = 0;
