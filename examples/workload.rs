@@ -45,7 +45,8 @@ fn open_task_clock() -> i32 {
     attr[0..4].copy_from_slice(&1u32.to_ne_bytes()); // PERF_TYPE_SOFTWARE
     attr[4..8].copy_from_slice(&64u32.to_ne_bytes());
     attr[8..16].copy_from_slice(&1u64.to_ne_bytes()); // PERF_COUNT_SW_TASK_CLOCK
-                                                      // SAFETY: attr outlives the call; pid 0 / cpu -1 counts this thread on any CPU.
+
+    // SAFETY: attr outlives the call; pid 0 / cpu -1 counts this thread on any CPU.
     unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,

@@ -123,8 +123,6 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
-/// it again.
 /// Mounts tracefs at `at` (normally /sys/kernel/tracing), where tracepoint ids live.
 pub fn mount_tracefs(at: &std::path::Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
@@ -146,6 +144,8 @@ pub fn mount_tracefs(at: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
+/// it again; a PMU that rejects the guest/host bits is asked again without them.
 pub fn probe(attr: &Attr) -> bool {
     open_with_fallback(RawAttr::counting(attr), Target::Task(0), None, false).is_ok()
 }
