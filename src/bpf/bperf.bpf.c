@@ -10,7 +10,9 @@
  * really ran it, even when a task moves itself into a cgroup while it is running.
  *
  * Switches that stay inside one cgroup, and switches between cgroups nobody monitors,
- * end before any counter is read.
+ * end before any counter is read. A switch the tracepoint did not report is recognised at
+ * the next one, and the scheduler's own record of when the outgoing task arrived says how
+ * to split the time since the last reading (missed_switch).
  *
  * The hot path is the sched_switch hook, so it is a BTF tracepoint (tp_btf): kernel
  * pointers are followed with plain loads, not bpf_probe_read_kernel calls. Which slots a
@@ -91,6 +93,7 @@ struct charge_entry {
 /* What one CPU is charging right now. */
 struct cpu_state {
 	bool seen;               /* a task has been looked at on this CPU */
+	__u64 task;              /* the task_struct it runs, as far as the program saw */
 	__u64 cgid;              /* id of the cgroup being charged */
 	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
 	__u64 last;              /* cpu_clock_now() of the last reading */
@@ -292,11 +295,50 @@ __noinline int read_event(struct cpu_state *st, __u32 i, struct read_args *a)
 					 sizeof(a->v));
 }
 
-/* Read every event on this CPU and charge what it counted since the last reading to the
- * slots being charged. @now, @fresh: see struct read_args. */
-__noinline int account(struct cpu_state *st, __u32 cpu, __u64 now, __u32 fresh)
+/* Add @d, what event @i counted on CPU @cpu, to each slot of @charge. */
+static __always_inline void charge_slots(struct bperf_charge *charge, __u32 cpu, __u32 i,
+					 struct bperf_reading *d)
 {
+	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
+		struct bperf_reading *c;
+		__u32 key;
+
+		if (j >= charge->nr)
+			break;
+		key = (cpu * nr_slots + charge->slot[j]) * nr_events + i;
+		c = bpf_map_lookup_elem(&counts, &key);
+		if (!c)
+			continue;
+		c->counter += d->counter;
+		c->enabled += d->enabled;
+		c->running += d->running;
+	}
+}
+
+#define SHARE_BITS 20
+
+/* @v * @frac, @frac a fraction in SHARE_BITS fixed point. */
+static __always_inline __u64 share(__u64 v, __u64 frac)
+{
+	if (v < (1ULL << (64 - SHARE_BITS - 1)))
+		return (v * frac) >> SHARE_BITS;
+	return (v >> SHARE_BITS) * frac;
+}
+
+/*
+ * Read every event on this CPU and charge what it counted since the last reading to the
+ * slots being charged. @now, @fresh: see struct read_args.
+ *
+ * With @tail, the last @tail_ns of that time were run by a task of another cgroup (see
+ * missed_switch): each event's counts are split in proportion to time, and the share of
+ * those last @tail_ns goes to @tail's slots. Exact for the clocks; an estimate for the rest.
+ */
+__noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bperf_charge *tail,
+		       __u64 tail_ns)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
 	struct read_args a = { .now = now, .fresh = fresh };
+	__u64 frac = 0;
 
 	if (!st)
 		return 0;
@@ -304,6 +346,19 @@ __noinline int account(struct cpu_state *st, __u32 cpu, __u64 now, __u32 fresh)
 	if (now > st->last) {
 		a.dt = now - st->last;
 		st->last = now;
+	}
+	if (tail) {
+		__u64 dt = a.dt;
+
+		if (tail_ns >= dt) {
+			frac = 1ULL << SHARE_BITS;
+		} else {
+			if (dt >> (64 - SHARE_BITS - 1)) {
+				dt >>= SHARE_BITS;
+				tail_ns >>= SHARE_BITS;
+			}
+			frac = dt ? (tail_ns << SHARE_BITS) / dt : 0;
+		}
 	}
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		struct bperf_reading d;
@@ -318,20 +373,19 @@ __noinline int account(struct cpu_state *st, __u32 cpu, __u64 now, __u32 fresh)
 		d.running = a.v.running - st->prev[i].running;
 		st->prev[i] = a.v;
 
-		for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
-			struct bperf_reading *c;
-			__u32 key;
+		if (tail && frac) {
+			struct bperf_reading t = {
+				.counter = share(d.counter, frac),
+				.enabled = share(d.enabled, frac),
+				.running = share(d.running, frac),
+			};
 
-			if (j >= st->charge.nr)
-				break;
-			key = (cpu * nr_slots + st->charge.slot[j]) * nr_events + i;
-			c = bpf_map_lookup_elem(&counts, &key);
-			if (!c)
-				continue;
-			c->counter += d.counter;
-			c->enabled += d.enabled;
-			c->running += d.running;
+			d.counter -= t.counter;
+			d.enabled -= t.enabled;
+			d.running -= t.running;
+			charge_slots(tail, cpu, i, &t);
 		}
+		charge_slots(&st->charge, cpu, i, &d);
 	}
 	return 0;
 }
@@ -358,19 +412,59 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 	return &e->charge;
 }
 
-/* @task is now running on this CPU: settle what the old cgroup ran, then charge @task's.
+/*
+ * A switch this CPU did not see: @ran has been running here, not the task it was
+ * charging. On this project's VMs the hypervisor agent's threads fire no tracepoints in
+ * task context, so sched_switch never fires when one of them leaves a CPU, and the next
+ * task would run charged to the agent's cgroup until its own switch. The kernel's
+ * perf events and its accounting still see those switches.
+ *
+ * The scheduler's sched_info.last_arrival says when @ran started running, on the run
+ * queue clock: the time before stays with the cgroup being charged (the agent), the time
+ * since goes to @ran's cgroup. Without CONFIG_SCHED_INFO, all of it goes to @ran.
+ */
+static __always_inline void missed_switch(struct cpu_state *st, struct task_struct *ran, __u64 now,
+					  bool fresh)
+{
+	struct bperf_charge *tail;
+	struct cgroup *cg;
+	__u64 id, since = 0;
+
+	cg = task_cgroup(ran->cgroups);
+	if (!cg)
+		return;
+	id = cg->kn->id;
+	if (id == st->cgid)
+		return;
+	tail = charge_of(st, cg, id);
+	if (!tail)
+		return;
+	if (st->charge.nr || tail->nr) {
+		if (bpf_core_field_exists(ran->sched_info))
+			since = ran->sched_info.last_arrival;
+		account(st, now, fresh, tail, now > since ? now - since : 0);
+	}
+	st->cgid = id;
+	__builtin_memcpy(&st->charge, tail, sizeof(*tail));
+}
+
+/* @ran has been running on this CPU and @task runs from now on (the same task unless this
+ * is a task switch): settle what the old cgroup ran, then charge @task's.
  * @now, @fresh: see struct read_args. */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *task, __u64 now,
-				      bool fresh)
+static __always_inline void switch_to(struct cpu_state *st, struct task_struct *ran,
+				      struct task_struct *task, __u64 now, bool fresh)
 {
 	struct bperf_charge *next;
 	struct cgroup *cg;
 	__u64 id;
 
+	if (st->seen && (__u64)ran != st->task)
+		missed_switch(st, ran, now, fresh);
+	st->seen = true;
+	st->task = (__u64)task;
 	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
 	 * reallocated as cgroups come and go, and a new one at an old address would look like
 	 * no change. */
-	st->seen = true;
 	cg = task_cgroup(task->cgroups);
 	if (!cg)
 		return;
@@ -384,7 +478,7 @@ static __always_inline void switch_to(struct cpu_state *st, struct task_struct *
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && next->nr == 0)
 		return;
-	account(st, bpf_get_smp_processor_id(), now, fresh);
+	account(st, now, fresh, 0, 0);
 	__builtin_memcpy(&st->charge, next, sizeof(*next));
 }
 
@@ -428,7 +522,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct tas
 	__u64 now = cpu_clock_now(next);
 
 	if (st)
-		switch_to(st, next, now, HAVE_RQ && now);
+		switch_to(st, prev, next, now, HAVE_RQ && now);
 	return 0;
 }
 
@@ -446,7 +540,7 @@ int BPF_PROG(bperf_on_attach)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	switch_to(st, task, cpu_clock_now(task), false);
+	switch_to(st, task, task, cpu_clock_now(task), false);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -466,12 +560,8 @@ int bperf_flush(void *ctx)
 	if (!st->found)
 		find_events(st, bpf_get_smp_processor_id());
 	now = cpu_clock_now(task);
-	if (!st->seen) {
-		/* First look at this CPU: nothing before now is anybody's. */
-		switch_to(st, task, now, false);
-		account(st, bpf_get_smp_processor_id(), now, false);
-		return 0;
-	}
-	account(st, bpf_get_smp_processor_id(), now, false);
+	/* On a first look at this CPU, nothing before now is anybody's. */
+	switch_to(st, task, task, now, false);
+	account(st, now, false, 0, 0);
 	return 0;
 }

@@ -76,9 +76,16 @@ struct sched_entity {
 	struct cfs_rq *cfs_rq;
 };
 
+/* CONFIG_SCHED_INFO: last_arrival is the run queue clock when the task last started
+ * running on a CPU. */
+struct sched_info {
+	__u64 last_arrival;
+};
+
 struct task_struct {
 	struct css_set *cgroups;
 	struct sched_entity se;
+	struct sched_info sched_info;
 };
 
 /* A perf event array: one bpf_event_entry per index, holding the counting perf event. */

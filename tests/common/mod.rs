@@ -254,20 +254,6 @@ pub fn unaccounted_ns() -> f64 {
     (f[5] + f[6] + f[7]) * 1e7
 }
 
-/// Runs a counting check, and once more if it fails. A process that moves itself into
-/// a cgroup sometimes has tens to hundreds of ms of its time after the move charged to
-/// the root cgroup: a known open bug (see self_moving_processes_are_charged_in_full in
-/// tests/stat.rs), not yet understood. The first failure stays in the test's output.
-pub fn retrying_once_for_the_self_move_bug(
-    what: &str,
-    check: impl Fn() + std::panic::RefUnwindSafe,
-) {
-    if std::panic::catch_unwind(&check).is_err() {
-        eprintln!("{what}: first attempt failed (see above); trying once more");
-        check();
-    }
-}
-
 /// The number after `name=` in one workload report line.
 pub fn report_field(report: &str, name: &str) -> f64 {
     report
