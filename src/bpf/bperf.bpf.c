@@ -12,7 +12,7 @@
  * Switches that stay inside one cgroup, and switches between cgroups nobody monitors,
  * end before any counter is read. A switch the tracepoint did not report is recognised at
  * the next one, and the scheduler's own record of when the outgoing task arrived says how
- * to split the time since the last reading (missed_switch).
+ * to split the time since the last reading (switch_to).
  *
  * The hot path is the sched_switch hook, so it is a BTF tracepoint (tp_btf): kernel
  * pointers are followed with plain loads, not bpf_probe_read_kernel calls. Which slots a
@@ -329,8 +329,8 @@ static __always_inline __u64 share(__u64 v, __u64 frac)
  * Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. @now, @fresh: see struct read_args.
  *
- * With @tail, the last @tail_ns of that time were run by a task of another cgroup (see
- * missed_switch): each event's counts are split in proportion to time, and the share of
+ * With @tail, the last @tail_ns of that time were run by a task of another cgroup (a
+ * switch that was not seen, see switch_to): each event's counts are split in proportion to time, and the share of
  * those last @tail_ns goes to @tail's slots. Exact for the clocks; an estimate for the rest.
  */
 __noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bperf_charge *tail,
@@ -347,7 +347,7 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bper
 		a.dt = now - st->last;
 		st->last = now;
 	}
-	if (tail) {
+	if (tail && tail_ns) {
 		__u64 dt = a.dt;
 
 		if (tail_ns >= dt) {
@@ -412,81 +412,15 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 	return &e->charge;
 }
 
-/*
- * A switch this CPU did not see: @ran has been running here, not the task it was
- * charging. On this project's VMs the hypervisor agent's threads fire no tracepoints in
- * task context, so sched_switch never fires when one of them leaves a CPU, and the next
- * task would run charged to the agent's cgroup until its own switch. The kernel's
- * perf events and its accounting still see those switches.
- *
- * The scheduler's sched_info.last_arrival says when @ran started running, on the run
- * queue clock: the time before stays with the cgroup being charged (the agent), the time
- * since goes to @ran's cgroup. Without CONFIG_SCHED_INFO, all of it goes to @ran.
- */
-static __always_inline void missed_switch(struct cpu_state *st, struct task_struct *ran, __u64 now,
-					  bool fresh)
+/* The clock of the run queue @task is on (see cpu_clock_now); 0 if it cannot be found. */
+static __always_inline __u64 rq_clock(struct task_struct *task)
 {
-	struct bperf_charge *tail;
-	struct cgroup *cg;
-	__u64 id, since = 0;
+	struct cfs_rq *cfs;
 
-	cg = task_cgroup(ran->cgroups);
-	if (!cg)
-		return;
-	id = cg->kn->id;
-	if (id == st->cgid)
-		return;
-	tail = charge_of(st, cg, id);
-	if (!tail)
-		return;
-	if (st->charge.nr || tail->nr) {
-		if (bpf_core_field_exists(ran->sched_info))
-			since = ran->sched_info.last_arrival;
-		account(st, now, fresh, tail, now > since ? now - since : 0);
-	}
-	st->cgid = id;
-	__builtin_memcpy(&st->charge, tail, sizeof(*tail));
-}
-
-/* @ran has been running on this CPU and @task runs from now on (the same task unless this
- * is a task switch): settle what the old cgroup ran, then charge @task's.
- * @now, @fresh: see struct read_args. */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *ran,
-				      struct task_struct *task, __u64 now, bool fresh)
-{
-	struct bperf_charge *next;
-	struct cgroup *cg;
-	__u64 id;
-
-	if (st->seen && (__u64)ran != st->task)
-		missed_switch(st, ran, now, fresh);
-	st->seen = true;
-	st->task = (__u64)task;
-	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
-	 * reallocated as cgroups come and go, and a new one at an old address would look like
-	 * no change. */
-	cg = task_cgroup(task->cgroups);
-	if (!cg)
-		return;
-	id = cg->kn->id;
-	if (id == st->cgid)
-		return;
-	next = charge_of(st, cg, id);
-	if (!next)
-		return;
-	st->cgid = id;
-	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
-	if (st->charge.nr == 0 && next->nr == 0)
-		return;
-	account(st, now, fresh, 0, 0);
-	__builtin_memcpy(&st->charge, next, sizeof(*next));
-}
-
-static __always_inline struct cpu_state *this_cpu_state(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&cpu_state, &zero);
+	if (!bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return 0;
+	cfs = task->se.cfs_rq;
+	return cfs ? cfs->rq->clock : 0;
 }
 
 /* Can the run queue be found from a task (next->se.cfs_rq->rq)? Only with
@@ -507,12 +441,81 @@ static __always_inline struct cpu_state *this_cpu_state(void)
  */
 static __always_inline __u64 cpu_clock_now(struct task_struct *task)
 {
-	struct cfs_rq *cfs;
-
 	if (!HAVE_RQ)
 		return bpf_ktime_get_ns();
-	cfs = task->se.cfs_rq;
-	return cfs ? cfs->rq->clock : 0;
+	return rq_clock(task);
+}
+
+/* Charge @task's cgroup from @now on, after charging what was counted since the last
+ * reading to the cgroup charged so far, or the share of its last @tail_ns to @task's.
+ * @now, @fresh: see struct read_args. */
+static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task, __u64 now,
+					bool fresh, __u64 tail_ns)
+{
+	struct bperf_charge *next;
+	struct cgroup *cg;
+	__u64 id;
+
+	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
+	 * reallocated as cgroups come and go, and a new one at an old address would look like
+	 * no change. */
+	cg = task_cgroup(task->cgroups);
+	if (!cg)
+		return;
+	id = cg->kn->id;
+	if (id == st->cgid)
+		return;
+	next = charge_of(st, cg, id);
+	if (!next)
+		return;
+	st->cgid = id;
+	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
+	if (st->charge.nr == 0 && next->nr == 0)
+		return;
+	account(st, now, fresh, next, tail_ns);
+	__builtin_memcpy(&st->charge, next, sizeof(*next));
+}
+
+/*
+ * How long @ran, found running on this CPU, has been running: the scheduler's
+ * sched_info.last_arrival is the run queue clock when it last started. All of the time
+ * (~0) without CONFIG_SCHED_INFO or a way to the run queue.
+ */
+static __always_inline __u64 running_for(struct task_struct *ran)
+{
+	__u64 clock = rq_clock(ran), since;
+
+	if (!bpf_core_field_exists(ran->sched_info) || !clock)
+		return ~0ULL;
+	since = ran->sched_info.last_arrival;
+	return clock > since ? clock - since : 0;
+}
+
+/*
+ * @ran has been running on this CPU and @task runs from @now on (the same task unless
+ * this is a task switch): settle what the old cgroup ran, then charge @task's.
+ *
+ * If @ran is not the task this CPU was charging, a switch was not seen. On this
+ * project's VMs the hypervisor agent's threads fire no tracepoints in task context, so
+ * sched_switch never fires when one of them leaves a CPU, and the next task would run
+ * charged to the agent's cgroup until its own switch. The time since @ran arrived is
+ * then @ran's, the time before stays with the cgroup being charged.
+ */
+static __always_inline void switch_to(struct cpu_state *st, struct task_struct *ran,
+				      struct task_struct *task, __u64 now, bool fresh)
+{
+	if (st->seen && (__u64)ran != st->task)
+		charge_task(st, ran, now, fresh, running_for(ran));
+	st->seen = true;
+	st->task = (__u64)task;
+	charge_task(st, task, now, fresh, 0);
+}
+
+static __always_inline struct cpu_state *this_cpu_state(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
 SEC("tp_btf/sched_switch")
