@@ -186,11 +186,18 @@ impl<'obj> Counter<'obj> {
             Some(pid) => vec![Target::Task(pid)],
             None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
         };
-        let (fds, supported) = open_events(setup.events, &targets, setup.verbose >= 2)?;
+        let read_path = ReadPath::of_this_kernel();
+        // Counted from the scheduler by the BPF side: no perf event for those.
+        let from_scheduler = match setup.cgroups.is_empty() || !read_path.run_queue {
+            true => 0,
+            false => scheduler_counted(setup.events),
+        };
+        let (fds, supported) =
+            open_events(setup.events, &targets, from_scheduler, setup.verbose >= 2)?;
         let bpf = if setup.cgroups.is_empty() {
             None
         } else {
-            Some(Bpf::load(setup, &fds, storage)?)
+            Some(Bpf::load(setup, &read_path, from_scheduler, &fds, storage)?)
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
@@ -234,12 +241,29 @@ impl<'obj> Counter<'obj> {
 
 type Fds = Vec<Vec<Option<OwnedFd>>>;
 
-/// Opens every event on every CPU. An event the machine cannot count is marked
+/// Opens every event on every CPU, except those in the `from_scheduler` mask, which the
+/// BPF side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
-fn open_events(events: &[Event], targets: &[Target], dump: bool) -> Result<(Fds, Vec<bool>)> {
+fn open_events(
+    events: &[Event],
+    targets: &[Target],
+    from_scheduler: u64,
+    dump: bool,
+) -> Result<(Fds, Vec<bool>)> {
     let mut fds: Fds = Vec::with_capacity(events.len());
     let mut supported = Vec::with_capacity(events.len());
     for (i, ev) in events.iter().enumerate() {
+        if from_scheduler & 1 << i != 0 {
+            if dump {
+                eprintln!(
+                    "{}: no perf event opened: counted from each CPU's run queue switch count (rq->nr_switches)",
+                    ev.name
+                );
+            }
+            fds.push(targets.iter().map(|_| None).collect());
+            supported.push(true);
+            continue;
+        }
         let leader = ev.leader.filter(|&l| l != i && supported[l]);
         let mut per_cpu = Vec::with_capacity(targets.len());
         let mut ok = true;
@@ -314,6 +338,71 @@ fn loaded_events(events: &[Event]) -> (u64, u64, u64) {
     (plain, cpu_clock, task_clock)
 }
 
+/// Plain, ungrouped `context-switches` events, one bit each: the BPF side can read them
+/// from the scheduler's own per-CPU count of switches (rq->nr_switches), which counts
+/// the same switches as the software event, and then no perf event is opened for them.
+/// The kernel updates a context-switches event at every switch on the machine, which cost
+/// more than bperf's whole program (bench/results/levers.md). With `:u` the event counts
+/// nothing (switches happen in the kernel), so modifiers keep the perf event.
+fn scheduler_counted(events: &[Event]) -> u64 {
+    use crate::event::TYPE_SOFTWARE;
+    const CONTEXT_SWITCHES: u64 = 3;
+    events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            e.attr.type_ == TYPE_SOFTWARE
+                && e.attr.config == CONTEXT_SWITCHES
+                && !e.attr.exclude_user
+                && !e.attr.exclude_kernel
+                && e.leader.is_none()
+        })
+        .fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
+/// How the BPF side may read counters on the running kernel.
+struct ReadPath {
+    release: String,
+    /// Plain loads from struct perf_event (see LOADED_EVENTS in bperf.bpf.c): Linux 6.4.
+    loads: bool,
+    /// Also the run queue reachable from a task (CONFIG_FAIR_GROUP_SCHED), so that
+    /// context-switches can be read from it.
+    run_queue: bool,
+    /// BPERF_READ_HELPER=1: every counter through the read helper, times from ktime, as on
+    /// kernels older than 6.4 (and as for the clocks without CONFIG_FAIR_GROUP_SCHED):
+    /// the tests run that path here too.
+    helper_only: bool,
+}
+
+impl ReadPath {
+    fn of_this_kernel() -> ReadPath {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
+        let loads = !helper_only && !kernel_older_than(&release, (6, 4));
+        ReadPath {
+            run_queue: loads && struct_has_member("cfs_rq", "rq"),
+            release,
+            loads,
+            helper_only,
+        }
+    }
+}
+
+/// Does the running kernel's `struct name` have `member` (from its BTF)?
+fn struct_has_member(name: &str, member: &str) -> bool {
+    use libbpf_rs::btf::{types::Struct, Btf};
+    let Ok(btf) = Btf::from_vmlinux() else {
+        return false;
+    };
+    btf.type_by_name::<Struct>(name).is_some_and(|s| {
+        s.iter()
+            .any(|m| m.name.is_some_and(|n| n == std::ffi::OsStr::new(member)))
+    })
+}
+
 /// Is a `uname -r` release such as `6.18.0-1-amd64` older than `min`? Unparsable
 /// releases are taken as new enough.
 fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
@@ -327,12 +416,17 @@ fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
 }
 
 impl<'obj> Bpf<'obj> {
-    fn load(setup: &Setup, fds: &Fds, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        if kernel_older_than(release.trim(), (5, 17)) {
+    fn load(
+        setup: &Setup,
+        path: &ReadPath,
+        from_scheduler: u64,
+        fds: &Fds,
+        storage: &'obj mut MaybeUninit<OpenObject>,
+    ) -> Result<Self> {
+        if kernel_older_than(&path.release, (5, 17)) {
             bail!(
                 "this kernel ({}) is too old: bperf needs Linux >= 5.17 (bpf_loop, raw tracepoints with BTF)",
-                release.trim()
+                path.release
             );
         }
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
@@ -362,15 +456,12 @@ impl<'obj> Bpf<'obj> {
         ro.nr_slots = nr_slots as u32;
         ro.use_v1 = setup.cgroup_v1;
         ro.always_running = always_running(setup.events);
-        // Plain loads need Linux 6.4 (see LOADED_EVENTS in bperf.bpf.c). BPERF_READ_HELPER=1
-        // reads every counter with the read helper and times with ktime, as on those
-        // older kernels (and as for the clocks on kernels without
-        // CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
-        let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
-        if helper_only {
-            ro.use_ktime = true;
-        } else if !kernel_older_than(release.trim(), (6, 4)) {
-            (ro.plain_count, ro.cpu_clock, ro.task_clock) = loaded_events(setup.events);
+        ro.use_ktime = path.helper_only;
+        if path.loads {
+            let (plain, cpu_clock, task_clock) = loaded_events(setup.events);
+            ro.plain_count = plain & !from_scheduler;
+            (ro.cpu_clock, ro.task_clock) = (cpu_clock, task_clock);
+            ro.sched_switches = from_scheduler;
         }
         open.maps
             .events
@@ -476,6 +567,21 @@ mod tests {
         assert!(!kernel_older_than("5.17.1", (5, 17)));
         assert!(!kernel_older_than("6.18.0-1-cloud-amd64", (5, 17)));
         assert!(!kernel_older_than("weird", (5, 17)));
+    }
+
+    /// Only plain, ungrouped context-switches is read from the scheduler's count: `:u`
+    /// counts nothing there, and a group's members are read together.
+    #[test]
+    fn scheduler_counts_plain_context_switches_only() {
+        let cs = sw("cs", 3);
+        let mut cs_u = sw("cs:u", 3);
+        cs_u.attr.exclude_kernel = true;
+        let mut cs_k = sw("cs:k", 3);
+        cs_k.attr.exclude_user = true;
+        let mut grouped = sw("cs", 3);
+        grouped.leader = Some(0);
+        let events = [sw("task-clock", 1), cs.clone(), cs_u, cs_k, grouped, cs];
+        assert_eq!(scheduler_counted(&events), 1 << 1 | 1 << 5);
     }
 
     /// Privileged tests skip unless root; with BPERF_REQUIRE_PRIV set (CI) a skip fails.

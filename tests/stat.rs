@@ -161,8 +161,10 @@ fn check_accounting(env: &[(&str, &str)]) {
             fault_faults += flt;
         }
     }
+    // They agree to a few switches in 40000, whether bperf reads the scheduler's count
+    // or a perf event (BPERF_READ_HELPER=1).
     assert!(
-        within(cs_b, pp_cs as f64, 3.0),
+        within(cs_b, pp_cs as f64, 1.0),
         "B cs {cs_b} vs ping-pong rusage {pp_cs}\n{csv}\n{stderr}"
     );
     let pf = value(&lines, "page-faults", &f.name);

@@ -49,6 +49,9 @@ const volatile __u64 always_running = 0; /* bit per event that is never multiple
 const volatile __u64 plain_count = 0;
 const volatile __u64 cpu_clock = 0;
 const volatile __u64 task_clock = 0;
+/* context-switches read from the run queue's own count of switches instead of a perf
+ * event, one bit per event (see load_count). */
+const volatile __u64 sched_switches = 0;
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
 
@@ -101,6 +104,7 @@ struct cpu_state {
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
 	__u64 event[BPERF_MAX_EVENTS]; /* this CPU's struct perf_event of each event read by loads, or 0 */
 	bool found;              /* event[] has been filled in */
+	__u64 rq;                /* this CPU's struct rq, for sched_switches, or 0 */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 };
 
@@ -222,6 +226,12 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	struct perf_event *ev;
 	__s64 count, since;
 
+	/* The scheduler counts every switch in rq->nr_switches, before sched_switch fires,
+	 * and so does the context-switches software event (at the outgoing task's
+	 * sched-out), for which bperf then opens no perf event: updating it cost every
+	 * switch more than this whole program. Only this CPU writes it, with interrupts off. */
+	if (sched_switches & (1ULL << i))
+		return st->rq ? bpf_core_cast((void *)st->rq, struct rq)->nr_switches : -1;
 	if (!LOADED_EVENTS || !(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
 		return -1;
 	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
@@ -423,6 +433,19 @@ static __always_inline __u64 rq_clock(struct task_struct *task)
 	return cfs ? cfs->rq->clock : 0;
 }
 
+/* Remember this CPU's run queue, from a task on it, for sched_switches: before anything
+ * is read, so that the first reading of the switch count is a baseline. */
+static __always_inline void find_rq(struct cpu_state *st, struct task_struct *task)
+{
+	struct cfs_rq *cfs;
+
+	if (!sched_switches || st->rq || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return;
+	cfs = task->se.cfs_rq;
+	if (cfs)
+		st->rq = (__u64)cfs->rq;
+}
+
 /* Can the run queue be found from a task (next->se.cfs_rq->rq)? Only with
  * CONFIG_FAIR_GROUP_SCHED; decided at load time. */
 #define HAVE_RQ (!use_ktime && bpf_core_field_exists(((struct cfs_rq *)0)->rq))
@@ -524,8 +547,10 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct tas
 	struct cpu_state *st = this_cpu_state();
 	__u64 now = cpu_clock_now(next);
 
-	if (st)
-		switch_to(st, prev, next, now, HAVE_RQ && now);
+	if (!st)
+		return 0;
+	find_rq(st, next);
+	switch_to(st, prev, next, now, HAVE_RQ && now);
 	return 0;
 }
 
@@ -543,6 +568,7 @@ int BPF_PROG(bperf_on_attach)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
+	find_rq(st, task);
 	switch_to(st, task, task, cpu_clock_now(task), false);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
@@ -562,6 +588,7 @@ int bperf_flush(void *ctx)
 		return 0;
 	if (!st->found)
 		find_events(st, bpf_get_smp_processor_id());
+	find_rq(st, task);
 	now = cpu_clock_now(task);
 	/* On a first look at this CPU, nothing before now is anybody's. */
 	switch_to(st, task, task, now, false);

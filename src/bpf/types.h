@@ -62,9 +62,11 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 };
 
-/* The run queue and its clock: sched_clock_cpu(), the clock perf's software clocks use,
- * as of the run queue's last update (see cpu_clock_now in bperf.bpf.c). */
+/* The run queue: its count of context switches, and its clock: sched_clock_cpu(), the
+ * clock perf's software clocks use, as of the run queue's last update (see cpu_clock_now
+ * in bperf.bpf.c). */
 struct rq {
+	__u64 nr_switches;
 	__u64 clock;
 };
 
