@@ -186,18 +186,18 @@ impl<'obj> Counter<'obj> {
             Some(pid) => vec![Target::Task(pid)],
             None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
         };
-        let read_path = ReadPath::of_this_kernel();
-        // Counted from the scheduler by the BPF side: no perf event for those.
-        let from_scheduler = match setup.cgroups.is_empty() || !read_path.run_queue {
+        let path = ReadPath::of_this_kernel();
+        // Read by the BPF side from the run queue: no perf event for those.
+        let rq_switches = match setup.cgroups.is_empty() {
             true => 0,
-            false => scheduler_counted(setup.events),
+            false => path.rq_switches(setup.events),
         };
         let (fds, supported) =
-            open_events(setup.events, &targets, from_scheduler, setup.verbose >= 2)?;
+            open_events(setup.events, &targets, rq_switches, setup.verbose >= 2)?;
         let bpf = if setup.cgroups.is_empty() {
             None
         } else {
-            Some(Bpf::load(setup, &read_path, from_scheduler, &fds, storage)?)
+            Some(Bpf::load(setup, &path, rq_switches, &fds, storage)?)
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
@@ -241,19 +241,19 @@ impl<'obj> Counter<'obj> {
 
 type Fds = Vec<Vec<Option<OwnedFd>>>;
 
-/// Opens every event on every CPU, except those in the `from_scheduler` mask, which the
-/// BPF side counts without a perf event. An event the machine cannot count is marked
+/// Opens every event on every CPU, except those in the `rq_switches` mask, which the BPF
+/// side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
 fn open_events(
     events: &[Event],
     targets: &[Target],
-    from_scheduler: u64,
+    rq_switches: u64,
     dump: bool,
 ) -> Result<(Fds, Vec<bool>)> {
     let mut fds: Fds = Vec::with_capacity(events.len());
     let mut supported = Vec::with_capacity(events.len());
     for (i, ev) in events.iter().enumerate() {
-        if from_scheduler & 1 << i != 0 {
+        if rq_switches & 1 << i != 0 {
             if dump {
                 eprintln!(
                     "{}: no perf event opened: counted from each CPU's run queue switch count (rq->nr_switches)",
@@ -339,23 +339,27 @@ fn loaded_events(events: &[Event]) -> (u64, u64, u64) {
 }
 
 /// Plain, ungrouped `context-switches` events, one bit each: the BPF side can read them
-/// from the scheduler's own per-CPU count of switches (rq->nr_switches), which counts
-/// the same switches as the software event, and then no perf event is opened for them.
-/// The kernel updates a context-switches event at every switch on the machine, which cost
-/// more than bperf's whole program (bench/results/levers.md). With `:u` the event counts
-/// nothing (switches happen in the kernel), so modifiers keep the perf event.
-fn scheduler_counted(events: &[Event]) -> u64 {
-    use crate::event::TYPE_SOFTWARE;
+/// from the run queue's own count of switches (rq->nr_switches), which counts the same
+/// switches as the software event, and then no perf event is opened for them: each
+/// switch is charged to the outgoing task's cgroup, as its rusage counts it, and the
+/// kernel has one event less to update at every switch (bench/results/levers.md has
+/// what that saved: less than this VM's noise). Any modifier keeps the
+/// perf event (`cs:u` counts nothing, for one: switches happen in the kernel);
+/// exclude_guest is perf's default for every event and means nothing to this one.
+fn plain_context_switches(events: &[Event]) -> u64 {
+    use crate::event::{Attr, TYPE_SOFTWARE};
     const CONTEXT_SWITCHES: u64 = 3;
     events
         .iter()
         .enumerate()
         .filter(|(_, e)| {
-            e.attr.type_ == TYPE_SOFTWARE
-                && e.attr.config == CONTEXT_SWITCHES
-                && !e.attr.exclude_user
-                && !e.attr.exclude_kernel
-                && e.leader.is_none()
+            let plain = Attr {
+                type_: TYPE_SOFTWARE,
+                config: CONTEXT_SWITCHES,
+                exclude_guest: e.attr.exclude_guest,
+                ..Attr::default()
+            };
+            e.attr == plain && e.leader.is_none()
         })
         .fold(0, |mask, (i, _)| mask | 1 << i)
 }
@@ -365,12 +369,9 @@ struct ReadPath {
     release: String,
     /// Plain loads from struct perf_event (see LOADED_EVENTS in bperf.bpf.c): Linux 6.4.
     loads: bool,
-    /// Also the run queue reachable from a task (CONFIG_FAIR_GROUP_SCHED), so that
-    /// context-switches can be read from it.
-    run_queue: bool,
-    /// BPERF_READ_HELPER=1: every counter through the read helper, times from ktime, as on
-    /// kernels older than 6.4 (and as for the clocks without CONFIG_FAIR_GROUP_SCHED):
-    /// the tests run that path here too.
+    /// BPERF_READ_HELPER=1: every counter through the read helper (context-switches
+    /// included), times from ktime, as on kernels older than 6.4 (and as for the clocks
+    /// without CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
     helper_only: bool,
 }
 
@@ -381,12 +382,21 @@ impl ReadPath {
             .trim()
             .to_string();
         let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
-        let loads = !helper_only && !kernel_older_than(&release, (6, 4));
         ReadPath {
-            run_queue: loads && struct_has_member("cfs_rq", "rq"),
+            loads: !helper_only && !kernel_older_than(&release, (6, 4)),
             release,
-            loads,
             helper_only,
+        }
+    }
+
+    /// The events to read from the run queue's count of switches (see
+    /// plain_context_switches): where the BPF side can reach the run queue from a task,
+    /// which takes CONFIG_FAIR_GROUP_SCHED (struct cfs_rq's rq member, in the kernel's BTF).
+    fn rq_switches(&self, events: &[Event]) -> u64 {
+        let mask = plain_context_switches(events);
+        match mask != 0 && !self.helper_only && struct_has_member("cfs_rq", "rq") {
+            true => mask,
+            false => 0,
         }
     }
 }
@@ -419,7 +429,7 @@ impl<'obj> Bpf<'obj> {
     fn load(
         setup: &Setup,
         path: &ReadPath,
-        from_scheduler: u64,
+        rq_switches: u64,
         fds: &Fds,
         storage: &'obj mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
@@ -457,11 +467,11 @@ impl<'obj> Bpf<'obj> {
         ro.use_v1 = setup.cgroup_v1;
         ro.always_running = always_running(setup.events);
         ro.use_ktime = path.helper_only;
+        ro.rq_switches = rq_switches;
         if path.loads {
             let (plain, cpu_clock, task_clock) = loaded_events(setup.events);
-            ro.plain_count = plain & !from_scheduler;
+            ro.plain_count = plain & !rq_switches;
             (ro.cpu_clock, ro.task_clock) = (cpu_clock, task_clock);
-            ro.sched_switches = from_scheduler;
         }
         open.maps
             .events
@@ -572,7 +582,7 @@ mod tests {
     /// Only plain, ungrouped context-switches is read from the scheduler's count: `:u`
     /// counts nothing there, and a group's members are read together.
     #[test]
-    fn scheduler_counts_plain_context_switches_only() {
+    fn run_queue_counts_plain_context_switches_only() {
         let cs = sw("cs", 3);
         let mut cs_u = sw("cs:u", 3);
         cs_u.attr.exclude_kernel = true;
@@ -580,8 +590,20 @@ mod tests {
         cs_k.attr.exclude_user = true;
         let mut grouped = sw("cs", 3);
         grouped.leader = Some(0);
-        let events = [sw("task-clock", 1), cs.clone(), cs_u, cs_k, grouped, cs];
-        assert_eq!(scheduler_counted(&events), 1 << 1 | 1 << 5);
+        let mut cs_precise = sw("cs:p", 3);
+        cs_precise.attr.precise_ip = 1;
+        let mut cs_default = sw("cs", 3);
+        cs_default.attr.exclude_guest = true;
+        let events = [
+            sw("task-clock", 1),
+            cs.clone(),
+            cs_u,
+            cs_k,
+            grouped,
+            cs_precise,
+            cs_default,
+        ];
+        assert_eq!(plain_context_switches(&events), 1 << 1 | 1 << 6);
     }
 
     /// Privileged tests skip unless root; with BPERF_REQUIRE_PRIV set (CI) a skip fails.

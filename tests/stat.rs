@@ -217,7 +217,7 @@ fn counts_of_one_run_sum_consistently() {
 /// Two CPU-bound processes that each move themselves into a cgroup are charged in full,
 /// against their own task-clock since the move. On this project's VMs the hypervisor
 /// agent's threads fire no sched_switch when they leave a CPU, and before bperf noticed
-/// such unseen switches (missed_switch in bperf.bpf.c), about half of these runs charged
+/// such unseen switches (switch_to in bperf.bpf.c), about half of these runs charged
 /// tens to hundreds of ms of a spinner's time to the root cgroup.
 #[test]
 fn self_moving_processes_are_charged_in_full() {

@@ -27,7 +27,9 @@
  * queue clock, which __schedule() updates before the tracepoint, stands in for the clock
  * read (load_count). The same clock times the software events' enabled and running
  * times (cpu_clock_now): bpf_ktime_get_ns() alone cost ~90 ns. Hardware events, whose
- * pmu->read reads the PMU, use the helper. bench/results/levers.md has the numbers.
+ * pmu->read reads the PMU, use the helper. context-switches has no perf event at all
+ * where userspace allows it: the run queue's own count of switches is read instead
+ * (rq_switches). bench/results/levers.md has the numbers.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -51,7 +53,7 @@ const volatile __u64 cpu_clock = 0;
 const volatile __u64 task_clock = 0;
 /* context-switches read from the run queue's own count of switches instead of a perf
  * event, one bit per event (see load_count). */
-const volatile __u64 sched_switches = 0;
+const volatile __u64 rq_switches = 0;
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
 
@@ -104,7 +106,7 @@ struct cpu_state {
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
 	__u64 event[BPERF_MAX_EVENTS]; /* this CPU's struct perf_event of each event read by loads, or 0 */
 	bool found;              /* event[] has been filled in */
-	__u64 rq;                /* this CPU's struct rq, for sched_switches, or 0 */
+	__u64 switches;          /* the run queue's count of switches, taken as a hook starts */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 };
 
@@ -226,12 +228,13 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	struct perf_event *ev;
 	__s64 count, since;
 
-	/* The scheduler counts every switch in rq->nr_switches, before sched_switch fires,
-	 * and so does the context-switches software event (at the outgoing task's
-	 * sched-out), for which bperf then opens no perf event: updating it cost every
-	 * switch more than this whole program. Only this CPU writes it, with interrupts off. */
-	if (sched_switches & (1ULL << i))
-		return st->rq ? bpf_core_cast((void *)st->rq, struct rq)->nr_switches : -1;
+	/* The scheduler counts every switch in rq->nr_switches, just before sched_switch
+	 * fires, so a switch is charged to the outgoing task's cgroup, as the task's rusage
+	 * counts it. (The context-switches software event counts the same switches, later:
+	 * read at the tracepoint, it charges each to the incoming task's cgroup.) For these
+	 * events bperf opens no perf event, which the kernel would update at every switch. */
+	if (rq_switches && (rq_switches & (1ULL << i)))
+		return st->switches;
 	if (!LOADED_EVENTS || !(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
 		return -1;
 	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
@@ -339,9 +342,10 @@ static __always_inline __u64 share(__u64 v, __u64 frac)
  * Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. @now, @fresh: see struct read_args.
  *
- * With @tail, the last @tail_ns of that time were run by a task of another cgroup (a
- * switch that was not seen, see switch_to): each event's counts are split in proportion to time, and the share of
- * those last @tail_ns goes to @tail's slots. Exact for the clocks; an estimate for the rest.
+ * With @tail, the last @tail_ns of that time were run by a task of another cgroup (after
+ * a switch that was not seen, see switch_to): each event's counts are split in
+ * proportion to time, and the share of those last @tail_ns goes to @tail's slots. Exact
+ * for the clocks; an estimate for the rest.
  */
 __noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bperf_charge *tail,
 		       __u64 tail_ns)
@@ -352,6 +356,9 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bper
 
 	if (!st)
 		return 0;
+	/* The first reading on this CPU is a baseline, charged to nobody: nothing to split. */
+	if (!st->last)
+		tail_ns = 0;
 	/* A stale run queue clock can be behind the last reading: time never runs back. */
 	if (now > st->last) {
 		a.dt = now - st->last;
@@ -422,36 +429,23 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 	return &e->charge;
 }
 
-/* The clock of the run queue @task is on (see cpu_clock_now); 0 if it cannot be found. */
-static __always_inline __u64 rq_clock(struct task_struct *task)
+/* The run queue of the CPU @task is on (current, or about to be): through its
+ * sched_entity, which needs CONFIG_FAIR_GROUP_SCHED (decided at load time); else 0. */
+static __always_inline struct rq *task_rq(struct task_struct *task)
 {
 	struct cfs_rq *cfs;
 
 	if (!bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 		return 0;
 	cfs = task->se.cfs_rq;
-	return cfs ? cfs->rq->clock : 0;
+	return cfs ? cfs->rq : 0;
 }
 
-/* Remember this CPU's run queue, from a task on it, for sched_switches: before anything
- * is read, so that the first reading of the switch count is a baseline. */
-static __always_inline void find_rq(struct cpu_state *st, struct task_struct *task)
-{
-	struct cfs_rq *cfs;
-
-	if (!sched_switches || st->rq || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
-		return;
-	cfs = task->se.cfs_rq;
-	if (cfs)
-		st->rq = (__u64)cfs->rq;
-}
-
-/* Can the run queue be found from a task (next->se.cfs_rq->rq)? Only with
- * CONFIG_FAIR_GROUP_SCHED; decided at load time. */
+/* Can the run queue time the readings? Not under BPERF_READ_HELPER=1 (use_ktime). */
 #define HAVE_RQ (!use_ktime && bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 
 /*
- * The clock of the CPU @task (current or about to be) runs on: its run queue clock,
+ * The clock of the CPU whose run queue is @rq: its run queue clock,
  * sched_clock_cpu() as of the run queue's last update, the clock perf's software clocks
  * use. Reading it is one load where bpf_ktime_get_ns() costs ~90 ns on this project's
  * VMs. __schedule() updates it before the sched_switch tracepoint, unless a wakeup
@@ -459,14 +453,23 @@ static __always_inline void find_rq(struct cpu_state *st, struct task_struct *ta
  * clock, so cpu.stat agrees). Elsewhere it is at most a tick old while the CPU runs a
  * task, and older on an idle CPU under NOHZ, which delays the enabled and running times
  * of software events, never a count (a flush reads the clocks with the helper). Without
- * a way to the run queue, ktime. 0 if this task has no run queue (which should not
+ * a way to the run queue, ktime. 0 if the task had no run queue (which should not
  * happen): no time passes.
  */
-static __always_inline __u64 cpu_clock_now(struct task_struct *task)
+static __always_inline __u64 cpu_clock_now(struct rq *rq)
 {
 	if (!HAVE_RQ)
 		return bpf_ktime_get_ns();
-	return rq_clock(task);
+	return rq ? rq->clock : 0;
+}
+
+/* Take the run queue's count of switches, for rq_switches, before a hook reads
+ * anything: every reading, the first (a baseline) included, sees it current. Only this
+ * CPU writes it, under the run queue lock, and no switch can happen while a hook runs. */
+static __always_inline void take_switches(struct cpu_state *st, struct rq *rq)
+{
+	if (rq_switches && rq)
+		st->switches = rq->nr_switches;
 }
 
 /* Charge @task's cgroup from @now on, after charging what was counted since the last
@@ -475,7 +478,7 @@ static __always_inline __u64 cpu_clock_now(struct task_struct *task)
 static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task, __u64 now,
 					bool fresh, __u64 tail_ns)
 {
-	struct bperf_charge *next;
+	struct bperf_charge *charge;
 	struct cgroup *cg;
 	__u64 id;
 
@@ -488,30 +491,32 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	id = cg->kn->id;
 	if (id == st->cgid)
 		return;
-	next = charge_of(st, cg, id);
-	if (!next)
+	charge = charge_of(st, cg, id);
+	if (!charge)
 		return;
 	st->cgid = id;
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
-	if (st->charge.nr == 0 && next->nr == 0)
+	if (st->charge.nr == 0 && charge->nr == 0)
 		return;
-	account(st, now, fresh, next, tail_ns);
-	__builtin_memcpy(&st->charge, next, sizeof(*next));
+	account(st, now, fresh, charge, tail_ns);
+	__builtin_memcpy(&st->charge, charge, sizeof(*charge));
 }
 
 /*
- * How long @ran, found running on this CPU, has been running: the scheduler's
- * sched_info.last_arrival is the run queue clock when it last started. All of the time
- * (~0) without CONFIG_SCHED_INFO or a way to the run queue.
+ * How long @ran, found running on this CPU (run queue @rq), has been running: the
+ * scheduler's sched_info.last_arrival is the run queue clock when it last started.
+ * All of the time (~0) without CONFIG_SCHED_INFO or a way to the run queue, and for the
+ * idle task, which the scheduler never stamps: idle time, usually the longer part, then
+ * goes to the root cgroup, where it belongs, rather than to the task before it.
  */
-static __always_inline __u64 running_for(struct task_struct *ran)
+static __always_inline __u64 running_for(struct task_struct *ran, struct rq *rq)
 {
-	__u64 clock = rq_clock(ran), since;
+	__u64 since;
 
-	if (!bpf_core_field_exists(ran->sched_info) || !clock)
+	if (!bpf_core_field_exists(ran->sched_info) || !rq)
 		return ~0ULL;
 	since = ran->sched_info.last_arrival;
-	return clock > since ? clock - since : 0;
+	return rq->clock > since ? rq->clock - since : 0;
 }
 
 /*
@@ -525,10 +530,10 @@ static __always_inline __u64 running_for(struct task_struct *ran)
  * then @ran's, the time before stays with the cgroup being charged.
  */
 static __always_inline void switch_to(struct cpu_state *st, struct task_struct *ran,
-				      struct task_struct *task, __u64 now, bool fresh)
+				      struct task_struct *task, struct rq *rq, __u64 now, bool fresh)
 {
 	if (st->seen && (__u64)ran != st->task)
-		charge_task(st, ran, now, fresh, running_for(ran));
+		charge_task(st, ran, now, fresh, running_for(ran, rq));
 	st->seen = true;
 	st->task = (__u64)task;
 	charge_task(st, task, now, fresh, 0);
@@ -545,31 +550,35 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct cpu_state *st = this_cpu_state();
-	__u64 now = cpu_clock_now(next);
+	struct rq *rq = task_rq(next);
+	__u64 now = cpu_clock_now(rq);
 
 	if (!st)
 		return 0;
-	find_rq(st, next);
-	switch_to(st, prev, next, now, HAVE_RQ && now);
+	take_switches(st, rq);
+	switch_to(st, prev, next, rq, now, HAVE_RQ && now);
 	return 0;
 }
 
 /*
  * Fires in the context of the task that wrote to cgroup.procs, after the move. When it
  * moved itself, its time up to now belongs to the old cgroup and from now to the new one.
+ * (If the switch to it was not seen, all of its time since it arrived goes to the new
+ * one: the move is already done.)
  */
 SEC("tp_btf/cgroup_attach_task")
 int BPF_PROG(bperf_on_attach)
 {
 	struct cpu_state *st = this_cpu_state();
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct rq *rq = task_rq(task);
 
 	if (!st)
 		return 0;
 	st->busy = 1;
 	asm volatile("" ::: "memory");
-	find_rq(st, task);
-	switch_to(st, task, task, cpu_clock_now(task), false);
+	take_switches(st, rq);
+	switch_to(st, task, task, rq, cpu_clock_now(rq), false);
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -581,17 +590,17 @@ int bperf_flush(void *ctx)
 {
 	struct cpu_state *st = this_cpu_state();
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 now;
+	struct rq *rq = task_rq(task);
+	__u64 now = cpu_clock_now(rq);
 
 	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
 	if (!st || st->busy)
 		return 0;
 	if (!st->found)
 		find_events(st, bpf_get_smp_processor_id());
-	find_rq(st, task);
-	now = cpu_clock_now(task);
+	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	switch_to(st, task, task, now, false);
+	switch_to(st, task, task, rq, now, false);
 	account(st, now, false, 0, 0);
 	return 0;
 }
