@@ -265,6 +265,7 @@ struct read_args {
 	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
 	__u32 fresh; /* now is the run queue clock as __schedule() left it, with
 		      * interrupts off, so the clocks can be worked out from it */
+	__u64 keep;  /* the share of what was counted to charge now (see account) */
 	struct bperf_reading v;
 };
 
@@ -274,12 +275,8 @@ struct read_args {
  * A counter that is never multiplexed (software and tracepoint events: bit i of
  * always_running) is read without its times, which are then the time since this CPU's
  * last reading: cheaper, and the same numbers.
- *
- * A global function, verified once for any event: inlined into account()'s loop, the
- * verifier walked every event's branches separately, in every program, and start-up took
- * twice as long.
  */
-__noinline int read_event(struct cpu_state *st, __u32 i, struct read_args *a)
+static __always_inline int read_event(struct cpu_state *st, __u32 i, struct read_args *a)
 {
 	__u64 idx = (__u64)i * nr_cpus + bpf_get_smp_processor_id();
 
@@ -328,9 +325,11 @@ static __always_inline void charge_slots(struct bperf_charge *charge, __u32 cpu,
 	}
 }
 
+/* Fractions in fixed point: ALL is the whole. */
 #define SHARE_BITS 20
+#define ALL (1ULL << SHARE_BITS)
 
-/* @v * @frac, @frac a fraction in SHARE_BITS fixed point. */
+/* @v * @frac. */
 static __always_inline __u64 share(__u64 v, __u64 frac)
 {
 	if (v < (1ULL << (64 - SHARE_BITS - 1)))
@@ -338,71 +337,78 @@ static __always_inline __u64 share(__u64 v, __u64 frac)
 	return (v >> SHARE_BITS) * frac;
 }
 
+/* @n / @d as a fraction, @n <= @d; ALL when @d is 0. */
+static __always_inline __u64 part(__u64 n, __u64 d)
+{
+	if (!d)
+		return ALL;
+	if (d >> (64 - SHARE_BITS - 1)) {
+		n >>= SHARE_BITS;
+		d >>= SHARE_BITS;
+	}
+	return (n << SHARE_BITS) / d;
+}
+
+/*
+ * Read event @i and charge what it counted since the last reading (the share @a->keep of
+ * it) to the slots being charged. A global function, verified once for any event:
+ * inlined into account()'s loop, the verifier walked every event's branches and charge
+ * loop separately, in every program, and start-up took twice as long.
+ */
+__noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
+{
+	struct bperf_reading d;
+
+	if (!st || !a || i >= BPERF_MAX_EVENTS)
+		return 0;
+	/* Bounded for the verifier on every copy clang makes of it. */
+	i &= BPERF_MAX_EVENTS - 1;
+	barrier_var(i);
+	/* An event the machine cannot count has no fd in the array: skip it. */
+	if (read_event(st, i, a))
+		return 0;
+	d.counter = a->v.counter - st->prev[i].counter;
+	d.enabled = a->v.enabled - st->prev[i].enabled;
+	d.running = a->v.running - st->prev[i].running;
+	if (a->keep != ALL) {
+		d.counter = share(d.counter, a->keep);
+		d.enabled = share(d.enabled, a->keep);
+		d.running = share(d.running, a->keep);
+	}
+	st->prev[i].counter += d.counter;
+	st->prev[i].enabled += d.enabled;
+	st->prev[i].running += d.running;
+	charge_slots(&st->charge, bpf_get_smp_processor_id(), i, &d);
+	return 0;
+}
+
 /*
  * Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. @now, @fresh: see struct read_args.
  *
- * With @tail, the last @tail_ns of that time were run by a task of another cgroup (after
- * a switch that was not seen, see switch_to): each event's counts are split in
- * proportion to time, and the share of those last @tail_ns goes to @tail's slots. Exact
- * for the clocks; an estimate for the rest.
+ * With @tail_ns, only the part of that window up to @tail_ns before @now: the last
+ * @tail_ns were run by a task of another cgroup, after a switch that was not seen (see
+ * switch_to), and the caller charges them next. Each event's counts are split in
+ * proportion to time: the readings, and the time of the last one, advance by the share
+ * charged. Exact for the clocks; an estimate for the rest. A CPU's first reading is a
+ * baseline, charged to nobody, and never split.
  */
-__noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, struct bperf_charge *tail,
-		       __u64 tail_ns)
+__noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, __u64 tail_ns)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct read_args a = { .now = now, .fresh = fresh };
-	__u64 frac = 0;
+	struct read_args a = { .now = now, .fresh = fresh, .keep = ALL };
 
 	if (!st)
 		return 0;
-	/* The first reading on this CPU is a baseline, charged to nobody: nothing to split. */
-	if (!st->last)
-		tail_ns = 0;
 	/* A stale run queue clock can be behind the last reading: time never runs back. */
-	if (now > st->last) {
+	if (now > st->last)
 		a.dt = now - st->last;
-		st->last = now;
-	}
-	if (tail && tail_ns) {
-		__u64 dt = a.dt;
-
-		if (tail_ns >= dt) {
-			frac = 1ULL << SHARE_BITS;
-		} else {
-			if (dt >> (64 - SHARE_BITS - 1)) {
-				dt >>= SHARE_BITS;
-				tail_ns >>= SHARE_BITS;
-			}
-			frac = dt ? (tail_ns << SHARE_BITS) / dt : 0;
-		}
-	}
+	if (tail_ns && st->last)
+		a.keep = part(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
+	st->last += a.keep == ALL ? a.dt : share(a.dt, a.keep);
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
-		struct bperf_reading d;
-
 		if (i >= nr_events)
 			break;
-		/* An event the machine cannot count has no fd in the array: skip it. */
-		if (read_event(st, i, &a))
-			continue;
-		d.counter = a.v.counter - st->prev[i].counter;
-		d.enabled = a.v.enabled - st->prev[i].enabled;
-		d.running = a.v.running - st->prev[i].running;
-		st->prev[i] = a.v;
-
-		if (tail && frac) {
-			struct bperf_reading t = {
-				.counter = share(d.counter, frac),
-				.enabled = share(d.enabled, frac),
-				.running = share(d.running, frac),
-			};
-
-			d.counter -= t.counter;
-			d.enabled -= t.enabled;
-			d.running -= t.running;
-			charge_slots(tail, cpu, i, &t);
-		}
-		charge_slots(&st->charge, cpu, i, &d);
+		account_event(st, i, &a);
 	}
 	return 0;
 }
@@ -498,8 +504,10 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && charge->nr == 0)
 		return;
-	account(st, now, fresh, charge, tail_ns);
+	account(st, now, fresh, tail_ns);
 	__builtin_memcpy(&st->charge, charge, sizeof(*charge));
+	if (tail_ns)
+		account(st, now, fresh, 0);
 }
 
 /*
@@ -520,23 +528,38 @@ static __always_inline __u64 running_for(struct task_struct *ran, struct rq *rq)
 }
 
 /*
- * @ran has been running on this CPU and @task runs from @now on (the same task unless
- * this is a task switch): settle what the old cgroup ran, then charge @task's.
+ * A task switch on this CPU, from @prev to @next at @now (run queue @rq): settle what
+ * the old cgroup ran, then charge @next's. @fresh: see struct read_args.
  *
- * If @ran is not the task this CPU was charging, a switch was not seen. On this
+ * If @prev is not the task this CPU was charging, a switch was not seen. On this
  * project's VMs the hypervisor agent's threads fire no tracepoints in task context, so
  * sched_switch never fires when one of them leaves a CPU, and the next task would run
- * charged to the agent's cgroup until its own switch. The time since @ran arrived is
- * then @ran's, the time before stays with the cgroup being charged.
+ * charged to the agent's cgroup until its own switch. The time since @prev arrived is
+ * then @prev's, the time before stays with the cgroup being charged.
  */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *ran,
-				      struct task_struct *task, struct rq *rq, __u64 now, bool fresh)
+static __always_inline void switch_to(struct cpu_state *st, struct task_struct *prev,
+				      struct task_struct *next, struct rq *rq, __u64 now, bool fresh)
 {
-	if (st->seen && (__u64)ran != st->task)
-		charge_task(st, ran, now, fresh, running_for(ran, rq));
+	if (st->seen && (__u64)prev != st->task)
+		charge_task(st, prev, now, fresh, running_for(prev, rq));
+	st->seen = true;
+	st->task = (__u64)next;
+	charge_task(st, next, now, fresh, 0);
+}
+
+/* @task, current on this CPU (run queue @rq), has been running and goes on: settle and
+ * charge its cgroup from @now on (after it moved itself, or before a read). If the
+ * switch to it was not seen, its time since it arrived is its own (see switch_to). */
+static __always_inline void look_at(struct cpu_state *st, struct task_struct *task, struct rq *rq,
+				    __u64 now)
+{
+	__u64 tail_ns = 0;
+
+	if (st->seen && (__u64)task != st->task)
+		tail_ns = running_for(task, rq);
 	st->seen = true;
 	st->task = (__u64)task;
-	charge_task(st, task, now, fresh, 0);
+	charge_task(st, task, now, false, tail_ns);
 }
 
 static __always_inline struct cpu_state *this_cpu_state(void)
@@ -578,7 +601,7 @@ int BPF_PROG(bperf_on_attach)
 	st->busy = 1;
 	asm volatile("" ::: "memory");
 	take_switches(st, rq);
-	switch_to(st, task, task, rq, cpu_clock_now(rq), false);
+	look_at(st, task, rq, cpu_clock_now(rq));
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -600,7 +623,7 @@ int bperf_flush(void *ctx)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	switch_to(st, task, task, rq, now, false);
-	account(st, now, false, 0, 0);
+	look_at(st, task, rq, now);
+	account(st, now, false, 0);
 	return 0;
 }
