@@ -97,8 +97,8 @@ struct charge_entry {
 
 /* What one CPU is charging right now. */
 struct cpu_state {
-	bool seen;               /* a task has been looked at on this CPU */
-	__u64 task;              /* the task_struct it runs, as far as the program saw */
+	__u64 task;              /* the task_struct it runs, as far as the program saw; 0
+				  * until a task has been looked at on this CPU */
 	__u64 cgid;              /* id of the cgroup being charged */
 	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
 	__u64 last;              /* cpu_clock_now() of the last reading */
@@ -527,6 +527,17 @@ static __always_inline __u64 running_for(struct task_struct *ran, struct rq *rq)
 	return rq->clock > since ? rq->clock - since : 0;
 }
 
+/* Remember @next as the task this CPU charges from now on. True if @ran, the task that
+ * has been running, is not the one it was charging: a switch was not seen (switch_to). */
+static __always_inline bool track_task(struct cpu_state *st, struct task_struct *ran,
+				       struct task_struct *next)
+{
+	bool unseen = st->task && (__u64)ran != st->task;
+
+	st->task = (__u64)next;
+	return unseen;
+}
+
 /*
  * A task switch on this CPU, from @prev to @next at @now (run queue @rq): settle what
  * the old cgroup ran, then charge @next's. @fresh: see struct read_args.
@@ -540,10 +551,8 @@ static __always_inline __u64 running_for(struct task_struct *ran, struct rq *rq)
 static __always_inline void switch_to(struct cpu_state *st, struct task_struct *prev,
 				      struct task_struct *next, struct rq *rq, __u64 now, bool fresh)
 {
-	if (st->seen && (__u64)prev != st->task)
+	if (track_task(st, prev, next))
 		charge_task(st, prev, now, fresh, running_for(prev, rq));
-	st->seen = true;
-	st->task = (__u64)next;
 	charge_task(st, next, now, fresh, 0);
 }
 
@@ -553,13 +562,7 @@ static __always_inline void switch_to(struct cpu_state *st, struct task_struct *
 static __always_inline void look_at(struct cpu_state *st, struct task_struct *task, struct rq *rq,
 				    __u64 now)
 {
-	__u64 tail_ns = 0;
-
-	if (st->seen && (__u64)task != st->task)
-		tail_ns = running_for(task, rq);
-	st->seen = true;
-	st->task = (__u64)task;
-	charge_task(st, task, now, false, tail_ns);
+	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
 }
 
 static __always_inline struct cpu_state *this_cpu_state(void)
