@@ -254,6 +254,17 @@ pub fn unaccounted_ns() -> f64 {
     (f[5] + f[6] + f[7]) * 1e7
 }
 
+/// Whether a time bperf counted for a cgroup (ns) agrees with the kernel's accounting:
+/// within 2% of its processes' own task-clock `own`, or of its cpu.stat time `kernel`
+/// plus what cpu.stat left out meanwhile (`unaccounted`, see unaccounted_ns). Each
+/// misses time the other counts. A task's own task-clock stops between its switch out
+/// and the next task's switch in, which a cgroup's accounting charges. cpu.stat leaves
+/// out interrupt time and the time the host steals from this VM's CPUs, which the perf
+/// clocks include.
+pub fn agrees_with_kernel(ours: f64, own: f64, kernel: f64, unaccounted: f64) -> bool {
+    within(ours, own, 2.0) || (ours >= kernel * 0.98 && ours <= kernel * 1.02 + unaccounted)
+}
+
 /// The number after `name=` in one workload report line.
 pub fn report_field(report: &str, name: &str) -> f64 {
     report
