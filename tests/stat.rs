@@ -87,8 +87,7 @@ fn check_accounting(env: &[(&str, &str)]) {
         &mut sh(&script),
         env,
     );
-    // At most this much more than cpu.stat: what it left out, and one tick for rounding.
-    let unaccounted = unaccounted_ns() - unaccounted + 1e7;
+    let unaccounted = unaccounted_since(unaccounted);
     let lines = parse_csv(&csv, false);
     let tc = |cg: &TestCgroup| value(&lines, "task-clock", &cg.name) * 1e6; // msec -> ns
     let cc = |cg: &TestCgroup| value(&lines, "cpu-clock", &cg.name) * 1e6;
@@ -303,7 +302,7 @@ fn intervals_add_up() {
     assert!(lines.len() >= 8 && lines.len() % 2 == 0, "{lines:?}");
     let sum = value(&lines, "task-clock", &a.name) * 1e6;
     let kernel = (a.usage_ns() - before) as f64;
-    let unaccounted = unaccounted_ns() - unaccounted + 1e7;
+    let unaccounted = unaccounted_since(unaccounted);
     let stderr = String::from_utf8_lossy(&o.stderr);
     let own = own_task_clock_ns(&stderr, &["spin"]);
     assert!(

@@ -265,6 +265,12 @@ pub fn agrees_with_kernel(ours: f64, own: f64, kernel: f64, unaccounted: f64) ->
     within(ours, own, 2.0) || (ours >= kernel * 0.98 && ours <= kernel * 1.02 + unaccounted)
 }
 
+/// What cpu.stat left out since `before` (an unaccounted_ns() reading), plus one 10 ms
+/// tick for /proc/stat's rounding: how far above cpu.stat a perf clock may read.
+pub fn unaccounted_since(before: f64) -> f64 {
+    unaccounted_ns() - before + 1e7
+}
+
 /// The number after `name=` in one workload report line.
 pub fn report_field(report: &str, name: &str) -> f64 {
     report
