@@ -7,14 +7,26 @@
  * Side A (the parent) writes "0" to PROCS_A, side B (the child) to PROCS_B: each moves
  * itself into a cgroup (pass the same path twice for a same-cgroup run, "-" to stay
  * put). Once both are in place, they bounce the byte for a short warm-up, then for
- * ROUNDS timed rounds. Every round is two switches on CPU (A -> B, B -> A), so
+ * ROUNDS timed rounds (rounded up to whole chunks of CHUNK). Every round is two switches
+ * on CPU (A -> B, B -> A), so
  *
- *     ns_per_switch = elapsed_ns / (2 * ROUNDS)
+ *     ns_per_switch = time of the timed rounds / (2 * ROUNDS)
+ *
+ * A yardstick for the host: on the VMs this was written on, the same ping-pong runs
+ * 10-15% faster or slower from one second to the next, for reasons outside the guest
+ * (plain computation keeps its speed; system calls do not). After every chunk of
+ * rounds, side A times REF_PAIRS writes and reads of one byte through a pipe to itself:
+ * system calls like the ping-pong's, but no context switch, so no tool that hooks
+ * switches adds to them. Each chunk's ns per switch over the ns per pair just after it
+ * follows the host far less than either does; the median over the chunks is per_ref.
+ * bench/run turns it back into ns at a yardstick common to the whole run.
  *
  * Output, one key=value per line, on stdout:
- *     ns_per_switch=  rounds=  elapsed_ns=  pid_a=  pid_b=  csw_a=  csw_b=
- * csw_a and csw_b are each side's context switches over its whole life (getrusage:
- * voluntary + involuntary), a cross-check for a tool's context-switches count.
+ *     ns_per_switch=  ref_ns=  per_ref=  rounds=  elapsed_ns=  pid_a=  pid_b=  csw_a=  csw_b=
+ * ref_ns is the mean ns per yardstick pair. elapsed_ns is the whole timed phase,
+ * yardstick included. csw_a and csw_b are each side's context switches over its whole
+ * life (getrusage: voluntary + involuntary), a cross-check for a tool's context-switches
+ * count.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -86,6 +98,9 @@ static void xread(int fd)
 	}
 }
 
+#define CHUNK 1000     /* timed rounds between two looks at the yardstick */
+#define REF_PAIRS 500  /* write+read pairs through a pipe to itself per look */
+
 static long long now_ns(void)
 {
 	struct timespec ts;
@@ -94,10 +109,31 @@ static long long now_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* REF_PAIRS one-byte writes and reads through the pipe @self; returns the ns taken. */
+static long long yardstick(int self[2])
+{
+	long long t = now_ns();
+
+	for (int k = 0; k < REF_PAIRS; k++) {
+		xwrite(self[1]);
+		xread(self[0]);
+	}
+	return now_ns() - t;
+}
+
 int main(int argc, char **argv)
 {
-	long long rounds, warmup, i, t0, t1;
-	int cpu, ab[2], ba[2], status;
+	long long rounds, warmup, i, t0, t1, t, switch_ns = 0, ref_ns = 0;
+	long long chunks, c;
+	int cpu, ab[2], ba[2], self[2], status;
+	double *per_ref;
 	struct rusage ru_a, ru_b;
 	pid_t child;
 
@@ -112,8 +148,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	warmup = rounds / 20 > 1000 ? rounds / 20 : 1000;
+	chunks = (rounds + CHUNK - 1) / CHUNK;
+	rounds = chunks * CHUNK;
+	per_ref = calloc(chunks, sizeof(*per_ref));
+	if (!per_ref)
+		die("calloc");
 
-	if (pipe(ab) || pipe(ba))
+	if (pipe(ab) || pipe(ba) || pipe(self))
 		die("pipe");
 	child = fork();
 	if (child < 0)
@@ -122,6 +163,8 @@ int main(int argc, char **argv)
 		/* side B: move, say ready, then answer every byte */
 		close(ab[1]);
 		close(ba[0]);
+		close(self[0]);
+		close(self[1]);
 		pin(cpu);
 		enter_cgroup(argv[4]);
 		xwrite(ba[1]);
@@ -143,11 +186,22 @@ int main(int argc, char **argv)
 		xread(ba[0]);
 	}
 	t0 = now_ns();
-	for (i = 0; i < rounds; i++) {
-		xwrite(ab[1]);
-		xread(ba[0]);
+	for (c = 0; c < chunks; c++) {
+		long long sw, ref;
+
+		t = now_ns();
+		for (i = 0; i < CHUNK; i++) {
+			xwrite(ab[1]);
+			xread(ba[0]);
+		}
+		sw = now_ns() - t;
+		ref = yardstick(self);
+		switch_ns += sw;
+		ref_ns += ref;
+		per_ref[c] = ((double)sw / (2.0 * CHUNK)) / ((double)ref / REF_PAIRS);
 	}
 	t1 = now_ns();
+	qsort(per_ref, chunks, sizeof(*per_ref), by_value);
 
 	if (wait4(child, &status, 0, &ru_b) != child)
 		die("wait4");
@@ -156,7 +210,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	getrusage(RUSAGE_SELF, &ru_a);
-	printf("ns_per_switch=%.1f\n", (double)(t1 - t0) / (2.0 * rounds));
+	printf("ns_per_switch=%.1f\n", (double)switch_ns / (2.0 * rounds));
+	printf("ref_ns=%.1f\n", (double)ref_ns / ((double)REF_PAIRS * chunks));
+	printf("per_ref=%.5f\n", chunks % 2 ? per_ref[chunks / 2]
+					      : (per_ref[chunks / 2 - 1] + per_ref[chunks / 2]) / 2);
 	printf("rounds=%lld\nelapsed_ns=%lld\n", rounds, t1 - t0);
 	printf("pid_a=%d\npid_b=%d\n", (int)getpid(), (int)child);
 	printf("csw_a=%ld\ncsw_b=%ld\n", ru_a.ru_nvcsw + ru_a.ru_nivcsw,

@@ -52,8 +52,9 @@ def main(src, dst):
     axes[0][0].set_ylabel("added ns per cross-cgroup switch")
     axes[0][0].legend()
     m = data["machine"]
-    fig.suptitle(f"Cost added to a context switch between cgroups (median; bars: 25th-75th "
-                 f"percentile)\n{m['nproc']} CPUs, kernel {m['kernel']}, {m['date']}",
+    fig.suptitle(f"Cost added to a context switch between cgroups (median against the "
+                 f"yardstick; bars: 25th-75th percentile)\n{m['nproc']} CPUs, kernel "
+                 f"{m['kernel']}, {m['date']}",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
