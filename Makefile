@@ -21,7 +21,7 @@ run: build
 test: setup
 	$(CARGO) test --release -- --test-threads=1
 
-# The cost-of-counting benchmark against perf (bench/README.md); about 15 minutes.
+# The cost-of-counting benchmark against perf (bench/README.md); about 30 minutes.
 bench: build
 	./bench/run
 
