@@ -472,6 +472,7 @@ impl<'obj> Bpf<'obj> {
             let (plain, cpu_clock, task_clock) = loaded_events(setup.events);
             ro.plain_count = plain & !rq_switches;
             (ro.cpu_clock, ro.task_clock) = (cpu_clock, task_clock);
+            ro.cast_tasks = true;
         }
         open.maps
             .events
