@@ -1,14 +1,18 @@
 //! Cgroups: where the perf_event controller is mounted, and names <-> ids.
 //!
 //! Names are paths relative to that mount, as perf takes them (`web`, `system.slice/db.service`,
-//! `/` for the root). A cgroup's id is the inode number of its directory.
+//! `/` for the root). A cgroup's id is the inode number of its directory. A name must
+//! lead, after `..` and symlinks, to a directory of the mounted cgroup file system.
 
+use std::collections::HashSet;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use regex::Regex;
+
+use crate::UsageError;
 
 /// The cgroup hierarchy that holds the perf_event controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,9 +25,11 @@ pub struct Hierarchy {
 /// One monitored cgroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cgroup {
-    /// The name printed in the cgroup column.
+    /// The name printed in the cgroup column, as the user gave it.
     pub name: String,
     pub id: u64,
+    /// Where it is, relative to the mount, without `..` or symlinks ("" for the root).
+    pub path: PathBuf,
 }
 
 impl Hierarchy {
@@ -75,97 +81,153 @@ impl Hierarchy {
         bail!("no cgroup2 file system is mounted (searched /proc/self/mountinfo)");
     }
 
-    fn path_of(&self, name: &str) -> PathBuf {
+    fn usage(&self, name: &str, what: &str) -> anyhow::Error {
+        UsageError(format!(
+            "cgroup '{name}' {what} (searched {})",
+            self.mount.display()
+        ))
+        .into()
+    }
+
+    /// The cgroup called `name` (relative to the mount). Refused unless it leads, after
+    /// `..` and symlinks, to a directory on the cgroup file system at the mount.
+    pub fn resolve(&self, name: &str) -> Result<Cgroup> {
         let rel = name.trim_start_matches('/');
-        if rel.is_empty() {
-            self.mount.clone()
-        } else {
-            self.mount.join(rel)
-        }
+        let joined = match rel.is_empty() {
+            true => self.mount.clone(),
+            false => self.mount.join(rel),
+        };
+        let real = fs::canonicalize(&joined).map_err(|_| self.usage(name, "does not exist"))?;
+        let mount = fs::canonicalize(&self.mount)
+            .with_context(|| format!("cannot resolve {}", self.mount.display()))?;
+        let md = fs::metadata(&real).map_err(|_| self.usage(name, "does not exist"))?;
+        let on_mount = md.dev() == fs::metadata(&mount)?.dev();
+        let path = match real.strip_prefix(&mount) {
+            Ok(p) if on_mount && md.is_dir() => p.to_path_buf(),
+            _ => return Err(self.usage(name, "is not a cgroup")),
+        };
+        Ok(Cgroup {
+            name: name.to_string(),
+            id: md.ino(),
+            path,
+        })
     }
 
-    /// The id of the cgroup `name` (relative to the mount).
-    pub fn id_of(&self, name: &str) -> Result<u64> {
-        let path = self.path_of(name);
-        let md = fs::metadata(&path).with_context(|| {
-            format!(
-                "cannot find cgroup '{name}' (searched {})",
-                self.mount.display()
-            )
-        })?;
-        if !md.is_dir() {
-            bail!(
-                "'{name}' is not a cgroup (searched {})",
-                self.mount.display()
-            );
-        }
-        Ok(md.ino())
-    }
-
-    /// Every cgroup below the mount, root first, as names relative to the mount.
-    pub fn all_names(&self) -> Result<Vec<String>> {
-        let mut out = vec!["/".to_string()];
-        walk(&self.mount, "", &mut out)
+    /// Every cgroup there is, root first, named by its path relative to the mount.
+    pub fn all(&self) -> Result<Vec<Cgroup>> {
+        let root = fs::metadata(&self.mount)
+            .with_context(|| format!("cannot read {}", self.mount.display()))?;
+        let mut out = vec![Cgroup {
+            name: "/".into(),
+            id: root.ino(),
+            path: PathBuf::new(),
+        }];
+        walk(&self.mount, Path::new(""), &mut out)
             .with_context(|| format!("cannot list cgroups under {}", self.mount.display()))?;
         Ok(out)
     }
 
-    /// Expands --for-each-cgroup / -G items: plain names must exist; items holding regex
-    /// characters match whole relative paths. Duplicates are dropped, first one wins.
+    /// Expands the items of --for-each-cgroup, as perf does: an empty item is the root;
+    /// when any item holds a regex metacharacter, every item is a pattern matching whole
+    /// names, and the matches come in the order of the tree; otherwise each item is a
+    /// name that must exist. A name given twice is counted once. Two names of one cgroup
+    /// are two rows.
     pub fn expand(&self, items: &[String]) -> Result<Vec<Cgroup>> {
-        let mut all: Option<Vec<String>> = None;
-        let mut names = Vec::new();
+        if items.iter().any(|i| is_pattern(i)) {
+            return self.matching(items);
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
         for item in items {
-            if is_pattern(item) {
-                let re = Regex::new(&format!("^(?:{item})$"))
-                    .with_context(|| format!("invalid cgroup pattern '{item}'"))?;
-                let all = match &mut all {
-                    Some(a) => a,
-                    None => all.insert(self.all_names()?),
-                };
-                let before = names.len();
-                names.extend(
-                    all.iter()
-                        .filter(|n| re.is_match(n.trim_start_matches('/')) || re.is_match(n))
-                        .cloned(),
-                );
-                if names.len() == before {
-                    bail!(
-                        "no cgroup matches '{item}' (searched {})",
-                        self.mount.display()
-                    );
-                }
-            } else {
-                names.push(item.clone());
+            let name = if item.is_empty() { "/" } else { item.as_str() };
+            if seen.insert(name) {
+                out.push(self.resolve(name)?);
             }
         }
-        let mut out: Vec<Cgroup> = Vec::new();
-        for name in names {
-            let id = self.id_of(&name)?;
-            if !out.iter().any(|c| c.id == id) {
-                out.push(Cgroup { name, id });
-            }
+        Ok(out)
+    }
+
+    /// The cgroups whose names match any of the patterns (an empty one: the root).
+    fn matching(&self, patterns: &[String]) -> Result<Vec<Cgroup>> {
+        let mut regexes = Vec::new();
+        for p in patterns.iter().filter(|p| !p.is_empty()) {
+            let re = Regex::new(&format!("^(?:{p})$"))
+                .map_err(|_| UsageError(format!("invalid cgroup pattern '{p}'")))?;
+            regexes.push(re);
+        }
+        let with_root = patterns.iter().any(|p| p.is_empty());
+        let out: Vec<Cgroup> = self
+            .all()?
+            .into_iter()
+            .enumerate()
+            .filter(|(i, cg)| {
+                (*i == 0 && with_root)
+                    || regexes
+                        .iter()
+                        .any(|re| re.is_match(&cg.name) || re.is_match(&format!("/{}", cg.name)))
+            })
+            .map(|(_, cg)| cg)
+            .collect();
+        if out.is_empty() {
+            return Err(self.usage(&patterns.join(","), "matches no cgroup"));
         }
         Ok(out)
     }
 }
 
-fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> std::io::Result<()> {
-    let mut subdirs: Vec<String> = fs::read_dir(dir)?
+/// The deepest chain of monitored cgroups: how many of `cgroups` a cgroup's time is
+/// charged to at most (itself and its monitored ancestors), and the cgroup where that is.
+pub fn deepest_chain(cgroups: &[Cgroup]) -> Option<(usize, &Cgroup)> {
+    let monitored: HashSet<&Path> = cgroups.iter().map(|c| c.path.as_path()).collect();
+    cgroups
+        .iter()
+        .map(|cg| {
+            let levels = cg
+                .path
+                .ancestors()
+                .filter(|a| monitored.contains(a))
+                .count();
+            (levels, cg)
+        })
+        .max_by_key(|(levels, _)| *levels)
+}
+
+/// Splits a comma-separated list of cgroup names or patterns, keeping empty items. A
+/// comma inside braces, brackets or parentheses belongs to a pattern (`a{1,3}`).
+pub fn split_list(s: &str) -> Vec<String> {
+    let mut items = vec![String::new()];
+    let mut depth = 0i32;
+    for c in s.chars() {
+        match c {
+            '{' | '[' | '(' => depth += 1,
+            '}' | ']' | ')' => depth = (depth - 1).max(0),
+            ',' if depth == 0 => {
+                items.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        items.last_mut().expect("never empty").push(c);
+    }
+    items
+}
+
+fn walk(dir: &Path, rel: &Path, out: &mut Vec<Cgroup>) -> std::io::Result<()> {
+    let mut subdirs: Vec<(String, u64)> = fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-        .filter_map(|e| e.file_name().into_string().ok())
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.ino())))
         .collect();
     subdirs.sort();
-    for d in subdirs {
-        let name = if rel.is_empty() {
-            d.clone()
-        } else {
-            format!("{rel}/{d}")
-        };
-        out.push(name.clone());
+    for (d, id) in subdirs {
+        let path = rel.join(&d);
+        out.push(Cgroup {
+            name: path.display().to_string(),
+            id,
+            path: path.clone(),
+        });
         // A cgroup removed while we walk is simply not there any more.
-        let _ = walk(&dir.join(&d), &name, out);
+        let _ = walk(&dir.join(&d), &path, out);
     }
     Ok(())
 }
@@ -232,46 +294,115 @@ mod tests {
         assert!(e.to_string().contains("cgroup2"));
     }
 
-    fn tree() -> (PathBuf, Hierarchy) {
-        let root = std::env::temp_dir().join(format!("bperf-cgtest-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+    /// A fake mount in a temporary directory, with a sibling directory beside it.
+    fn tree(tag: &str) -> (PathBuf, Hierarchy) {
+        let top = std::env::temp_dir().join(format!("bperf-cgtest-{}-{tag}", std::process::id()));
+        let _ = fs::remove_dir_all(&top);
+        let root = top.join("mnt");
         for d in ["web", "web/a", "db", "system.slice/x.service"] {
             fs::create_dir_all(root.join(d)).unwrap();
         }
+        fs::create_dir_all(top.join("outside")).unwrap();
         fs::write(root.join("cgroup.procs"), "").unwrap();
         let h = Hierarchy {
             mount: root.clone(),
             v1: false,
         };
-        (root, h)
+        (top, h)
+    }
+
+    fn names(h: &Hierarchy, items: &[&str]) -> Result<Vec<String>> {
+        let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        Ok(h.expand(&items)?.into_iter().map(|c| c.name).collect())
     }
 
     #[test]
     fn names_patterns_and_duplicates() {
-        let (root, h) = tree();
-        let names = |items: &[&str]| -> Result<Vec<String>> {
-            let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
-            Ok(h.expand(&items)?.into_iter().map(|c| c.name).collect())
-        };
+        let (top, h) = tree("names");
         let r = (|| {
-            assert_eq!(names(&["web", "db"])?, ["web", "db"]);
-            assert_eq!(names(&["web", "/web", "db", "web"])?, ["web", "db"]);
-            assert_eq!(names(&["web.*"])?, ["web", "web/a"]);
-            assert_eq!(names(&["system.slice/.*"])?, ["system.slice/x.service"]);
-            assert_eq!(names(&["/"])?, ["/"]);
-            let e = names(&["nope"]).unwrap_err().to_string();
+            assert_eq!(names(&h, &["web", "db"])?, ["web", "db"]);
+            // As perf: a name given twice is one row; two names of one cgroup are two.
+            assert_eq!(
+                names(&h, &["web", "/web", "db", "web"])?,
+                ["web", "/web", "db"]
+            );
+            let two = h.expand(&["web".into(), "db/../web".into()])?;
+            assert_eq!(two[0].id, two[1].id);
+            assert_eq!(two[1].path, PathBuf::from("web"));
+            assert_eq!(names(&h, &["web.*"])?, ["web", "web/a"]);
+            assert_eq!(names(&h, &["db", "web.*"])?, ["db", "web", "web/a"]);
+            assert_eq!(names(&h, &["system.slice/.*"])?, ["system.slice/x.service"]);
+            assert_eq!(names(&h, &["/"])?, ["/"]);
+            assert_eq!(names(&h, &[""])?, ["/"]);
+            assert_eq!(names(&h, &["", "", "/"])?, ["/"]);
+            assert_eq!(names(&h, &["", "d.*"])?, ["/", "db"]);
+            let e = names(&h, &["nope"]).unwrap_err().to_string();
             assert!(
-                e.contains("'nope'") && e.contains(&root.display().to_string()),
+                e.contains("'nope'") && e.contains(&h.mount.display().to_string()),
                 "{e}"
             );
-            assert!(names(&["zz.*"]).is_err());
-            assert!(names(&["(("]).is_err());
-            assert_eq!(h.all_names()?.len(), 6);
-            assert_eq!(h.id_of("/")?, fs::metadata(&root)?.ino());
+            assert!(names(&h, &["zz.*"]).is_err());
+            assert!(names(&h, &["(("]).is_err());
+            assert_eq!(h.all()?.len(), 6);
+            assert_eq!(h.resolve("/")?.id, fs::metadata(&h.mount)?.ino());
+            assert_eq!(
+                h.resolve("web/a")?.id,
+                fs::metadata(h.mount.join("web/a"))?.ino()
+            );
             Ok::<_, anyhow::Error>(())
         })();
-        fs::remove_dir_all(&root).unwrap();
+        fs::remove_dir_all(&top).unwrap();
         r.unwrap();
+    }
+
+    /// `..` and symlinks may not lead off the mount, nor may files count as cgroups.
+    #[test]
+    fn names_outside_the_mount_are_refused() {
+        let (top, h) = tree("outside");
+        std::os::unix::fs::symlink(top.join("outside"), top.join("mnt/web/link")).unwrap();
+        let r = (|| {
+            for bad in [
+                "..",
+                "../outside",
+                "web/../../outside",
+                "web/link",
+                "cgroup.procs",
+            ] {
+                let e = h.resolve(bad).unwrap_err();
+                assert!(e.downcast_ref::<UsageError>().is_some(), "{bad}: {e}");
+                assert!(e.to_string().contains(&format!("'{bad}'")), "{e}");
+            }
+            assert_eq!(h.resolve("web/a/..")?.path, PathBuf::from("web"));
+            assert_eq!(h.resolve("web/..")?.path, PathBuf::new());
+            Ok::<_, anyhow::Error>(())
+        })();
+        fs::remove_dir_all(&top).unwrap();
+        r.unwrap();
+    }
+
+    #[test]
+    fn lists_split_at_commas_outside_patterns() {
+        assert_eq!(split_list("a,b"), ["a", "b"]);
+        assert_eq!(split_list(""), [""]);
+        assert_eq!(split_list(","), ["", ""]);
+        assert_eq!(split_list("a,,b"), ["a", "", "b"]);
+        assert_eq!(split_list(".{0,65535},x"), [".{0,65535}", "x"]);
+        assert_eq!(split_list("(a|b,c)[,]"), ["(a|b,c)[,]"]);
+        assert_eq!(split_list("}a,b"), ["}a", "b"]);
+    }
+
+    #[test]
+    fn deepest_chain_counts_monitored_ancestors() {
+        let cg = |p: &str| Cgroup {
+            name: p.into(),
+            id: 0,
+            path: PathBuf::from(p),
+        };
+        let set = [cg(""), cg("a"), cg("a/b/c"), cg("x"), cg("a/b/c/d")];
+        let (levels, at) = deepest_chain(&set).unwrap();
+        assert_eq!((levels, at.name.as_str()), (4, "a/b/c/d"));
+        assert_eq!(deepest_chain(&[cg("x/y")]).unwrap().0, 1);
+        assert!(deepest_chain(&[]).is_none());
     }
 
     #[test]

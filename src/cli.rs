@@ -8,7 +8,10 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "bperf",
     version,
-    about = "Count perf events per cgroup with BPF, printed like perf stat"
+    about = "Count perf events per cgroup with BPF, printed like perf stat",
+    // No styling: an error then quotes what the user typed byte for byte, and bperf
+    // escapes its control characters (main.rs).
+    styles = clap::builder::Styles::plain()
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -35,7 +38,8 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args, Clone, Default)]
-#[command(trailing_var_arg = true)]
+// As in perf, an option given again replaces what it said before (-e and -v add up).
+#[command(trailing_var_arg = true, args_override_self = true)]
 pub struct StatArgs {
     /// Event selector(s), comma-separated; may be repeated. Default: perf's default set.
     #[arg(short = 'e', long = "event", value_name = "EVENT")]

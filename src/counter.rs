@@ -15,7 +15,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput};
 
 use crate::counts::Reading;
-use crate::event::Event;
+use crate::event::{Attr, Event};
 use crate::perf_event::{self, RawAttr, Role, Target};
 use crate::skel::*;
 
@@ -24,7 +24,16 @@ pub const MAX_EVENTS: usize = 64;
 
 const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
 
-pub const PRIVILEGE_HINT: &str = "bperf needs root, or CAP_PERFMON and CAP_BPF";
+/// What counting in a mode takes when the kernel says no.
+fn privilege_hint(setup: &Setup) -> &'static str {
+    match (setup.task, setup.cgroups.is_empty()) {
+        (Some(_), _) => "counting a command needs kernel.perf_event_paranoid <= 2, or CAP_PERFMON",
+        (None, true) => {
+            "counting CPUs (-a, -C) needs CAP_PERFMON (or root), or kernel.perf_event_paranoid <= 0"
+        }
+        (None, false) => "counting per cgroup needs CAP_PERFMON and CAP_BPF (or root)",
+    }
+}
 
 /// What to count: events on CPUs, optionally split by cgroup ids (slots), or events of
 /// one task.
@@ -106,6 +115,7 @@ pub struct Counter<'obj> {
     /// fds[event][cpu position]; None where the kernel refused the event.
     fds: Vec<Vec<Option<OwnedFd>>>,
     supported: Vec<bool>,
+    user_only: Vec<bool>,
     /// Readings at start: what a read reports is counted from here.
     base: Snapshot,
 }
@@ -167,10 +177,6 @@ impl Mapping {
     }
 }
 
-fn privilege_error(e: &io::Error, what: &str) -> anyhow::Error {
-    anyhow::anyhow!("{what}: {e}: {PRIVILEGE_HINT}")
-}
-
 impl<'obj> Counter<'obj> {
     /// Opens the events and, with cgroups, loads and attaches the BPF program. `storage`
     /// holds the BPF object for as long as the counter lives.
@@ -192,19 +198,29 @@ impl<'obj> Counter<'obj> {
             true => 0,
             false => path.rq_switches(setup.events),
         };
-        let (fds, supported) =
-            open_events(setup.events, &targets, rq_switches, setup.verbose >= 2)?;
+        let opened =
+            open_events(setup.events, &targets, rq_switches, setup.verbose >= 2).map_err(|e| {
+                match e {
+                    OpenError::Denied(event, e) => anyhow::anyhow!(
+                        "cannot open event '{}': {e}: {}",
+                        setup.events[event].name,
+                        privilege_hint(setup)
+                    ),
+                    OpenError::Other(e) => e,
+                }
+            })?;
         let bpf = if setup.cgroups.is_empty() {
             None
         } else {
-            Some(Bpf::load(setup, &path, rq_switches, &fds, storage)?)
+            Some(Bpf::load(setup, &path, rq_switches, &opened.fds, storage)?)
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
             nr_targets: targets.len(),
             nr_events,
-            fds,
-            supported,
+            fds: opened.fds,
+            supported: opened.supported,
+            user_only: opened.user_only,
             bpf,
             base: Snapshot::new(setup.cgroups.len(), nr_events, targets.len()),
         };
@@ -214,6 +230,12 @@ impl<'obj> Counter<'obj> {
 
     pub fn supported(&self, event: usize) -> bool {
         self.supported[event]
+    }
+
+    /// Whether `event` counts user space only because the kernel refused more (perf's
+    /// fallback at kernel.perf_event_paranoid > 1; perf then names it `event:u`).
+    pub fn user_only(&self, event: usize) -> bool {
+        self.user_only[event]
     }
 
     /// Counts since the counter was opened.
@@ -241,6 +263,19 @@ impl<'obj> Counter<'obj> {
 
 type Fds = Vec<Vec<Option<OwnedFd>>>;
 
+/// The perf events of a counter, and what became of each event.
+struct Opened {
+    fds: Fds,
+    supported: Vec<bool>,
+    user_only: Vec<bool>,
+}
+
+enum OpenError {
+    /// The kernel refused event `.0` for want of privilege.
+    Denied(usize, io::Error),
+    Other(anyhow::Error),
+}
+
 /// Opens every event on every CPU, except those in the `rq_switches` mask, which the BPF
 /// side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
@@ -249,9 +284,12 @@ fn open_events(
     targets: &[Target],
     rq_switches: u64,
     dump: bool,
-) -> Result<(Fds, Vec<bool>)> {
-    let mut fds: Fds = Vec::with_capacity(events.len());
-    let mut supported = Vec::with_capacity(events.len());
+) -> Result<Opened, OpenError> {
+    let mut o = Opened {
+        fds: Vec::with_capacity(events.len()),
+        supported: Vec::with_capacity(events.len()),
+        user_only: vec![false; events.len()],
+    };
     for (i, ev) in events.iter().enumerate() {
         if rq_switches & 1 << i != 0 {
             if dump {
@@ -260,50 +298,97 @@ fn open_events(
                     ev.name
                 );
             }
-            fds.push(targets.iter().map(|_| None).collect());
-            supported.push(true);
+            o.fds.push(targets.iter().map(|_| None).collect());
+            o.supported.push(true);
             continue;
         }
-        let leader = ev.leader.filter(|&l| l != i && supported[l]);
+        let leader = ev.leader.filter(|&l| l != i && o.supported[l]);
         let mut per_cpu = Vec::with_capacity(targets.len());
-        let mut ok = true;
         for (pos, &target) in targets.iter().enumerate() {
-            let group = leader.and_then(|l| fds[l][pos].as_ref());
+            let group = leader.and_then(|l| o.fds[l][pos].as_ref());
             let role = match (group, ev.leader) {
                 (Some(_), _) => Role::Member,
                 (None, Some(l)) if l == i => Role::Leader,
                 _ => Role::Single,
             };
-            let attr = RawAttr::counting(&ev.attr).for_target(target, role);
-            match perf_event::open_with_fallback(attr, target, group, dump) {
-                Ok(fd) => per_cpu.push(Some(fd)),
-                Err(e) if perf_event::is_permission(&e) => {
-                    return Err(privilege_error(
-                        &e,
-                        &format!("cannot open event '{}'", ev.name),
-                    ))
+            match open_one(ev, target, role, group, dump) {
+                Ok((fd, user_only)) => {
+                    o.user_only[i] |= user_only;
+                    per_cpu.push(Some(fd));
                 }
+                Err(e) if perf_event::is_permission(&e) => return Err(OpenError::Denied(i, e)),
                 Err(e) if perf_event::is_unsupported(&e) => {
-                    ok = false;
+                    per_cpu.clear();
                     break;
                 }
-                Err(e) => bail!("cannot open event '{}' ({target:?}): {e}", ev.name),
+                Err(e) => {
+                    return Err(OpenError::Other(anyhow::anyhow!(
+                        "cannot open event '{}' ({target:?}): {e}",
+                        ev.name
+                    )))
+                }
             }
         }
+        let ok = per_cpu.len() == targets.len();
         if !ok {
             per_cpu = targets.iter().map(|_| None).collect();
         }
-        fds.push(per_cpu);
-        supported.push(ok);
+        o.fds.push(per_cpu);
+        o.supported.push(ok);
+    }
+    enable_cpu_groups(events, targets, &o.fds).map_err(OpenError::Other)?;
+    Ok(o)
+}
+
+/// Opens one event on one target. As perf does, a task's event the kernel refuses
+/// (EACCES) at kernel.perf_event_paranoid > 1 is opened again for user space only:
+/// true in the result says so.
+fn open_one(
+    ev: &Event,
+    target: Target,
+    role: Role,
+    group: Option<&OwnedFd>,
+    dump: bool,
+) -> io::Result<(OwnedFd, bool)> {
+    let attr = RawAttr::counting(&ev.attr).for_target(target, role);
+    match perf_event::open_with_fallback(attr, target, group, dump) {
+        Err(e)
+            if e.raw_os_error() == Some(libc::EACCES)
+                && matches!(target, Target::Task(_))
+                && !ev.attr.exclude_kernel
+                && !ev.attr.exclude_user
+                && perf_event::paranoid() > 1 =>
+        {
+            if dump {
+                eprintln!(
+                    "kernel.perf_event_paranoid > 1: trying again, excluding kernel and hypervisor"
+                );
+            }
+            let user = Attr {
+                exclude_kernel: true,
+                exclude_hv: true,
+                ..ev.attr
+            };
+            let attr = RawAttr::counting(&user).for_target(target, role);
+            perf_event::open_with_fallback(attr, target, group, dump).map(|fd| (fd, true))
+        }
+        r => r.map(|fd| (fd, false)),
+    }
+}
+
+/// Starts the groups opened on CPUs, which start disabled (see RawAttr::for_target).
+fn enable_cpu_groups(events: &[Event], targets: &[Target], fds: &Fds) -> Result<()> {
+    if !targets.iter().all(|t| matches!(t, Target::Cpu(_))) {
+        return Ok(());
     }
     for (i, ev) in events.iter().enumerate() {
-        if ev.leader == Some(i) && targets.iter().all(|t| matches!(t, Target::Cpu(_))) {
+        if ev.leader == Some(i) {
             for fd in fds[i].iter().flatten() {
                 perf_event::enable(fd).with_context(|| format!("enabling group '{}'", ev.name))?;
             }
         }
     }
-    Ok((fds, supported))
+    Ok(())
 }
 
 /// Events that are never multiplexed, one bit each: software and tracepoint counters
@@ -481,7 +566,10 @@ impl<'obj> Bpf<'obj> {
         open.maps.counts.set_max_entries(counts_len as u32)?;
         let skel = open.load().map_err(|e| match e.kind() {
             libbpf_rs::ErrorKind::PermissionDenied => {
-                anyhow::anyhow!("cannot load the BPF program: {e}: {PRIVILEGE_HINT}")
+                anyhow::anyhow!(
+                    "cannot load the BPF program: {e}: {}",
+                    privilege_hint(setup)
+                )
             }
             _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
         })?;

@@ -26,6 +26,7 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/bperf.skel.rs"));
 }
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -44,14 +45,20 @@ impl std::error::Error for UsageError {}
 
 const EXIT_USAGE: u8 = 129;
 const EXIT_FAILURE: u8 = 255;
+/// A closed output pipe: what a process killed by SIGPIPE reports, as perf does.
+const EXIT_BROKEN_PIPE: u8 = 141;
 
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "bperf: {}", clap_one_line(&e));
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let result = match &cli.cmd {
@@ -60,8 +67,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_BROKEN_PIPE),
         Err(e) => {
-            eprintln!("bperf: {}", one_line(&e));
+            let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
             } else {
@@ -69,6 +77,12 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<io::Error>())
+        .any(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
 /// An error and its causes on one line: "outer: inner: root".
@@ -84,5 +98,48 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         s.push_str(msg.trim());
     }
-    s.replace('\n', " ")
+    escape_controls(&s)
+}
+
+/// clap's message without its usage and tips: "unexpected argument '--x' found (see
+/// 'bperf --help')".
+fn clap_one_line(e: &clap::Error) -> String {
+    let text = e.render().ansi().to_string();
+    // The message is the first paragraph; usage and tips follow a blank line.
+    let first = text.split("\n\n").next().unwrap_or_default().trim_end();
+    let msg = first.strip_prefix("error: ").unwrap_or(first);
+    // clap lists missing arguments on indented lines of their own.
+    let msg = msg.replace(":\n  ", ": ").replace("\n  ", ", ");
+    escape_controls(&format!("{msg} (see 'bperf --help')"))
+}
+
+/// Control characters written as escapes, so that what the user typed cannot move the
+/// cursor or break the line: `\n`, `\t`, `\x1b`.
+fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(
+            escape_controls("a\u{1b}[2Jb\tc\u{7f}🔥"),
+            "a\\x1b[2Jb\\tc\\x7f🔥"
+        );
+        let e = anyhow::anyhow!("unknown event 'x\ny'");
+        assert_eq!(one_line(&e), "unknown event 'x\\ny'");
+    }
 }

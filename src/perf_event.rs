@@ -238,6 +238,14 @@ pub fn is_permission(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
 
+/// kernel.perf_event_paranoid; 2, the kernel's default, when it cannot be read.
+pub fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2)
+}
+
 /// The online CPUs, from /sys/devices/system/cpu/online.
 pub fn online_cpus() -> anyhow::Result<Vec<u32>> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online")?;

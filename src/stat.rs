@@ -17,8 +17,9 @@ use crate::counter::{Counter, Setup, Snapshot};
 use crate::counts::{Line, Value};
 use crate::event::{self, Event, Sysfs};
 use crate::report::{Footer, Format, Options, Report};
-use crate::workload::{self, Workload};
+use crate::workload::{self, Child, Workload};
 use crate::UsageError;
+use rustix::process::Signal;
 
 /// Everything a session counts, resolved from the options.
 pub struct Plan {
@@ -45,8 +46,163 @@ pub struct Row {
 
 pub const MIN_INTERVAL_MS: u64 = 10;
 
+/// The most monitored cgroups one cgroup's time can be charged to: itself and its
+/// monitored ancestors (BPERF_MAX_LEVELS in src/bpf/bperf.h).
+pub const MAX_CHARGED_LEVELS: usize = 64;
+
 fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
+}
+
+/// The monitored cgroups, one BPF slot each, and the rows that print them.
+#[derive(Default)]
+struct CgroupRows {
+    /// Slot i counts cgroups[i]; no two have the same id.
+    cgroups: Vec<Cgroup>,
+    rows: Vec<Row>,
+    v1: bool,
+}
+
+impl CgroupRows {
+    /// The slot of `cg`: where its id is counted already, or a new one. Two names of one
+    /// cgroup print two rows from one slot.
+    fn slot_of(&mut self, cg: &Cgroup) -> usize {
+        match self.cgroups.iter().position(|c| c.id == cg.id) {
+            Some(slot) => slot,
+            None => {
+                self.cgroups.push(cg.clone());
+                self.cgroups.len() - 1
+            }
+        }
+    }
+
+    /// --for-each-cgroup and --all-cgroups: every event in every cgroup.
+    fn for_each(h: &Hierarchy, cgroups: Vec<Cgroup>, nr_events: usize) -> CgroupRows {
+        let mut out = CgroupRows {
+            v1: h.v1,
+            ..CgroupRows::default()
+        };
+        for cg in &cgroups {
+            let slot = out.slot_of(cg);
+            for event in 0..nr_events {
+                out.rows.push(Row {
+                    event,
+                    slot,
+                    cgroup: Some(cg.name.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// -G: the i-th event counts in the i-th cgroup; an empty name, or no name, counts
+    /// it system-wide, which is the root cgroup's count. One name alone is every event's,
+    /// as in perf.
+    fn per_event(h: &Hierarchy, names: &[String], nr_events: usize) -> Result<CgroupRows> {
+        if names.len() > nr_events {
+            return Err(usage(format!(
+                "-G lists {} cgroups for {} events",
+                names.len(),
+                nr_events
+            )));
+        }
+        let mut out = CgroupRows {
+            v1: h.v1,
+            ..CgroupRows::default()
+        };
+        let root = h.resolve("/")?;
+        for event in 0..nr_events {
+            let name = match names {
+                [one] => Some(one),
+                _ => names.get(event),
+            };
+            let named = name.filter(|n| !n.is_empty());
+            let cg = match named {
+                Some(n) => h.resolve(n)?,
+                None => root.clone(),
+            };
+            let slot = out.slot_of(&cg);
+            out.rows.push(Row {
+                event,
+                slot,
+                cgroup: named.cloned(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Refuses a set of cgroups where one cgroup's time would go to more monitored
+    /// cgroups than the BPF side can charge: a count would be silently short.
+    fn check_depth(&self) -> Result<()> {
+        match crate::cgroup::deepest_chain(&self.cgroups) {
+            Some((levels, cg)) if levels > MAX_CHARGED_LEVELS => Err(usage(format!(
+                "cgroup '{}' is inside {} other monitored cgroups: bperf charges at most {MAX_CHARGED_LEVELS} nested monitored cgroups",
+                cg.name,
+                levels - 1
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The events from -e (perf's default set without it).
+fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
+    let list = if a.events.is_empty() {
+        event::DEFAULT_EVENTS.to_string()
+    } else {
+        a.events.join(",")
+    };
+    let events = event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
+    if events.is_empty() {
+        return Err(usage("no events to count".into()));
+    }
+    Ok(events)
+}
+
+/// The CPUs from -C, all online CPUs without it.
+fn parse_cpus(a: &StatArgs) -> Result<Vec<u32>> {
+    let online = crate::perf_event::online_cpus().context("reading online CPUs")?;
+    let Some(list) = &a.cpu else {
+        return Ok(online);
+    };
+    let cpus = crate::cpus::parse_list(list).map_err(|e| usage(e.to_string()))?;
+    if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
+        return Err(usage(format!("CPU {c} is not online (online: {online:?})")));
+    }
+    Ok(cpus)
+}
+
+/// The cgroups and rows from --for-each-cgroup, --all-cgroups and -G.
+fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
+    let for_each = !a.for_each_cgroup.is_empty();
+    if !(for_each || a.all_cgroups || !a.cgroup.is_empty()) {
+        let rows = (0..nr_events)
+            .map(|event| Row {
+                event,
+                slot: 0,
+                cgroup: None,
+            })
+            .collect();
+        return Ok(CgroupRows {
+            rows,
+            ..CgroupRows::default()
+        });
+    }
+    let h = Hierarchy::discover()?;
+    let split = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .flat_map(|s| crate::cgroup::split_list(s))
+            .collect()
+    };
+    let out = if a.all_cgroups {
+        CgroupRows::for_each(&h, h.all()?, nr_events)
+    } else if for_each {
+        CgroupRows::for_each(&h, h.expand(&split(&a.for_each_cgroup))?, nr_events)
+    } else {
+        CgroupRows::per_event(&h, &split(&a.cgroup), nr_events)?
+    };
+    out.check_depth()?;
+    Ok(out)
 }
 
 impl Plan {
@@ -58,113 +214,28 @@ impl Plan {
                 )));
             }
         }
-        let list = if a.events.is_empty() {
-            event::DEFAULT_EVENTS.to_string()
-        } else {
-            a.events.join(",")
-        };
-        let events =
-            event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
-        if events.is_empty() {
-            return Err(usage("no events to count".into()));
+        let per_cpu_target = a.all_cpus || a.cpu.is_some();
+        let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
+        if (cgroup_opts || a.no_aggr) && !per_cpu_target {
+            return Err(usage(
+                "both cgroup and no-aggregation modes only available in system-wide mode (add -a or -C)".into(),
+            ));
         }
-
-        let online = crate::perf_event::online_cpus().context("reading online CPUs")?;
-        let cpus = match &a.cpu {
-            Some(list) => {
-                let cpus = crate::cpus::parse_list(list).map_err(|e| usage(e.to_string()))?;
-                if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
-                    return Err(usage(format!("CPU {c} is not online (online: {online:?})")));
-                }
-                cpus
-            }
-            None => online,
-        };
-
-        let split = |v: &[String]| -> Vec<String> {
-            v.iter()
-                .flat_map(|s| s.split(','))
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        };
-        let per_cgroup = a.all_cgroups || !a.for_each_cgroup.is_empty();
-        let mut cgroups = Vec::new();
-        let mut cgroup_v1 = false;
-        let mut rows = Vec::new();
-        if per_cgroup || !a.cgroup.is_empty() {
-            let h = Hierarchy::discover()?;
-            cgroup_v1 = h.v1;
-            if per_cgroup {
-                let names = if a.all_cgroups {
-                    h.all_names()?
-                } else {
-                    split(&a.for_each_cgroup)
-                };
-                cgroups = h.expand(&names)?;
-                for (slot, cg) in cgroups.iter().enumerate() {
-                    for e in 0..events.len() {
-                        rows.push(Row {
-                            event: e,
-                            slot,
-                            cgroup: Some(cg.name.clone()),
-                        });
-                    }
-                }
-            } else {
-                // -G: the i-th event counts in the i-th cgroup; later events system-wide,
-                // which is the root cgroup's count.
-                let names = split(&a.cgroup);
-                if names.len() > events.len() {
-                    return Err(usage(format!(
-                        "-G lists {} cgroups for {} events",
-                        names.len(),
-                        events.len()
-                    )));
-                }
-                let slot_of = |name: &str, cgroups: &mut Vec<Cgroup>| -> Result<usize> {
-                    let id = h.id_of(name)?;
-                    Ok(match cgroups.iter().position(|c| c.id == id) {
-                        Some(s) => s,
-                        None => {
-                            cgroups.push(Cgroup {
-                                name: name.to_string(),
-                                id,
-                            });
-                            cgroups.len() - 1
-                        }
-                    })
-                };
-                for e in 0..events.len() {
-                    let (name, shown) = match names.get(e) {
-                        Some(n) => (n.as_str(), Some(n.clone())),
-                        None => ("/", None),
-                    };
-                    let slot = slot_of(name, &mut cgroups)?;
-                    rows.push(Row {
-                        event: e,
-                        slot,
-                        cgroup: shown,
-                    });
-                }
-            }
-        } else {
-            rows = (0..events.len())
-                .map(|e| Row {
-                    event: e,
-                    slot: 0,
-                    cgroup: None,
-                })
-                .collect();
+        if !per_cpu_target && a.command.is_empty() {
+            return Err(usage(
+                "nothing to count: give a command, or -a or -C to count CPUs".into(),
+            ));
         }
-        let system_wide = a.all_cpus || a.cpu.is_some() || a.no_aggr || !rows_are_plain(&rows);
+        let events = parse_events(a)?;
+        let cpus = parse_cpus(a)?;
+        let cg = parse_cgroups(a, events.len())?;
         Ok(Plan {
             events,
             cpus,
-            cgroups,
-            cgroup_v1,
-            task_mode: !system_wide && !a.command.is_empty(),
-            rows,
+            cgroups: cg.cgroups,
+            cgroup_v1: cg.v1,
+            task_mode: !per_cpu_target && !a.command.is_empty(),
+            rows: cg.rows,
         })
     }
 
@@ -206,17 +277,12 @@ impl Plan {
     }
 }
 
-fn rows_are_plain(rows: &[Row]) -> bool {
-    rows.iter().all(|r| r.cgroup.is_none() && r.slot == 0)
-}
-
 /// What ends or interrupts the wait between reads.
 enum Wake {
     Exited(ExitStatus, libc::rusage),
     Signal,
 }
 
-/// Runs `bperf stat`; returns the process exit code.
 /// One flush-and-read of every counter; with -v, says how long it took (the benchmark
 /// reads this line).
 fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapshot> {
@@ -233,44 +299,150 @@ fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapsho
     Ok(snap)
 }
 
-pub fn run(a: &StatArgs) -> Result<i32> {
-    let plan = Plan::from_args(a)?;
-    if a.field_separator.as_deref() == Some("") {
-        return Err(usage("-x needs a separator".into()));
-    }
+/// Where the report goes: the -o file (named in errors) or stderr.
+fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
+    let Some(path) = &a.output else {
+        return Ok((Box::new(io::BufWriter::new(io::stderr())), "stderr".into()));
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(a.append)
+        .truncate(!a.append)
+        .open(path)
+        .with_context(|| format!("cannot open output file {}", path.display()))?;
     // Buffered: the report flushes once per interval and at the end, not once per line.
-    let out: Box<dyn Write> = match &a.output {
-        Some(path) => Box::new(io::BufWriter::new(
-            OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(a.append)
-                .truncate(!a.append)
-                .open(path)
-                .with_context(|| format!("cannot open output file {}", path.display()))?,
-        )),
-        None => Box::new(io::BufWriter::new(io::stderr())),
-    };
-    let format = if a.json {
-        Format::Json
-    } else if let Some(sep) = &a.field_separator {
-        Format::Csv(sep.clone())
-    } else {
-        Format::Table
-    };
-    let interval = a.interval.map(Duration::from_millis);
-    let mut report = Report::new(
-        Options {
-            format,
-            big_num: !a.no_big_num,
-            interval,
-            per_cpu: a.no_aggr,
-            target: plan.task_mode.then(|| a.command.join(" ")),
-        },
-        out,
-    );
+    Ok((
+        Box::new(io::BufWriter::new(file)),
+        path.display().to_string(),
+    ))
+}
 
-    let (tx, rx) = mpsc::channel();
+fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
+    let format = match (&a.field_separator, a.json) {
+        (_, true) => Format::Json,
+        (Some(sep), _) if sep.is_empty() => return Err(usage("-x needs a separator".into())),
+        (Some(sep), _) => Format::Csv(sep.clone()),
+        (None, false) => Format::Table,
+    };
+    Ok(Options {
+        format,
+        big_num: !a.no_big_num,
+        interval: a.interval.map(Duration::from_millis),
+        per_cpu: a.no_aggr,
+        target: plan.task_mode.then(|| a.command.join(" ")),
+    })
+}
+
+/// A counting session under way: the counter, what it printed so far, and where.
+struct Session<'a, 'obj> {
+    args: &'a StatArgs,
+    plan: &'a Plan,
+    counter: Counter<'obj>,
+    report: Report<Box<dyn Write>>,
+    /// The output's name, for errors.
+    output: String,
+    start: Instant,
+    /// The reading the last interval ended with.
+    prev: Snapshot,
+}
+
+impl Session<'_, '_> {
+    /// Prints what was counted since the last interval.
+    fn print_interval(&mut self) -> Result<()> {
+        let now = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
+        let counter = &self.counter;
+        let lines = self.plan.lines(
+            &now.since(&self.prev),
+            &|e| counter.supported(e),
+            self.args.no_aggr,
+        );
+        self.report
+            .interval(self.start.elapsed(), &self.plan.events, &lines)
+            .with_context(|| format!("cannot write to {}", self.output))?;
+        self.prev = now;
+        Ok(())
+    }
+
+    /// Counts until the command ends, a signal comes or, without a command, the
+    /// intervals are done; prints every interval, the last, partial one included.
+    /// Returns the command's status and resource usage.
+    fn count(
+        &mut self,
+        wakes: &mpsc::Receiver<Wake>,
+        child: Option<&Child>,
+    ) -> Result<Option<(ExitStatus, libc::rusage)>> {
+        let interval = self.args.interval.map(Duration::from_millis);
+        // --interval-count 0 is no limit, as in perf.
+        let limit = self.args.interval_count.filter(|&n| n > 0);
+        let mut ticks = 0u64;
+        let mut next_tick = interval.map(|i| self.start + i);
+        loop {
+            let wake = match next_tick {
+                Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Ok(w) => Some(w),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal),
+                },
+                None => Some(wakes.recv().unwrap_or(Wake::Signal)),
+            };
+            let exited = match wake {
+                // Stop the command too (after Ctrl-C it has usually had SIGINT already);
+                // the summary follows once it has exited.
+                Some(Wake::Signal) if child.is_some() => {
+                    child.into_iter().for_each(|c| c.signal(Signal::TERM));
+                    continue;
+                }
+                Some(Wake::Signal) => None,
+                Some(Wake::Exited(st, ru)) => Some((st, ru)),
+                None => {
+                    self.print_interval()?;
+                    ticks += 1;
+                    next_tick = next_tick.zip(interval).map(|(t, i)| t + i);
+                    if limit.is_some_and(|n| ticks >= n) {
+                        // Like perf: no more intervals; a command runs to its end.
+                        next_tick = None;
+                        if child.is_none() {
+                            return Ok(None);
+                        }
+                    }
+                    continue;
+                }
+            };
+            if next_tick.is_some() {
+                self.print_interval()?;
+            }
+            return Ok(exited);
+        }
+    }
+
+    /// The counts of the whole run, and the footer.
+    fn print_summary(&mut self, exit: Option<&(ExitStatus, libc::rusage)>) -> Result<()> {
+        let elapsed = self.start.elapsed();
+        let total = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
+        let counter = &self.counter;
+        let lines = self
+            .plan
+            .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
+        let rusage = exit.map(|(_, ru)| {
+            (
+                workload::timeval(ru.ru_utime),
+                workload::timeval(ru.ru_stime),
+            )
+        });
+        self.report
+            .summary(&self.plan.events, &lines, &Footer { elapsed, rusage })
+            .and_then(|_| self.report.out.flush())
+            .with_context(|| format!("cannot write to {}", self.output))
+    }
+}
+
+/// Runs `bperf stat`; returns the process exit code.
+pub fn run(a: &StatArgs) -> Result<i32> {
+    let mut plan = Plan::from_args(a)?;
+    let options = report_options(a, &plan)?;
+    let (out, output) = open_output(a)?;
+    let (tx, wakes) = mpsc::channel();
     {
         let tx = tx.clone();
         ctrlc::set_handler(move || {
@@ -278,8 +450,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         })
         .context("installing the Ctrl-C handler")?;
     }
-
-    // The workload is forked first and held before exec, so that a task counter can be
+    // The command is forked first and held before exec, so that a task counter can be
     // attached to it and every counter sees it from its first instruction.
     let workload = match a.command.is_empty() {
         true => None,
@@ -287,7 +458,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     };
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let mut storage = MaybeUninit::uninit();
-    let mut counter = Counter::open(
+    let counter = Counter::open(
         &Setup {
             events: &plan.events,
             cpus: &plan.cpus,
@@ -301,95 +472,31 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         },
         &mut storage,
     )?;
+    for (i, event) in plan.events.iter_mut().enumerate() {
+        if counter.user_only(i) {
+            event.name = event.user_only_name();
+        }
+    }
     let start = Instant::now();
-
-    let mut child_pid = None;
-    if let Some(w) = workload {
-        match w.start() {
-            Ok(pid) => {
-                child_pid = Some(pid);
-                let tx = tx.clone();
-                std::thread::spawn(move || {
-                    if let Some((st, ru)) = workload::wait4(pid) {
-                        let _ = tx.send(Wake::Exited(st, ru));
-                    }
-                });
-            }
-            Err(e) => {
-                eprintln!("Workload failed: {e}");
-                return Ok(255);
-            }
+    let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
+        Some(Err(e)) => {
+            eprintln!("Workload failed: {e}");
+            return Ok(255);
         }
-    }
-    drop(tx);
-
-    let mut exit = None;
-    let mut prev = Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.cpus.len());
-    let mut ticks = 0u64;
-    let mut next_tick = interval.map(|i| start + i);
-    loop {
-        let wake = match next_tick {
-            Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
-                Ok(w) => Some(w),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal),
-            },
-            None => Some(rx.recv().unwrap_or(Wake::Signal)),
-        };
-        let done = match wake {
-            None => false,
-            Some(Wake::Exited(st, ru)) => {
-                exit = Some((st, ru));
-                true
-            }
-            Some(Wake::Signal) => {
-                // Stop the workload too (after Ctrl-C it has usually had SIGINT already);
-                // the summary follows once it has exited.
-                if let Some(pid) = child_pid {
-                    // SAFETY: plain kill(2) of our own child.
-                    unsafe { libc::kill(pid, libc::SIGTERM) };
-                }
-                child_pid.is_none()
-            }
-        };
-        if let Some(i) = interval {
-            if wake.is_none() || done {
-                let now = timed_read(&mut counter, a.verbose, &plan)?;
-                let lines = plan.lines(&now.since(&prev), &|e| counter.supported(e), a.no_aggr);
-                report.interval(start.elapsed(), &plan.events, &lines)?;
-                prev = now;
-                ticks += 1;
-                next_tick = next_tick.map(|t| t + i);
-                if a.interval_count.is_some_and(|n| ticks >= n) && !done {
-                    // Like perf: the count is reached, so the workload is told to stop.
-                    if let Some(pid) = child_pid {
-                        // SAFETY: plain kill(2) of our own child.
-                        unsafe { libc::kill(pid, libc::SIGTERM) };
-                        if let Ok(Wake::Exited(st, ru)) = rx.recv() {
-                            exit = Some((st, ru));
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-        if done {
-            break;
-        }
-    }
-    let elapsed = start.elapsed();
-    let total = timed_read(&mut counter, a.verbose, &plan)?;
-    let lines = plan.lines(&total, &|e| counter.supported(e), a.no_aggr);
-    drop(counter);
-    let rusage = exit.as_ref().map(|(_, ru)| {
-        (
-            workload::timeval(ru.ru_utime),
-            workload::timeval(ru.ru_stime),
-        )
-    });
-    report.summary(&plan.events, &lines, &Footer { elapsed, rusage })?;
-    report.out.flush()?;
-
+        Some(Ok(child)) => Some(child),
+        None => None,
+    };
+    let mut session = Session {
+        args: a,
+        plan: &plan,
+        prev: Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.cpus.len()),
+        counter,
+        report: Report::new(options, out),
+        output,
+        start,
+    };
+    let exit = session.count(&wakes, child.as_ref())?;
+    session.print_summary(exit.as_ref())?;
     Ok(match exit {
         Some((st, _)) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
         None => 0,

@@ -6,9 +6,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 pub struct Workload {
     pid: libc::pid_t,
@@ -16,6 +18,7 @@ pub struct Workload {
     go: Option<OwnedFd>,
     /// Closed by a successful exec; carries errno when exec fails.
     err: OwnedFd,
+    pidfd: Option<OwnedFd>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -41,6 +44,8 @@ impl Workload {
         let (go_r, go_w) = pipe().context("creating a pipe")?;
         let (err_r, err_w) = pipe().context("creating a pipe")?;
 
+        // SAFETY: no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: the child only makes async-signal-safe calls before exec or _exit.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -56,6 +61,12 @@ impl Workload {
                 // bperf's own handlers mean nothing here: a signal kills a held child.
                 libc::signal(libc::SIGINT, libc::SIG_DFL);
                 libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                // Ended with bperf, however bperf ends (SIGKILL included), as on every
+                // other way out, where bperf sends SIGTERM itself.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::getppid() != parent {
+                    libc::_exit(127);
+                }
                 let mut b = 0u8;
                 if libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) != 1 {
                     libc::_exit(127);
@@ -68,19 +79,29 @@ impl Workload {
         }
         drop(go_r);
         drop(err_w);
-        Ok(Workload {
+        let mut workload = Workload {
             pid,
             go: Some(go_w),
             err: err_r,
-        })
+            pidfd: None,
+        };
+        // Our own unreaped child: the pid cannot be anybody else's yet.
+        let pid = Pid::from_raw(pid).expect("fork returned a positive pid");
+        let pidfd = pidfd_open(pid, PidfdFlags::empty()).context("cannot open a pidfd")?;
+        workload.pidfd = Some(pidfd);
+        Ok(workload)
     }
 
     pub fn pid(&self) -> libc::pid_t {
         self.pid
     }
 
-    /// Lets the child exec. On failure the child has exited; the error is exec's.
-    pub fn start(mut self) -> io::Result<libc::pid_t> {
+    /// Lets the child exec and calls `on_exit` with its status once it has ended and
+    /// been reaped. On failure the child has exited; the error is exec's.
+    pub fn start(
+        mut self,
+        on_exit: impl FnOnce(ExitStatus, libc::rusage) + Send + 'static,
+    ) -> io::Result<Child> {
         let go = self.go.take().expect("a workload starts once");
         let b = 1u8;
         // SAFETY: writing one byte from a live buffer.
@@ -93,7 +114,56 @@ impl Workload {
             let _ = wait4(self.pid);
             return Err(io::Error::from_raw_os_error(errno));
         }
-        Ok(self.pid)
+        let pid = self.pid;
+        let waiter = std::thread::spawn(move || {
+            if let Some((status, rusage)) = wait4(pid) {
+                on_exit(status, rusage);
+            }
+        });
+        Ok(Child {
+            pidfd: self.pidfd.take().expect("a workload has a pidfd"),
+            waiter: Some(waiter),
+        })
+    }
+}
+
+/// A started command. It is ended and reaped at the latest when this is dropped, on
+/// every way out of bperf: SIGTERM, then SIGKILL if it is still there after
+/// `GRACE`.
+pub struct Child {
+    /// Signals through it reach this process, never one that reuses its pid.
+    pidfd: OwnedFd,
+    /// Reaps the child; finished once it has.
+    waiter: Option<JoinHandle<()>>,
+}
+
+/// How long a command has to end after SIGTERM before it gets SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+
+impl Child {
+    /// Sends `sig`, unless the child has been reaped already.
+    pub fn signal(&self, sig: Signal) {
+        let _ = pidfd_send_signal(&self.pidfd, sig);
+    }
+
+    fn reaped(&self) -> bool {
+        self.waiter.as_ref().is_none_or(|w| w.is_finished())
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if !self.reaped() {
+            self.signal(Signal::TERM);
+            let deadline = Instant::now() + GRACE;
+            while !self.reaped() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.signal(Signal::KILL);
+        }
+        if let Some(w) = self.waiter.take() {
+            let _ = w.join();
+        }
     }
 }
 

@@ -68,36 +68,109 @@ fn conflicting_options_are_usage_errors() {
     assert_eq!(code, 129);
 }
 
-#[test]
-fn unprivileged_user_is_told_which_capabilities() {
-    // Only meaningful as root: drop to nobody with setpriv if it is there.
+/// The binary, copied where any user may run it, for tests that drop privileges.
+fn bperf_for_anyone() -> TempFile {
+    let copy = TempFile::new("bperf-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_bperf"), &copy.0).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// Runs the binary at `exe` as nobody, through setpriv; None where that cannot be done
+/// (not root, or no setpriv).
+fn as_nobody(exe: &TempFile, args: &[&str]) -> Option<std::process::Output> {
     // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0
-        || std::process::Command::new("setpriv")
-            .arg("--version")
-            .output()
-            .is_err()
-    {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
-        return;
-    }
-    let paranoid =
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    if paranoid.trim().parse::<i32>().unwrap_or(2) < 1 {
-        eprintln!("skipped: perf_event_paranoid < 1 lets anyone count system-wide");
-        return;
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to drop privileges");
+        return None;
     }
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_bperf"))
-        .args(["stat", "-a", "-e", "task-clock", "--", "true"])
-        .output()
-        .unwrap();
+        .arg(&exe.0)
+        .args(args)
+        .output();
+    match out {
+        Ok(o) => Some(o),
+        Err(e) => {
+            assert!(
+                std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
+                "setpriv: {e}"
+            );
+            eprintln!("skipped: no setpriv ({e})");
+            None
+        }
+    }
+}
+
+/// Sets kernel.perf_event_paranoid for as long as it lives, then puts it back.
+struct Paranoid(String);
+
+const PARANOID: &str = "/proc/sys/kernel/perf_event_paranoid";
+
+impl Paranoid {
+    fn set(level: i32) -> Paranoid {
+        let old = std::fs::read_to_string(PARANOID).unwrap();
+        std::fs::write(PARANOID, level.to_string()).unwrap();
+        Paranoid(old)
+    }
+}
+
+impl Drop for Paranoid {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PARANOID, self.0.trim());
+    }
+}
+
+/// At Debian's and Ubuntu's default, kernel.perf_event_paranoid=2, anyone counts their
+/// own command as perf does: in user space only, the events named `:u`. Counting CPUs
+/// or cgroups is refused in one line that says what it needs.
+#[test]
+fn unprivileged_user_counts_own_command_and_is_told_what_else_needs() {
+    let exe = bperf_for_anyone();
+    // SAFETY: no preconditions.
+    let _paranoid = (unsafe { libc::geteuid() } == 0).then(|| Paranoid::set(2));
+    let Some(out) = as_nobody(
+        &exe,
+        &["stat", "-x,", "-e", "task-clock,page-faults", "--", "true"],
+    ) else {
+        return;
+    };
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("CAP_PERFMON") && err.contains("CAP_BPF"),
-        "{err}"
-    );
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    let faults = err
+        .lines()
+        .find(|l| l.split(',').nth(2) == Some("page-faults:u"))
+        .unwrap_or_else(|| panic!("no page-faults:u line: {err}"));
+    let n: u64 = faults.split(',').next().unwrap().parse().unwrap();
+    assert!(n > 0, "{err}");
+    assert!(err.lines().any(|l| l.contains(",task-clock:u,")), "{err}");
+
+    for (args, needs, not) in [
+        (
+            &["stat", "-a", "-e", "task-clock", "--", "true"][..],
+            "CAP_PERFMON",
+            "CAP_BPF",
+        ),
+        (
+            &[
+                "stat",
+                "-a",
+                "-e",
+                "task-clock",
+                "--for-each-cgroup",
+                "/",
+                "--",
+                "true",
+            ][..],
+            "CAP_BPF",
+            "paranoid",
+        ),
+    ] {
+        let out = as_nobody(&exe, args).unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(255), "{args:?}: {err}");
+        assert!(err.contains(needs) && !err.contains(not), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
 }

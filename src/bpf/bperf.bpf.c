@@ -164,13 +164,18 @@ static long resolve_level(__u32 i, struct resolve_ctx *ctx)
 	return 0;
 }
 
-/* Fill @charge with the slots of @cg and of its monitored ancestors. */
+/* bpf_loop's limit on iterations. */
+#define MAX_LOOPS (1 << 23)
+
+/* Fill @charge with the slots of @cg and of its monitored ancestors, at every level up
+ * to the root. */
 static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *charge)
 {
 	struct resolve_ctx ctx = { .cg = cg, .charge = charge };
+	__u32 levels = cg->level + 1;
 
 	charge->nr = 0;
-	bpf_loop(BPERF_MAX_LEVELS, resolve_level, &ctx, 0);
+	bpf_loop(levels < MAX_LOOPS ? levels : MAX_LOOPS, resolve_level, &ctx, 0);
 }
 
 /* Events read with plain loads, one bit each. Userspace leaves all three masks empty on
@@ -480,6 +485,17 @@ static __always_inline void take_switches(struct cpu_state *st, struct rq *rq)
 		st->switches = rq->nr_switches;
 }
 
+/* *@to = *@from, as far as @from has slots. */
+static __always_inline void copy_charge(struct bperf_charge *to, struct bperf_charge *from)
+{
+	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
+		if (j >= from->nr)
+			break;
+		to->slot[j] = from->slot[j];
+	}
+	to->nr = from->nr;
+}
+
 /* Charge @task's cgroup from @now on, after charging what was counted since the last
  * reading to the cgroup charged so far, or the share of its last @tail_ns to @task's.
  * @now, @fresh: see struct read_args. */
@@ -507,7 +523,7 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	if (st->charge.nr == 0 && charge->nr == 0)
 		return;
 	account(st, now, fresh, tail_ns);
-	__builtin_memcpy(&st->charge, charge, sizeof(*charge));
+	copy_charge(&st->charge, charge);
 	if (tail_ns)
 		account(st, now, fresh, 0);
 }

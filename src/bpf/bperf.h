@@ -8,8 +8,9 @@
 
 /* Most events one session can count (perf_event_array has one fd per event per CPU). */
 #define BPERF_MAX_EVENTS 64
-/* Deepest cgroup nesting walked when looking for monitored ancestors. */
-#define BPERF_MAX_LEVELS 32
+/* Most monitored cgroups one cgroup's time is charged to (itself and its monitored
+ * ancestors, at any depth); userspace refuses sets of cgroups that nest deeper. */
+#define BPERF_MAX_LEVELS 64
 
 /* One reading of a counting perf event, as bpf_perf_event_read_value gives it. */
 struct bperf_reading {

@@ -55,6 +55,7 @@ struct cgroup_subsys_state {
 struct cgroup {
 	struct cgroup_subsys_state self;
 	struct kernfs_node *kn;
+	int level; /* the root is 0 */
 };
 
 struct css_set {

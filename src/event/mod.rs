@@ -53,6 +53,15 @@ pub struct Event {
 }
 
 impl Event {
+    /// The name perf gives an event it had to open for user space only: `u` added as a
+    /// modifier (`task-clock:u`, `cs:ku` stays as typed plus `u`, `msr/tsc/u`).
+    pub fn user_only_name(&self) -> String {
+        match self.name.contains(['/', ':']) {
+            true => format!("{}u", self.name),
+            false => format!("{}:u", self.name),
+        }
+    }
+
     /// A lone event of the given type and config, for tests of the code downstream.
     #[cfg(test)]
     pub fn plain(name: &str, type_: u32, config: u64) -> Event {
@@ -446,10 +455,27 @@ fn resolve<'a>(s: &'a str, sysfs: &Sysfs) -> Result<(Attr, Option<&'a str>, Opti
             return Ok((with(TYPE_TRACEPOINT, id), mods, None));
         }
     }
-    Err(unknown_event(head, sysfs))
+    Err(unknown_event(if head.is_empty() { s } else { head }, sysfs))
 }
 
 fn unknown_event(name: &str, sysfs: &Sysfs) -> anyhow::Error {
+    let near = similar_names(name, sysfs);
+    match near.is_empty() {
+        true => anyhow!("unknown event '{name}' (see 'bperf list')"),
+        false => anyhow!(
+            "unknown event '{name}' (did you mean {}?)",
+            near.join(" or ")
+        ),
+    }
+}
+
+/// Up to three known event names a typo of `name` could be: within a third of the
+/// name's length in edits (two at least), and sharing some of it. A name with no letter
+/// or digit resembles nothing.
+fn similar_names(name: &str, sysfs: &Sysfs) -> Vec<String> {
+    if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
+        return Vec::new();
+    }
     let mut known: Vec<String> = HARDWARE
         .iter()
         .chain(SOFTWARE)
@@ -461,43 +487,19 @@ fn unknown_event(name: &str, sysfs: &Sysfs) -> anyhow::Error {
             known.push(format!("{}/{a}/", p.name));
         }
     }
+    let len = name.chars().count();
     let mut scored: Vec<(usize, String)> = known
         .into_iter()
-        .map(|k| (distance(name, &k), k))
-        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .map(|k| (strsim::levenshtein(name, &k), k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2) && *d < len)
         .collect();
     scored.sort();
     scored.dedup();
-    let near: Vec<String> = scored
+    scored
         .into_iter()
         .take(3)
         .map(|(_, k)| format!("'{k}'"))
-        .collect();
-    match near.is_empty() {
-        true => anyhow!("unknown event '{name}' (see 'bperf list')"),
-        false => anyhow!(
-            "unknown event '{name}' (did you mean {}?)",
-            near.join(" or ")
-        ),
-    }
-}
-
-/// Levenshtein distance, for suggestions.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for j in 0..b.len() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != b[j]))
-                .min(row[j] + 1)
-                .min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
+        .collect()
 }
 
 #[cfg(test)]

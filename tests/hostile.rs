@@ -1,0 +1,635 @@
+//! What a careless or hostile user does to bperf, scripted: output that fails, bperf
+//! killed, deep nesting, cgroups that come and go, names that lead off the mount, and
+//! a fuzz of the command line. Needs root, except where noted.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A command for bperf to run that writes its pid to `pidfile` and sleeps 30 s.
+fn sleeper(pidfile: &TempFile) -> Vec<String> {
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.0.display());
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// The pid in `pidfile`, once the command has written it.
+fn pid_in(pidfile: &TempFile) -> i32 {
+    for _ in 0..500 {
+        if let Ok(pid) = pidfile.read().trim().parse() {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the command never wrote {}", pidfile.0.display());
+}
+
+/// Whether `pid` is gone, or a zombie about to be reaped by init, within two seconds.
+fn ended(pid: i32) -> bool {
+    for _ in 0..200 {
+        match fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) => {
+                let state = stat.rsplit_once(") ").map(|(_, r)| &r[..1]);
+                if state == Some("Z") {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// An output bperf cannot write to ends bperf with one line naming it, and the command
+/// it started ends with it: the full device, and a pipe whose reader has gone.
+#[test]
+fn command_ends_when_output_fails() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let pidfile = TempFile::new("pid-full");
+    let t = Instant::now();
+    let out = bperf()
+        .args([
+            "stat",
+            "-a",
+            "--all-cgroups",
+            "-I",
+            "100",
+            "-e",
+            "task-clock",
+        ])
+        .args(["-o", "/dev/full", "--"])
+        .args(sleeper(&pidfile))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{err}");
+    assert!(
+        err.contains("/dev/full") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(ended(pid_in(&pidfile)), "the command outlived bperf");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "bperf waited for the command"
+    );
+
+    let pidfile = TempFile::new("pid-pipe");
+    let mut child = bperf()
+        .args([
+            "stat",
+            "-a",
+            "-I",
+            "100",
+            "-e",
+            "task-clock",
+            "-o",
+            "/dev/stdout",
+        ])
+        .arg("--")
+        .args(sleeper(&pidfile))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone: the next write fails, as `| head -1` would make it.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(ended(pid_in(&pidfile)), "the command outlived bperf");
+    assert!(bperf_programs().is_empty());
+}
+
+/// bperf killed with SIGKILL takes the command it started with it.
+#[test]
+fn command_ends_when_bperf_is_killed() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let pidfile = TempFile::new("pid-kill");
+    let mut child = bperf()
+        .args(["stat", "-a", "-e", "task-clock", "--"])
+        .args(sleeper(&pidfile))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pidfile);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ended(pid), "the command outlived bperf");
+    assert!(bperf_programs().is_empty());
+}
+
+/// `levels` cgroups nested in `top`, outermost first.
+fn nest(top: &TestCgroup, levels: usize) -> Vec<TestCgroup> {
+    let mut chain: Vec<TestCgroup> = Vec::new();
+    for i in 1..=levels {
+        let next = match chain.last() {
+            Some(parent) => parent.child(&format!("l{i}")),
+            None => top.child(&format!("l{i}")),
+        };
+        chain.push(next);
+    }
+    chain
+}
+
+/// A busy task 40 levels below a monitored cgroup is charged to it, and to every level
+/// between, within 2% of the top's cpu.stat.
+#[test]
+fn forty_levels_deep_charge_the_top() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let top = TestCgroup::new("deep");
+    let chain = nest(&top, 40);
+    let bottom = chain.last().unwrap();
+    let names: Vec<&str> = std::iter::once(&top)
+        .chain(&chain)
+        .map(|c| c.name.as_str())
+        .collect();
+    let before = top.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let out = TempFile::new("deep");
+    let o = run_ok(
+        bperf()
+            .args(["stat", "-a", "-x,", "-e", "task-clock", "-o"])
+            .arg(&out.0)
+            .args(["--for-each-cgroup", &names.join(","), "--"])
+            .args([
+                &workload().display().to_string(),
+                "spin",
+                "500",
+                &bottom.procs(),
+            ]),
+    );
+    let kernel = (top.usage_ns() - before) as f64;
+    let unaccounted = unaccounted_since(unaccounted);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let own = own_task_clock_ns(&stderr, &["spin"]);
+    let lines = parse_csv(&out.read(), false);
+    for name in &names {
+        let ours = value(&lines, "task-clock", name) * 1e6;
+        assert!(
+            agrees_with_kernel(ours, own, kernel, unaccounted),
+            "{name}: {ours} ns vs the spinner's {own} ns, cpu.stat {kernel} ns (+ {unaccounted})"
+        );
+    }
+}
+
+/// More nested monitored cgroups than the BPF side can charge is refused in one line,
+/// never counted short.
+#[test]
+fn too_deep_a_chain_is_refused() {
+    if !privileged() {
+        return;
+    }
+    let top = TestCgroup::new("toodeep");
+    let chain = nest(&top, 70);
+    let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
+    let out = bperf()
+        .args([
+            "stat",
+            "-a",
+            "-e",
+            "task-clock",
+            "--for-each-cgroup",
+            &names.join(","),
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(129), "{err}");
+    assert!(
+        err.contains("at most 64") && err.lines().count() == 1,
+        "{err}"
+    );
+    // 64 levels are counted.
+    run_ok(
+        bperf()
+            .args(["stat", "-a", "-e", "task-clock", "-o", "/dev/null"])
+            .args(["--for-each-cgroup", &names[..64].join(","), "--", "true"]),
+    );
+}
+
+/// Cgroups created and removed while --all-cgroups counts: a removed cgroup's rows
+/// show nothing after its removal, a cgroup created meanwhile is charged to its
+/// monitored parent, and the parent agrees with its cpu.stat throughout.
+#[test]
+fn cgroups_that_come_and_go() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let parent = TestCgroup::new("churn");
+    let gone = parent.child("gone");
+    let w = workload().display().to_string();
+    let made = parent.path.join("made");
+    // Spin in `gone`, remove it, spin in `made` (created after bperf started), remove
+    // that too, then churn 100 cgroups, then idle while bperf prints more intervals.
+    let script = format!(
+        "sleep 0.2; {w} spin 300 {gone_procs}; rmdir {gone}; mkdir {made}; \
+         {w} spin 300 {made}/cgroup.procs; rmdir {made}; \
+         for i in $(seq 100); do mkdir {p}/c$i && rmdir {p}/c$i; done; sleep 0.5",
+        gone_procs = gone.procs(),
+        gone = gone.path.display(),
+        made = made.display(),
+        p = parent.path.display(),
+    );
+    let before = parent.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let out = TempFile::new("churn");
+    let o = run_ok(
+        bperf()
+            .args([
+                "stat",
+                "-a",
+                "-x,",
+                "-I",
+                "100",
+                "-e",
+                "task-clock",
+                "--all-cgroups",
+            ])
+            .arg("-o")
+            .arg(&out.0)
+            .args(["--", "sh", "-c", &script]),
+    );
+    let kernel = (parent.usage_ns() - before) as f64;
+    let unaccounted = unaccounted_since(unaccounted);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let own = own_task_clock_ns(&stderr, &["spin"]);
+    let csv = out.read();
+    let lines = parse_csv(&csv, true);
+    let ours = value(&lines, "task-clock", &parent.name) * 1e6;
+    assert!(
+        agrees_with_kernel(ours, own, kernel, unaccounted),
+        "{}: {ours} ns vs the spinners' {own} ns, cpu.stat {kernel} ns\n{csv}",
+        parent.name
+    );
+    // `gone` was charged its spinner's time, then nothing: its last intervals, after
+    // its removal, count nothing.
+    let gone_rows: Vec<&CsvLine> = lines.iter().filter(|l| l.cgroup == gone.name).collect();
+    let gone_ns = value(&lines, "task-clock", &gone.name) * 1e6;
+    assert!(gone_ns > 0.25e9, "{gone_ns}\n{csv}");
+    let tail = &gone_rows[gone_rows.len() - 4..];
+    assert!(
+        tail.iter().all(|l| l.raw_value == "<not counted>"),
+        "{tail:?}"
+    );
+    assert!(!lines.iter().any(|l| l.cgroup.ends_with("/made")));
+}
+
+/// Every parent counts at least what its children count, for every event and cgroup of
+/// the machine, and the root agrees with the kernel's own totals.
+#[test]
+fn parents_hold_their_children_and_the_root_everything() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("consA");
+    let ab = a.child("b");
+    let w = workload().display().to_string();
+    let script = format!(
+        "{w} spin 300 {pa} & {w} faults 5000 {pab} & {w} pingpong 5000 {pab} & wait",
+        pa = a.procs(),
+        pab = ab.procs()
+    );
+    let ctxt = || proc_stat_field("/proc/stat", "ctxt");
+    let faults = || proc_stat_field("/proc/vmstat", "pgfault");
+    let (ctxt0, faults0) = (ctxt(), faults());
+    let out = TempFile::new("cons");
+    run_ok(
+        bperf()
+            .args([
+                "stat",
+                "-a",
+                "-x,",
+                "-e",
+                "cpu-clock,context-switches,page-faults",
+            ])
+            .args(["--all-cgroups", "-o"])
+            .arg(&out.0)
+            .args(["--", "sh", "-c", &script]),
+    );
+    let (ctxt1, faults1) = (ctxt(), faults());
+    let lines = parse_csv(&out.read(), false);
+    for l in &lines {
+        let children: f64 = lines
+            .iter()
+            .filter(|c| c.event == l.event && c.cgroup != "/" && parent_of(&c.cgroup) == l.cgroup)
+            .map(|c| c.value.unwrap_or(0.0))
+            .sum();
+        let own = l.value.unwrap_or(0.0);
+        // cpu-clock is printed in msec with two decimals.
+        assert!(
+            own + 0.01 * 64.0 >= children,
+            "{} {}: {own} < its children's {children}",
+            l.cgroup,
+            l.event
+        );
+    }
+    // The root saw every switch and fault the kernel counted while bperf ran, less
+    // those of bperf's own start and end.
+    let root = |event| value(&lines, event, "/");
+    let (cs, pf) = (root("context-switches"), root("page-faults"));
+    let (kcs, kpf) = ((ctxt1 - ctxt0) as f64, (faults1 - faults0) as f64);
+    assert!(
+        cs <= kcs && cs >= kcs * 0.9,
+        "root cs {cs} vs /proc/stat {kcs}"
+    );
+    assert!(
+        pf <= kpf && pf >= kpf * 0.8,
+        "root faults {pf} vs /proc/vmstat {kpf}"
+    );
+    assert!(root("cpu-clock") >= value(&lines, "cpu-clock", &a.name));
+}
+
+/// The parent of a cgroup named relative to the mount ("/" for the top level).
+fn parent_of(name: &str) -> &str {
+    match name.rsplit_once('/') {
+        Some((parent, _)) if !parent.is_empty() => parent,
+        _ => "/",
+    }
+}
+
+/// The number after `name ` in a /proc file of `name value` lines.
+fn proc_stat_field(file: &str, name: &str) -> u64 {
+    fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {file}"))
+}
+
+/// Names that lead off the cgroup mount, however they get there, are refused in one
+/// line; so is a cgroup option without -a or -C (as perf).
+#[test]
+fn cgroup_names_off_the_mount_are_refused() {
+    let link = cgroup2_mount().with_file_name(format!("bperf-test-{}-link", std::process::id()));
+    let made_link = std::os::unix::fs::symlink("/etc", &link).is_ok();
+    let _remove_link = TempFile(link.clone());
+    let mut names = vec![
+        "..",
+        "../..",
+        "../../../../etc",
+        "/../..",
+        "nope/..",
+        "cgroup.procs",
+    ];
+    let link_name = format!("../{}", link.file_name().unwrap().to_string_lossy());
+    if made_link {
+        names.push(&link_name);
+    }
+    for name in &names {
+        for opt in ["--for-each-cgroup", "-G"] {
+            let out = bperf()
+                .args(["stat", "-a", "-e", "task-clock", opt, name, "--", "true"])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(129), "{opt} {name}: {err}");
+            assert!(
+                err.lines().count() == 1 && err.contains(&format!("'{name}'")),
+                "{opt} {name}: {err}"
+            );
+        }
+    }
+    let out = bperf()
+        .args(["stat", "-e", "task-clock", "-G", "/", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(129));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("system-wide"));
+}
+
+/// perf's rules for lists of cgroups: an empty name is the root, a name given twice is
+/// one row, two names of one cgroup are two rows, a comma inside a pattern belongs to
+/// it; --interval-count 0 sets no limit.
+#[test]
+fn cgroup_lists_as_perf_reads_them() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let a = TestCgroup::new("list");
+    let rows = |list: &str| -> Vec<String> {
+        let o = run_ok(
+            bperf()
+                .args([
+                    "stat",
+                    "-a",
+                    "-x,",
+                    "-e",
+                    "task-clock",
+                    "--for-each-cgroup",
+                    list,
+                ])
+                .args(["--", "true"]),
+        );
+        parse_csv(&String::from_utf8_lossy(&o.stderr), false)
+            .into_iter()
+            .map(|l| l.cgroup)
+            .collect()
+    };
+    assert_eq!(rows(""), ["/"]);
+    assert_eq!(rows(","), ["/"]);
+    let (n, also) = (a.name.clone(), format!("/{}", a.name));
+    assert_eq!(rows(&format!("{n},{also},{n}")), [n.clone(), also]);
+    assert_eq!(rows(&format!("{n}{{1,1}}")), [n.clone()]);
+    let o = run_ok(
+        bperf()
+            .args(["stat", "-a", "-x,", "-I", "100", "--interval-count", "0"])
+            .args(["-e", "task-clock", "--", "sleep", "0.35"]),
+    );
+    let intervals = parse_csv(&String::from_utf8_lossy(&o.stderr), true).len();
+    assert!(intervals >= 3, "{intervals} intervals");
+}
+
+/// A small deterministic generator for the fuzz.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.next() as usize % from.len()]
+    }
+}
+
+/// Values a careless or hostile user might give any option.
+const FUZZ_VALUES: &[&str] = &[
+    "",
+    ",",
+    "0",
+    "-1",
+    "1",
+    "10",
+    "100",
+    "18446744073709551616",
+    "999999999999",
+    "a",
+    "task-clock",
+    "cs,page-faults",
+    "{task-clock,cs}:u",
+    "cycles",
+    "msr/tsc/",
+    ":::",
+    "🔥",
+    "\u{1b}[2J",
+    "x\ny",
+    "/",
+    "..",
+    "../..",
+    ".*",
+    ".{0,3}",
+    "((",
+    "[",
+    "0-1",
+    "1-0",
+    "0,0",
+    "9999",
+    "%s%n",
+    "\\",
+    "'",
+    "-",
+    "--",
+    "r1a8",
+    "cpu/event=0x3c/",
+    "sched:sched_switch",
+];
+
+/// Options with values, each with values it takes; half the time one of FUZZ_VALUES.
+const FUZZ_OPTIONS: &[(&str, &[&str])] = &[
+    (
+        "-e",
+        &[
+            "task-clock",
+            "cs,page-faults",
+            "{cpu-clock,cs}",
+            "cycles",
+            "msr/tsc/:u",
+        ],
+    ),
+    ("-C", &["0", "1", "0-1", "0,1"]),
+    ("--for-each-cgroup", &["/", "", ".*", "system.slice", ",/"]),
+    ("-G", &["/", ",/", ""]),
+    ("-I", &["10", "50", "100"]),
+    ("--interval-count", &["0", "1", "2"]),
+    ("-x", &[",", ";", "  "]),
+];
+
+/// Options without values.
+const FUZZ_FLAGS: &[&str] = &[
+    "-a",
+    "-A",
+    "-j",
+    "--all-cgroups",
+    "--no-big-num",
+    "-v",
+    "--append",
+    "--bogus",
+];
+
+/// 300 random command lines over every option: none panics, none hangs, and every
+/// error is one line.
+#[test]
+fn command_line_fuzz() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let out = TempFile::new("fuzz-out");
+    let mut rng = Rng(0x5eed_b9e7_2026_1123);
+    let mut counted = 0;
+    for case in 0..300 {
+        let mut args: Vec<String> = vec!["stat".into()];
+        // Mostly system-wide, which every cgroup option needs.
+        if rng.next() % 5 != 0 {
+            args.push("-a".into());
+        }
+        for _ in 0..1 + rng.next() % 5 {
+            if rng.next() % 4 == 0 {
+                args.push(rng.pick(FUZZ_FLAGS).into());
+            } else {
+                let (opt, plausible) = FUZZ_OPTIONS[rng.next() as usize % FUZZ_OPTIONS.len()];
+                args.push(opt.into());
+                let values = if rng.next() % 2 == 0 {
+                    plausible
+                } else {
+                    FUZZ_VALUES
+                };
+                args.push(rng.pick(values).into());
+            }
+        }
+        if rng.next() % 4 == 0 {
+            args.push("-o".into());
+            args.push(out.0.display().to_string());
+        }
+        args.extend(["--".into(), "sleep".into(), "0.05".into()]);
+        if check_fuzz_case(case, &args) == Some(0) {
+            counted += 1;
+        }
+    }
+    // The fuzz reaches counting, not only the parser.
+    assert!(counted >= 60, "only {counted} of 300 cases counted");
+}
+
+/// Runs one fuzz case with a deadline, checks how it ended, and returns its exit code.
+fn check_fuzz_case(case: usize, args: &[String]) -> Option<i32> {
+    let mut child = bperf()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("case {case} hung: {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code();
+    assert!(
+        code.is_some() && code != Some(101) && !err.contains("panicked"),
+        "case {case} panicked: {args:?}: {err}"
+    );
+    let verbose = args.iter().any(|a| a == "-v");
+    if matches!(code, Some(129) | Some(255)) && !verbose {
+        assert!(
+            !err.contains('\u{1b}'),
+            "case {case} echoed an escape: {args:?}"
+        );
+        assert!(
+            err.lines().count() == 1 && err.starts_with("bperf: "),
+            "case {case}: not one line: {args:?}: {err}"
+        );
+    }
+    if std::env::var_os("BPERF_FUZZ_SHOW").is_some() {
+        eprintln!("{code:?} {args:?} {}", err.lines().next().unwrap_or(""));
+    }
+    code
+}
