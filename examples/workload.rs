@@ -7,75 +7,80 @@
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
 //!
 //! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T` to stderr just before
-//! it exits: its own getrusage, and the kernel's task-clock of the process since it moved
-//! into its cgroup (its whole life if it did not move), counted by a perf event it opens
-//! on itself first thing. task-clock is the clock perf and bperf count with; the
+//! it exits: its own getrusage (faults since it moved into its cgroup, the rest over its
+//! whole life), and the kernel's task-clock of the process since it moved into its cgroup
+//! (its whole life if it did not move), counted by a perf event it opens on itself first
+//! thing. task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
 
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The task-clock counter of this process, and its reading when it joined its cgroup.
-static TASK_CLOCK: AtomicI32 = AtomicI32::new(-1);
+use bperf::event::{Attr, TYPE_SOFTWARE};
+use bperf::sys::perf_event::{self, Role, Target};
+
+/// The task-clock counter of this process (none if the kernel refuses), and its reading
+/// when it joined its cgroup.
+static TASK_CLOCK: OnceLock<Option<OwnedFd>> = OnceLock::new();
 static JOINED_AT: AtomicU64 = AtomicU64::new(0);
+/// Its page faults when it joined its cgroup.
+static FAULTS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
+
+fn rusage() -> libc::rusage {
+    // SAFETY: getrusage fills a plain struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru
+}
+
+fn faults(ru: &libc::rusage) -> u64 {
+    (ru.ru_minflt + ru.ru_majflt) as u64
+}
 
 fn task_clock_ns() -> u64 {
-    let fd = TASK_CLOCK.load(Ordering::Relaxed);
-    let mut ns = 0u64;
-    if fd >= 0 {
-        // SAFETY: read fills at most 8 bytes of a u64.
-        unsafe { libc::read(fd, &mut ns as *mut u64 as *mut libc::c_void, 8) };
-    }
-    ns
+    let fd = TASK_CLOCK.get().and_then(Option::as_ref);
+    fd.and_then(|fd| perf_event::read(fd).ok())
+        .map_or(0, |r| r.counter)
 }
 
 fn move_self(procs: &str) {
     std::fs::write(procs, "0").unwrap_or_else(|e| panic!("cannot join {procs}: {e}"));
     JOINED_AT.store(task_clock_ns(), Ordering::Relaxed);
+    FAULTS_AT_JOIN.store(faults(&rusage()), Ordering::Relaxed);
 }
 
-/// Opens a task-clock counter on this process (this thread; the workloads have one):
-/// -1 if the kernel refuses.
-fn open_task_clock() -> i32 {
-    // perf_event_attr: type u32, size u32, config u64, then fields left zero (counting,
-    // enabled, no exclusions). 64 bytes is PERF_ATTR_SIZE_VER0.
-    let mut attr = [0u8; 64];
-    attr[0..4].copy_from_slice(&1u32.to_ne_bytes()); // PERF_TYPE_SOFTWARE
-    attr[4..8].copy_from_slice(&64u32.to_ne_bytes());
-    attr[8..16].copy_from_slice(&1u64.to_ne_bytes()); // PERF_COUNT_SW_TASK_CLOCK
-
-    // SAFETY: attr outlives the call; pid 0 / cpu -1 counts this thread on any CPU.
-    unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            0,
-            -1,
-            -1,
-            8u64, // PERF_FLAG_FD_CLOEXEC
-        ) as i32
-    }
+/// Opens a task-clock counter on this process (this thread; the workloads have one),
+/// through bperf's own perf_event boundary.
+fn open_task_clock() -> Option<OwnedFd> {
+    let task_clock = Attr {
+        type_: TYPE_SOFTWARE,
+        config: 1, // PERF_COUNT_SW_TASK_CLOCK
+        ..Attr::default()
+    };
+    // A CPU counter's flags (enabled, not inherited), opened on this thread.
+    let attr = perf_event::counting_attr(&task_clock, Target::Cpu(0), Role::Single);
+    perf_event::open_with_fallback(attr, Target::Task(0), None, false).ok()
 }
 
 fn report(mode: &str) {
-    // SAFETY: getrusage fills a plain struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ru = rusage();
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     // One write(2), so that reports of processes sharing stderr never interleave.
     let line = format!(
         "pid={} mode={mode} cs={} faults={} task_clock_ns={ns}\n",
         std::process::id(),
         ru.ru_nvcsw + ru.ru_nivcsw,
-        ru.ru_minflt + ru.ru_majflt
+        faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 fn main() {
-    TASK_CLOCK.store(open_task_clock(), Ordering::Relaxed);
+    let _ = TASK_CLOCK.set(open_task_clock());
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str);
     match arg(0) {

@@ -1,28 +1,21 @@
 //! The counter: opens one counting perf event per (event, CPU) and, when cgroups are
-//! monitored, loads the BPF program that splits those counts between cgroups.
-//!
-//! This and perf_event.rs are the only modules that touch the kernel.
+//! monitored, loads the BPF program that splits those counts between cgroups. It calls
+//! the kernel only through src/sys/ and the BPF loader (src/bpf/).
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsFd, OwnedFd};
 #[cfg(test)]
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput};
+use libbpf_rs::OpenObject;
+use perf_event_open_sys::bindings as sw;
 
-use crate::counts::Reading;
-use crate::event::{Attr, Event};
-use crate::perf_event::{self, RawAttr, Role, Target};
-use crate::skel::*;
-
-/// The BPF program's own limits (src/bpf/bperf.h).
-pub const MAX_EVENTS: usize = 64;
-
-const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
+use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
+use crate::counts::Snapshot;
+use crate::event::{Attr, Event, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
 
 /// What counting in a mode takes when the kernel says no.
 fn privilege_hint(setup: &Setup) -> &'static str {
@@ -50,61 +43,6 @@ pub struct Setup<'a> {
     pub verbose: u8,
 }
 
-/// Cumulative readings since the counter started.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Snapshot {
-    nr_events: usize,
-    nr_cpus: usize,
-    /// index (slot * nr_events + event) * nr_cpus + cpu position; one slot when not per-cgroup.
-    data: Vec<Reading>,
-}
-
-impl Snapshot {
-    pub fn new(nr_slots: usize, nr_events: usize, nr_cpus: usize) -> Snapshot {
-        Snapshot {
-            nr_events,
-            nr_cpus,
-            data: vec![Reading::default(); nr_slots.max(1) * nr_events * nr_cpus],
-        }
-    }
-
-    fn idx(&self, slot: usize, event: usize, cpu_pos: usize) -> usize {
-        (slot * self.nr_events + event) * self.nr_cpus + cpu_pos
-    }
-
-    /// The reading of `event` for cgroup `slot` (0 when not per-cgroup) on the CPU at `cpu_pos`.
-    pub fn get(&self, slot: usize, event: usize, cpu_pos: usize) -> Reading {
-        self.data[self.idx(slot, event, cpu_pos)]
-    }
-
-    pub fn set(&mut self, slot: usize, event: usize, cpu_pos: usize, r: Reading) {
-        let i = self.idx(slot, event, cpu_pos);
-        self.data[i] = r;
-    }
-
-    /// Sum over all CPUs.
-    pub fn total(&self, slot: usize, event: usize) -> Reading {
-        let mut sum = Reading::default();
-        for c in 0..self.nr_cpus {
-            sum.add(&self.get(slot, event, c));
-        }
-        sum
-    }
-
-    /// What was counted between `earlier` and `self`.
-    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
-        Snapshot {
-            data: self
-                .data
-                .iter()
-                .zip(&earlier.data)
-                .map(|(a, b)| a.since(b))
-                .collect(),
-            ..*self
-        }
-    }
-}
-
 pub struct Counter<'obj> {
     cpus: Vec<u32>,
     /// CPUs, or 1 for a task.
@@ -118,63 +56,6 @@ pub struct Counter<'obj> {
     user_only: Vec<bool>,
     /// Readings at start: what a read reports is counted from here.
     base: Snapshot,
-}
-
-/// The loaded BPF side: skeleton, its attachments and the mmapped count array.
-// Fields drop in order: the programs are detached first, so none runs while the maps
-// and perf events they read go away (the BPF side keeps pointers to the perf events).
-struct Bpf<'obj> {
-    _links: Vec<Link>,
-    skel: BperfSkel<'obj>,
-    counts: Mapping,
-    nr_slots: usize,
-    nr_possible: usize,
-}
-
-/// A read-only shared mapping of the BPF `counts` array.
-struct Mapping {
-    ptr: NonNull<Reading>,
-    len: usize,
-    bytes: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: ptr/bytes came from a successful mmap that nothing else unmaps.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.bytes) };
-    }
-}
-
-impl Mapping {
-    fn new(fd: &impl AsFd, len: usize) -> io::Result<Mapping> {
-        let page = 4096usize;
-        let bytes = (len * std::mem::size_of::<Reading>()).div_ceil(page) * page;
-        // SAFETY: mapping a BPF array created with BPF_F_MMAPABLE, read-only.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
-            len,
-            bytes,
-        })
-    }
-
-    fn get(&self, i: usize) -> Reading {
-        assert!(i < self.len);
-        // SAFETY: in bounds of the mapping; the BPF program writes whole aligned u64s.
-        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(i)) }
-    }
 }
 
 impl<'obj> Counter<'obj> {
@@ -193,11 +74,13 @@ impl<'obj> Counter<'obj> {
             None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
         };
         let path = ReadPath::of_this_kernel();
-        // Read by the BPF side from the run queue: no perf event for those.
-        let rq_switches = match setup.cgroups.is_empty() {
-            true => 0,
-            false => path.rq_switches(setup.events),
+        // With cgroups, some context-switches are read by the BPF side from the run
+        // queue: no perf event for those.
+        let masks = match setup.cgroups.is_empty() {
+            true => ReadMasks::default(),
+            false => path.masks(setup.events),
         };
+        let rq_switches = masks.rq_switches;
         let opened =
             open_events(setup.events, &targets, rq_switches, setup.verbose >= 2).map_err(|e| {
                 match e {
@@ -212,7 +95,21 @@ impl<'obj> Counter<'obj> {
         let bpf = if setup.cgroups.is_empty() {
             None
         } else {
-            Some(Bpf::load(setup, &path, rq_switches, &opened.fds, storage)?)
+            let config = bpf::Config {
+                nr_events,
+                cpus: setup.cpus,
+                cgroups: setup.cgroups,
+                cgroup_v1: setup.cgroup_v1,
+                masks,
+                helper_only: path.helper_only,
+                plain_loads: path.loads,
+                privilege_hint: privilege_hint(setup),
+            };
+            Some(Bpf::load(
+                &config,
+                &event_fds(&opened.fds, setup.cpus),
+                storage,
+            )?)
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
@@ -262,6 +159,19 @@ impl<'obj> Counter<'obj> {
 }
 
 type Fds = Vec<Vec<Option<OwnedFd>>>;
+
+/// Every opened perf event as (event, CPU, fd), for the BPF side's perf event array.
+fn event_fds<'a>(fds: &'a Fds, cpus: &[u32]) -> Vec<(usize, u32, std::os::fd::BorrowedFd<'a>)> {
+    let mut out = Vec::new();
+    for (event, per_cpu) in fds.iter().enumerate() {
+        for (fd, &cpu) in per_cpu.iter().zip(cpus) {
+            if let Some(fd) = fd {
+                out.push((event, cpu, fd.as_fd()));
+            }
+        }
+    }
+    out
+}
 
 /// The perf events of a counter, and what became of each event.
 struct Opened {
@@ -350,14 +260,14 @@ fn open_one(
     group: Option<&OwnedFd>,
     dump: bool,
 ) -> io::Result<(OwnedFd, bool)> {
-    let attr = RawAttr::counting(&ev.attr).for_target(target, role);
+    let attr = perf_event::counting_attr(&ev.attr, target, role);
     match perf_event::open_with_fallback(attr, target, group, dump) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES)
                 && matches!(target, Target::Task(_))
                 && !ev.attr.exclude_kernel
                 && !ev.attr.exclude_user
-                && perf_event::paranoid() > 1 =>
+                && sys::paranoid() > 1 =>
         {
             if dump {
                 eprintln!(
@@ -369,7 +279,7 @@ fn open_one(
                 exclude_hv: true,
                 ..ev.attr
             };
-            let attr = RawAttr::counting(&user).for_target(target, role);
+            let attr = perf_event::counting_attr(&user, target, role);
             perf_event::open_with_fallback(attr, target, group, dump).map(|fd| (fd, true))
         }
         r => r.map(|fd| (fd, false)),
@@ -391,36 +301,43 @@ fn enable_cpu_groups(events: &[Event], targets: &[Target], fds: &Fds) -> Result<
     Ok(())
 }
 
-/// Events that are never multiplexed, one bit each: software and tracepoint counters
-/// always run while enabled, so the BPF side reads only their count (see read_event in
-/// bperf.bpf.c).
+/// Events that are never multiplexed: software and tracepoint counters always run while
+/// enabled, so the BPF side reads only their count (see read_event in bperf.bpf.c).
 fn always_running(events: &[Event]) -> u64 {
-    use crate::event::{TYPE_SOFTWARE, TYPE_TRACEPOINT};
+    mask_of(events, |e| {
+        matches!(e.attr.type_, TYPE_SOFTWARE | TYPE_TRACEPOINT)
+    })
+}
+
+/// One bit for each of `events` that `pick` picks.
+fn mask_of(events: &[Event], pick: impl Fn(&Event) -> bool) -> u64 {
     events
         .iter()
         .enumerate()
-        .filter(|(_, e)| matches!(e.attr.type_, TYPE_SOFTWARE | TYPE_TRACEPOINT))
+        .filter(|(_, e)| pick(e))
         .fold(0, |mask, (i, _)| mask | 1 << i)
 }
 
-/// Software events the BPF side reads with plain loads of the perf event instead of the
-/// read helper (see load_count in bperf.bpf.c), as three masks with one bit per event:
-/// counts the kernel keeps current as things happen (every software event but the two
-/// clocks, and tracepoints), cpu-clock, and task-clock.
-fn loaded_events(events: &[Event]) -> (u64, u64, u64) {
-    use crate::event::{TYPE_SOFTWARE, TYPE_TRACEPOINT};
-    const CPU_CLOCK: u64 = 0;
-    const TASK_CLOCK: u64 = 1;
-    let (mut plain, mut cpu_clock, mut task_clock) = (0, 0, 0);
-    for (i, e) in events.iter().enumerate() {
-        match (e.attr.type_, e.attr.config) {
-            (TYPE_SOFTWARE, CPU_CLOCK) => cpu_clock |= 1 << i,
-            (TYPE_SOFTWARE, TASK_CLOCK) => task_clock |= 1 << i,
-            (TYPE_SOFTWARE | TYPE_TRACEPOINT, _) => plain |= 1 << i,
-            _ => {}
-        }
-    }
-    (plain, cpu_clock, task_clock)
+const CPU_CLOCK: u64 = sw::PERF_COUNT_SW_CPU_CLOCK as u64;
+const TASK_CLOCK: u64 = sw::PERF_COUNT_SW_TASK_CLOCK as u64;
+
+/// Software events whose count the kernel keeps current as things happen (every one but
+/// the two clocks), and tracepoints: the BPF side reads them with a plain load of the
+/// perf event's count instead of the read helper (see load_count in bperf.bpf.c).
+fn plain_counts(events: &[Event]) -> u64 {
+    mask_of(events, |e| match e.attr.type_ {
+        TYPE_SOFTWARE => !matches!(e.attr.config, CPU_CLOCK | TASK_CLOCK),
+        TYPE_TRACEPOINT => true,
+        _ => false,
+    })
+}
+
+/// The software clock `config` (cpu-clock or task-clock), which the BPF side works out
+/// with plain loads from the run queue clock.
+fn clock_events(events: &[Event], config: u64) -> u64 {
+    mask_of(events, |e| {
+        e.attr.type_ == TYPE_SOFTWARE && e.attr.config == config
+    })
 }
 
 /// Plain, ungrouped `context-switches` events, one bit each: the BPF side can read them
@@ -432,44 +349,32 @@ fn loaded_events(events: &[Event]) -> (u64, u64, u64) {
 /// perf event (`cs:u` counts nothing, for one: switches happen in the kernel);
 /// exclude_guest is perf's default for every event and means nothing to this one.
 fn plain_context_switches(events: &[Event]) -> u64 {
-    use crate::event::{Attr, TYPE_SOFTWARE};
-    const CONTEXT_SWITCHES: u64 = 3;
-    events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| {
-            let plain = Attr {
-                type_: TYPE_SOFTWARE,
-                config: CONTEXT_SWITCHES,
-                exclude_guest: e.attr.exclude_guest,
-                ..Attr::default()
-            };
-            e.attr == plain && e.leader.is_none()
-        })
-        .fold(0, |mask, (i, _)| mask | 1 << i)
+    mask_of(events, |e| {
+        let plain = Attr {
+            type_: TYPE_SOFTWARE,
+            config: sw::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+            exclude_guest: e.attr.exclude_guest,
+            ..Attr::default()
+        };
+        e.attr == plain && e.leader.is_none()
+    })
 }
 
-/// How the BPF side may read counters on the running kernel.
+/// How the BPF side reads counters on the running kernel.
 struct ReadPath {
-    release: String,
-    /// Plain loads from struct perf_event (see LOADED_EVENTS in bperf.bpf.c): Linux 6.4.
+    /// Plain loads from struct perf_event (see LOADED_EVENTS in bperf.bpf.c).
     loads: bool,
     /// BPERF_READ_HELPER=1: every counter through the read helper (context-switches
-    /// included), times from ktime, as on kernels older than 6.4 (and as for the clocks
+    /// included), times from ktime, as on kernels without bpf_rdonly_cast (and as for the clocks
     /// without CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
     helper_only: bool,
 }
 
 impl ReadPath {
     fn of_this_kernel() -> ReadPath {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string();
         let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
         ReadPath {
-            loads: !helper_only && !kernel_older_than(&release, (6, 4)),
-            release,
+            loads: !helper_only && sys::kernel_lets_bpf_cast(),
             helper_only,
         }
     }
@@ -479,178 +384,26 @@ impl ReadPath {
     /// which takes CONFIG_FAIR_GROUP_SCHED (struct cfs_rq's rq member, in the kernel's BTF).
     fn rq_switches(&self, events: &[Event]) -> u64 {
         let mask = plain_context_switches(events);
-        match mask != 0 && !self.helper_only && struct_has_member("cfs_rq", "rq") {
+        match mask != 0 && !self.helper_only && sys::kernel_struct_has("cfs_rq", "rq") {
             true => mask,
             false => 0,
         }
     }
-}
 
-/// Does the running kernel's `struct name` have `member` (from its BTF)?
-fn struct_has_member(name: &str, member: &str) -> bool {
-    use libbpf_rs::btf::{types::Struct, Btf};
-    let Ok(btf) = Btf::from_vmlinux() else {
-        return false;
-    };
-    btf.type_by_name::<Struct>(name).is_some_and(|s| {
-        s.iter()
-            .any(|m| m.name.is_some_and(|n| n == std::ffi::OsStr::new(member)))
-    })
-}
-
-/// Is a `uname -r` release such as `6.18.0-1-amd64` older than `min`? Unparsable
-/// releases are taken as new enough.
-fn kernel_older_than(release: &str, min: (u32, u32)) -> bool {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next().and_then(|p| p.parse().ok());
-    let minor = parts.next().and_then(|p| p.parse().ok());
-    match (major, minor) {
-        (Some(a), Some(b)) => (a, b) < min,
-        _ => false,
-    }
-}
-
-impl<'obj> Bpf<'obj> {
-    fn load(
-        setup: &Setup,
-        path: &ReadPath,
-        rq_switches: u64,
-        fds: &Fds,
-        storage: &'obj mut MaybeUninit<OpenObject>,
-    ) -> Result<Self> {
-        if kernel_older_than(&path.release, (5, 17)) {
-            bail!(
-                "this kernel ({}) is too old: bperf needs Linux >= 5.17 (bpf_loop, raw tracepoints with BTF)",
-                path.release
-            );
-        }
-        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): bperf needs Linux >= 5.13 built with CONFIG_DEBUG_INFO_BTF");
-        }
-        let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
-        if let Some(&cpu) = setup.cpus.iter().find(|&&c| c as usize >= nr_possible) {
-            bail!("CPU {cpu} does not exist (this machine has {nr_possible} possible CPUs)");
-        }
-        let nr_events = setup.events.len();
-        let nr_slots = setup.cgroups.len();
-        let counts_len = nr_possible * nr_slots * nr_events.max(1);
-        if counts_len > u32::MAX as usize / 2 {
-            bail!("too many cgroups x events x CPUs to count ({counts_len})");
-        }
-
-        let mut open = BperfSkelBuilder::default()
-            .open(storage)
-            .context("opening the BPF object")?;
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .expect("the BPF object has read-only data");
-        ro.nr_events = nr_events as u32;
-        ro.nr_cpus = nr_possible as u32;
-        ro.nr_slots = nr_slots as u32;
-        ro.use_v1 = setup.cgroup_v1;
-        ro.always_running = always_running(setup.events);
-        ro.use_ktime = path.helper_only;
-        ro.rq_switches = rq_switches;
-        if path.loads {
-            let (plain, cpu_clock, task_clock) = loaded_events(setup.events);
-            ro.plain_count = plain & !rq_switches;
-            (ro.cpu_clock, ro.task_clock) = (cpu_clock, task_clock);
-            ro.cast_tasks = true;
-        }
-        open.maps
-            .events
-            .set_max_entries((nr_possible * nr_events.max(1)) as u32)?;
-        open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
-        open.maps.counts.set_max_entries(counts_len as u32)?;
-        let skel = open.load().map_err(|e| match e.kind() {
-            libbpf_rs::ErrorKind::PermissionDenied => {
-                anyhow::anyhow!(
-                    "cannot load the BPF program: {e}: {}",
-                    privilege_hint(setup)
-                )
-            }
-            _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
-        })?;
-
-        for (e, per_cpu) in fds.iter().enumerate() {
-            for (pos, fd) in per_cpu.iter().enumerate() {
-                if let Some(fd) = fd {
-                    let key = (e * nr_possible + setup.cpus[pos] as usize) as u32;
-                    let val = fd.as_raw_fd() as u32;
-                    skel.maps
-                        .events
-                        .update(&key.to_ne_bytes(), &val.to_ne_bytes(), MapFlags::ANY)
-                        .context("filling the perf event array")?;
-                }
-            }
-        }
-        for (slot, id) in setup.cgroups.iter().enumerate() {
-            skel.maps
-                .cgrp_slot
-                .update(
-                    &id.to_ne_bytes(),
-                    &(slot as u32).to_ne_bytes(),
-                    MapFlags::ANY,
-                )
-                .context("filling the cgroup map")?;
-        }
-        let counts =
-            Mapping::new(&skel.maps.counts, counts_len).context("mapping the BPF count array")?;
-
-        let links = vec![
-            skel.progs
-                .bperf_on_switch
-                .attach()
-                .context("attaching to sched_switch")?,
-            skel.progs
-                .bperf_on_attach
-                .attach()
-                .context("attaching to cgroup_attach_task")?,
-        ];
-        let bpf = Bpf {
-            _links: links,
-            skel,
-            counts,
-            nr_slots,
-            nr_possible,
+    /// How the BPF side reads each of `events`.
+    fn masks(&self, events: &[Event]) -> ReadMasks {
+        let rq_switches = self.rq_switches(events);
+        let mut m = ReadMasks {
+            always_running: always_running(events),
+            rq_switches,
+            ..ReadMasks::default()
         };
-        // The first flush on each CPU sets its baseline; nothing before it is charged.
-        bpf.flush(setup.cpus)?;
-        Ok(bpf)
-    }
-
-    /// Brings every CPU's counts up to now: runs the flush program on each CPU.
-    // ProgramInput is non-exhaustive: it cannot be built with a struct literal.
-    #[allow(clippy::field_reassign_with_default)]
-    fn flush(&self, cpus: &[u32]) -> Result<()> {
-        for &cpu in cpus {
-            let mut input = ProgramInput::default();
-            input.cpu = cpu;
-            input.flags = BPF_F_TEST_RUN_ON_CPU;
-            self.skel
-                .progs
-                .bperf_flush
-                .test_run(input)
-                .with_context(|| format!("flushing counts on CPU {cpu}"))?;
+        if self.loads {
+            m.plain_count = plain_counts(events) & !rq_switches;
+            m.cpu_clock = clock_events(events, CPU_CLOCK);
+            m.task_clock = clock_events(events, TASK_CLOCK);
         }
-        Ok(())
-    }
-
-    fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
-        self.flush(cpus)?;
-        let mut s = Snapshot::new(self.nr_slots, nr_events, cpus.len());
-        for slot in 0..self.nr_slots {
-            for e in 0..nr_events {
-                for (pos, &cpu) in cpus.iter().enumerate() {
-                    let i = (cpu as usize * self.nr_slots + slot) * nr_events + e;
-                    s.set(slot, e, pos, self.counts.get(i));
-                }
-            }
-        }
-        let _ = self.nr_possible;
-        Ok(s)
+        m
     }
 }
 
@@ -658,15 +411,6 @@ impl<'obj> Bpf<'obj> {
 mod tests {
     use super::*;
     use crate::event::Attr;
-
-    #[test]
-    fn kernel_versions() {
-        assert!(kernel_older_than("5.16.0", (5, 17)));
-        assert!(kernel_older_than("4.19.0-25-amd64", (5, 17)));
-        assert!(!kernel_older_than("5.17.1", (5, 17)));
-        assert!(!kernel_older_than("6.18.0-1-cloud-amd64", (5, 17)));
-        assert!(!kernel_older_than("weird", (5, 17)));
-    }
 
     /// Only plain, ungrouped context-switches is read from the scheduler's count: `:u`
     /// counts nothing there, and a group's members are read together.
@@ -695,20 +439,6 @@ mod tests {
         assert_eq!(plain_context_switches(&events), 1 << 1 | 1 << 6);
     }
 
-    /// Privileged tests skip unless root; with BPERF_REQUIRE_PRIV set (CI) a skip fails.
-    pub fn privileged() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
-        assert!(
-            std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
-            "BPERF_REQUIRE_PRIV is set but this test is not running as root"
-        );
-        eprintln!("skipped: needs root");
-        false
-    }
-
     fn sw(name: &str, config: u64) -> Event {
         Event {
             name: name.into(),
@@ -725,12 +455,12 @@ mod tests {
     /// read of the same kind of per-CPU counters over the same time.
     #[test]
     fn root_cgroup_matches_plain_read() {
-        if !privileged() {
+        if !sys::privileged() {
             return;
         }
         let events = [sw("cpu-clock", 0), sw("context-switches", 3)];
-        let cpus = crate::perf_event::online_cpus().unwrap();
-        let root = std::fs::metadata(crate::cgroup::Hierarchy::discover().unwrap().mount).unwrap();
+        let cpus = sys::online_cpus().unwrap();
+        let root = std::fs::metadata(sys::cgroupfs::discover().unwrap().mount).unwrap();
         let root_id = std::os::unix::fs::MetadataExt::ino(&root);
         let mut s1 = MaybeUninit::uninit();
         let mut s2 = MaybeUninit::uninit();
@@ -756,27 +486,5 @@ mod tests {
                 "event {e}: bpf {b} vs plain {p}"
             );
         }
-    }
-
-    #[test]
-    fn snapshot_indexing_and_deltas() {
-        let mut a = Snapshot::new(2, 3, 2);
-        let r = |c| Reading {
-            counter: c,
-            enabled: 10,
-            running: 10,
-        };
-        a.set(1, 2, 1, r(5));
-        a.set(1, 2, 0, r(7));
-        a.set(0, 0, 0, r(1));
-        assert_eq!(a.get(1, 2, 1), r(5));
-        assert_eq!(a.total(1, 2).counter, 12);
-        assert_eq!(a.total(1, 2).enabled, 20);
-        assert_eq!(a.total(0, 0).counter, 1);
-        let mut b = a.clone();
-        b.set(1, 2, 1, r(9));
-        let d = b.since(&a);
-        assert_eq!(d.get(1, 2, 1).counter, 4);
-        assert_eq!(d.get(1, 2, 0).counter, 0);
     }
 }

@@ -73,6 +73,61 @@ pub struct Line {
     pub value: Value,
 }
 
+/// Cumulative readings since the counter started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    nr_events: usize,
+    nr_cpus: usize,
+    /// index (slot * nr_events + event) * nr_cpus + cpu position; one slot when not per-cgroup.
+    data: Vec<Reading>,
+}
+
+impl Snapshot {
+    pub fn new(nr_slots: usize, nr_events: usize, nr_cpus: usize) -> Snapshot {
+        Snapshot {
+            nr_events,
+            nr_cpus,
+            data: vec![Reading::default(); nr_slots.max(1) * nr_events * nr_cpus],
+        }
+    }
+
+    fn idx(&self, slot: usize, event: usize, cpu_pos: usize) -> usize {
+        (slot * self.nr_events + event) * self.nr_cpus + cpu_pos
+    }
+
+    /// The reading of `event` for cgroup `slot` (0 when not per-cgroup) on the CPU at `cpu_pos`.
+    pub fn get(&self, slot: usize, event: usize, cpu_pos: usize) -> Reading {
+        self.data[self.idx(slot, event, cpu_pos)]
+    }
+
+    pub fn set(&mut self, slot: usize, event: usize, cpu_pos: usize, r: Reading) {
+        let i = self.idx(slot, event, cpu_pos);
+        self.data[i] = r;
+    }
+
+    /// Sum over all CPUs.
+    pub fn total(&self, slot: usize, event: usize) -> Reading {
+        let mut sum = Reading::default();
+        for c in 0..self.nr_cpus {
+            sum.add(&self.get(slot, event, c));
+        }
+        sum
+    }
+
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        Snapshot {
+            data: self
+                .data
+                .iter()
+                .zip(&earlier.data)
+                .map(|(a, b)| a.since(b))
+                .collect(),
+            ..*self
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +147,27 @@ mod tests {
         // A software event whose time lags its count (an idle CPU read late).
         assert_eq!(r(7, 0, 0).scaled(), Some(7.0));
         assert_eq!(r(7, 0, 0).pct_running(), 100.0);
+    }
+
+    #[test]
+    fn snapshot_indexing_and_deltas() {
+        let mut a = Snapshot::new(2, 3, 2);
+        let r = |c| Reading {
+            counter: c,
+            enabled: 10,
+            running: 10,
+        };
+        a.set(1, 2, 1, r(5));
+        a.set(1, 2, 0, r(7));
+        a.set(0, 0, 0, r(1));
+        assert_eq!(a.get(1, 2, 1), r(5));
+        assert_eq!(a.total(1, 2).counter, 12);
+        assert_eq!(a.total(1, 2).enabled, 20);
+        assert_eq!(a.total(0, 0).counter, 1);
+        let mut b = a.clone();
+        b.set(1, 2, 1, r(9));
+        let d = b.since(&a);
+        assert_eq!(d.get(1, 2, 1).counter, 4);
+        assert_eq!(d.get(1, 2, 0).counter, 0);
     }
 }

@@ -6,8 +6,8 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::cli::ListArgs;
-use crate::event::{self, Entry, Kind, Sysfs};
-use crate::perf_event;
+use crate::event::{self, Entry, Kind, Sources};
+use crate::sys::{perf_event, sysfs::Sysfs};
 
 pub fn run(a: &ListArgs) -> Result<i32> {
     let sysfs = Sysfs::system();

@@ -1,47 +1,11 @@
-//! bperf: perf-stat-style counting per cgroup, with the counting done in BPF.
-//!
-//! Data flows one way: options (cli) -> events, cgroups, CPUs (event, cgroup, cpus)
-//! -> counter (the kernel side: perf_event, BPF) -> counts -> report.
-
-mod cgroup;
-mod cli;
-mod counter;
-mod counts;
-mod cpus;
-mod event;
-mod list;
-mod perf_event;
-mod report;
-mod stat;
-mod workload;
-
-mod skel {
-    #![allow(
-        clippy::all,
-        unused_imports,
-        dead_code,
-        non_camel_case_types,
-        non_snake_case
-    )]
-    include!(concat!(env!("OUT_DIR"), "/bperf.skel.rs"));
-}
+//! The bperf command: parses the command line, runs the subcommand, and turns its result
+//! into one line on stderr and perf's exit status. Everything else is in the library.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use bperf::{cli, list, stat, UsageError};
 use clap::Parser;
-
-/// Bad input from the user: perf exits 129 for these, as for a usage error.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 const EXIT_USAGE: u8 = 129;
 const EXIT_FAILURE: u8 = 255;

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::cgroup::{Cgroup, Hierarchy};
+use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
 use crate::cli::StatArgs;
-use crate::counter::{Counter, Setup, Snapshot};
-use crate::counts::{Line, Value};
-use crate::event::{self, Event, Sysfs};
+use crate::counter::{Counter, Setup};
+use crate::counts::{Line, Snapshot, Value};
+use crate::event::{self, Event};
 use crate::report::{Footer, Format, Options, Report};
-use crate::workload::{self, Child, Workload};
+use crate::sys::cgroupfs::{self, Cgroupfs};
+use crate::sys::process::{self, Child, Workload};
+use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
 use rustix::process::Signal;
 
@@ -48,7 +50,7 @@ pub const MIN_INTERVAL_MS: u64 = 10;
 
 /// The most monitored cgroups one cgroup's time can be charged to: itself and its
 /// monitored ancestors (BPERF_MAX_LEVELS in src/bpf/bperf.h).
-pub const MAX_CHARGED_LEVELS: usize = 64;
+pub const MAX_CHARGED_LEVELS: usize = crate::bpf::MAX_LEVELS;
 
 fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
@@ -98,7 +100,7 @@ impl CgroupRows {
     /// -G: the i-th event counts in the i-th cgroup; an empty name, or no name, counts
     /// it system-wide, which is the root cgroup's count. One name alone is every event's,
     /// as in perf.
-    fn per_event(h: &Hierarchy, names: &[String], nr_events: usize) -> Result<CgroupRows> {
+    fn per_event(tree: &dyn Tree, names: &[String], nr_events: usize) -> Result<CgroupRows> {
         if names.len() > nr_events {
             return Err(usage(format!(
                 "-G lists {} cgroups for {} events",
@@ -107,10 +109,10 @@ impl CgroupRows {
             )));
         }
         let mut out = CgroupRows {
-            v1: h.v1,
+            v1: tree.hierarchy().v1,
             ..CgroupRows::default()
         };
-        let root = h.resolve("/")?;
+        let root = tree.resolve("/")?;
         for event in 0..nr_events {
             let name = match names {
                 [one] => Some(one),
@@ -118,7 +120,7 @@ impl CgroupRows {
             };
             let named = name.filter(|n| !n.is_empty());
             let cg = match named {
-                Some(n) => h.resolve(n)?,
+                Some(n) => tree.resolve(n)?,
                 None => root.clone(),
             };
             let slot = out.slot_of(&cg);
@@ -134,7 +136,7 @@ impl CgroupRows {
     /// Refuses a set of cgroups where one cgroup's time would go to more monitored
     /// cgroups than the BPF side can charge: a count would be silently short.
     fn check_depth(&self) -> Result<()> {
-        match crate::cgroup::deepest_chain(&self.cgroups) {
+        match cgroup::deepest_chain(&self.cgroups) {
             Some((levels, cg)) if levels > MAX_CHARGED_LEVELS => Err(usage(format!(
                 "cgroup '{}' is inside {} other monitored cgroups: bperf charges at most {MAX_CHARGED_LEVELS} nested monitored cgroups",
                 cg.name,
@@ -161,7 +163,7 @@ fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
 
 /// The CPUs from -C, all online CPUs without it.
 fn parse_cpus(a: &StatArgs) -> Result<Vec<u32>> {
-    let online = crate::perf_event::online_cpus().context("reading online CPUs")?;
+    let online = kernel::online_cpus().context("reading online CPUs")?;
     let Some(list) = &a.cpu else {
         return Ok(online);
     };
@@ -188,18 +190,17 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
             ..CgroupRows::default()
         });
     }
-    let h = Hierarchy::discover()?;
-    let split = |v: &[String]| -> Vec<String> {
-        v.iter()
-            .flat_map(|s| crate::cgroup::split_list(s))
-            .collect()
-    };
+    let tree = Cgroupfs(cgroupfs::discover()?);
+    let h = tree.hierarchy();
+    let split =
+        |v: &[String]| -> Vec<String> { v.iter().flat_map(|s| cgroup::split_list(s)).collect() };
     let out = if a.all_cgroups {
-        CgroupRows::for_each(&h, h.all()?, nr_events)
+        CgroupRows::for_each(h, tree.all()?, nr_events)
     } else if for_each {
-        CgroupRows::for_each(&h, h.expand(&split(&a.for_each_cgroup))?, nr_events)
+        let items = split(&a.for_each_cgroup);
+        CgroupRows::for_each(h, cgroup::expand(&tree, &items)?, nr_events)
     } else {
-        CgroupRows::per_event(&h, &split(&a.cgroup), nr_events)?
+        CgroupRows::per_event(&tree, &split(&a.cgroup), nr_events)?
     };
     out.check_depth()?;
     Ok(out)
@@ -424,12 +425,8 @@ impl Session<'_, '_> {
         let lines = self
             .plan
             .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
-        let rusage = exit.map(|(_, ru)| {
-            (
-                workload::timeval(ru.ru_utime),
-                workload::timeval(ru.ru_stime),
-            )
-        });
+        let rusage =
+            exit.map(|(_, ru)| (process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)));
         self.report
             .summary(&self.plan.events, &lines, &Footer { elapsed, rusage })
             .and_then(|_| self.report.out.flush())

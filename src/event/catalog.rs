@@ -1,6 +1,6 @@
 //! What this machine offers, for `bperf list`: every named event with its attr.
 
-use super::{symbols, Attr, Sysfs};
+use super::{symbols, Attr, Sources};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -43,7 +43,7 @@ fn entry(kind: Kind, names: &[&str], attr: Attr) -> Entry {
 
 /// Every event perf would list here, in perf's order: hardware, software, cache,
 /// then each PMU's sysfs events, then tracepoints.
-pub fn entries(sysfs: &Sysfs, tracepoints: bool) -> Vec<Entry> {
+pub fn entries(sysfs: &dyn Sources, tracepoints: bool) -> Vec<Entry> {
     let attr = |type_, config| Attr {
         type_,
         config,
@@ -90,28 +90,12 @@ pub fn entries(sysfs: &Sysfs, tracepoints: bool) -> Vec<Entry> {
     }
     if tracepoints {
         let mut tps = vec![];
-        let systems = std::fs::read_dir(sysfs.tracepoints())
-            .into_iter()
-            .flatten()
-            .flatten();
-        for sys in systems.filter(|e| e.path().is_dir()) {
-            for ev in std::fs::read_dir(sys.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let (s, e) = (sys.file_name(), ev.file_name());
-                let (Some(s), Some(e)) = (s.to_str(), e.to_str()) else {
-                    continue;
-                };
-                if let Some(id) = sysfs.tracepoint_id(s, e) {
-                    tps.push(entry(
-                        Kind::Tracepoint,
-                        &[&format!("{s}:{e}")],
-                        attr(symbols::TYPE_TRACEPOINT, id),
-                    ));
-                }
-            }
+        for (s, e, id) in sysfs.tracepoints() {
+            tps.push(entry(
+                Kind::Tracepoint,
+                &[&format!("{s}:{e}")],
+                attr(symbols::TYPE_TRACEPOINT, id),
+            ));
         }
         tps.sort_by(|a, b| a.name.cmp(&b.name));
         out.extend(tps);
@@ -146,7 +130,7 @@ mod tests {
             "{}/tests/fixtures/sysfs/intel/devices",
             env!("CARGO_MANIFEST_DIR")
         );
-        let all = entries(&Sysfs::at(root), true);
+        let all = entries(&crate::test_fixtures::sysfs_at(root), true);
         let has = |n: &str, k: Kind| all.iter().any(|e| e.name == n && e.kind == k);
         assert!(has("cpu-cycles", Kind::Hardware));
         assert!(has("context-switches", Kind::Software));

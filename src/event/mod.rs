@@ -1,6 +1,7 @@
 //! Event strings -> perf_event_attr identity fields, the way perf stat reads them.
 //!
-//! Pure: no syscalls. PMUs are read from a sysfs root that tests point at fixtures.
+//! Pure: no syscalls. What PMUs and tracepoints the machine has comes through
+//! [`Sources`].
 //!
 //! The language: a comma-separated list of events and groups `{a,b,...}`. An event is
 //! a hardware, software or cache name (`cycles`, `cs`, `L1-dcache-load-misses`), a raw
@@ -12,7 +13,7 @@ mod catalog;
 mod pmu;
 mod symbols;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
 
@@ -62,8 +63,7 @@ impl Event {
         }
     }
 
-    /// A lone event of the given type and config, for tests of the code downstream.
-    #[cfg(test)]
+    /// A lone event of the given type and config, without modifiers.
     pub fn plain(name: &str, type_: u32, config: u64) -> Event {
         Event {
             name: name.into(),
@@ -77,82 +77,17 @@ impl Event {
     }
 }
 
-/// Where PMU and tracepoint descriptions live.
-#[derive(Clone, Debug)]
-pub struct Sysfs {
-    /// Normally /sys/bus/event_source/devices.
-    pub root: PathBuf,
-    /// Normally /sys/kernel/tracing.
-    pub tracefs: PathBuf,
-    /// Mount tracefs at `tracefs` the first time a tracepoint is looked up, if nothing
-    /// is mounted there yet (as perf does): the running system only.
-    mount_tracefs: bool,
-}
-
-impl Sysfs {
-    pub fn system() -> Self {
-        let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.join("events").is_dir());
-        Sysfs {
-            root: PathBuf::from("/sys/bus/event_source/devices"),
-            mount_tracefs: tracefs.is_none(),
-            tracefs: tracefs.unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing")),
-        }
-    }
-
-    /// The tracepoint directory (tracefs/events), mounting tracefs first if this is the
-    /// running system and it is not mounted.
-    pub fn tracepoints(&self) -> PathBuf {
-        let events = self.tracefs.join("events");
-        if self.mount_tracefs && !events.is_dir() {
-            // Without it there are no tracepoints, which the caller reports.
-            let _ = crate::perf_event::mount_tracefs(&self.tracefs);
-        }
-        events
-    }
-
-    /// A fixture tree: PMUs under `root`, tracepoints (if any) under `root/../tracing`.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn at(root: impl Into<PathBuf>) -> Self {
-        let root = root.into();
-        let tracefs = root.parent().unwrap_or(Path::new("/")).join("tracing");
-        Sysfs {
-            root,
-            tracefs,
-            mount_tracefs: false,
-        }
-    }
-
-    pub fn pmu(&self, name: &str) -> Option<Pmu> {
-        if name.is_empty() || name.contains(['/', '.']) {
-            return None;
-        }
-        Pmu::load(&self.root.join(name)).ok()
-    }
-
+/// What the machine says about its events: its PMUs and tracepoints. sys::sysfs reads
+/// the running system's, and fixtures the same way for tests.
+pub trait Sources {
+    /// Where PMUs are described, for messages.
+    fn pmu_root(&self) -> &Path;
+    fn pmu(&self, name: &str) -> Option<Pmu>;
     /// Every PMU that describes itself readably, sorted by name.
-    pub fn pmus(&self) -> Vec<Pmu> {
-        let Ok(rd) = std::fs::read_dir(&self.root) else {
-            return vec![];
-        };
-        let mut v: Vec<Pmu> = rd
-            .flatten()
-            .filter_map(|e| Pmu::load(&e.path()).ok())
-            .collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        v
-    }
-
-    fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64> {
-        let ok = |s: &str| !s.is_empty() && !s.contains(['/', '.']);
-        if !ok(sys) || !ok(name) {
-            return None;
-        }
-        let p = self.tracepoints().join(sys).join(name).join("id");
-        std::fs::read_to_string(p).ok()?.trim().parse().ok()
-    }
+    fn pmus(&self) -> Vec<Pmu>;
+    fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64>;
+    /// Every tracepoint as (system, name, id).
+    fn tracepoints(&self) -> Vec<(String, String, u64)>;
 }
 
 /// perf stat's default events when no -e is given.
@@ -160,7 +95,7 @@ pub const DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
 
 /// Parses an -e list. Errors are one line and name the part that is wrong.
-pub fn parse_events(list: &str, sysfs: &Sysfs) -> Result<Vec<Event>> {
+pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     let mut events = vec![];
     for item in split_list(list)? {
         match item {
@@ -371,7 +306,7 @@ impl Mods {
 
 /// Parses one event: its printed name, its attr, and its modifier state (which group
 /// modifiers build on).
-fn parse_event(s: &str, sysfs: &Sysfs) -> Result<(String, Attr, Mods)> {
+fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods)> {
     let (body, mods, named) = resolve(s, sysfs)?;
     let state = match mods {
         None => Mods::unmodified(),
@@ -387,7 +322,7 @@ fn parse_event(s: &str, sysfs: &Sysfs) -> Result<(String, Attr, Mods)> {
 }
 
 /// The event's identity (type and config words), its modifiers, and a `name=` term.
-fn resolve<'a>(s: &'a str, sysfs: &Sysfs) -> Result<(Attr, Option<&'a str>, Option<String>)> {
+fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>, Option<String>)> {
     let with = |type_, config| Attr {
         type_,
         config,
@@ -406,7 +341,7 @@ fn resolve<'a>(s: &'a str, sysfs: &Sysfs) -> Result<(Attr, Option<&'a str>, Opti
         let pmu = sysfs.pmu(pmu_name).ok_or_else(|| {
             anyhow!(
                 "unknown PMU '{pmu_name}' in event '{s}' (none under {})",
-                sysfs.root.display()
+                sysfs.pmu_root().display()
             )
         })?;
         let (attr, name) = pmu
@@ -458,7 +393,7 @@ fn resolve<'a>(s: &'a str, sysfs: &Sysfs) -> Result<(Attr, Option<&'a str>, Opti
     Err(unknown_event(if head.is_empty() { s } else { head }, sysfs))
 }
 
-fn unknown_event(name: &str, sysfs: &Sysfs) -> anyhow::Error {
+fn unknown_event(name: &str, sysfs: &dyn Sources) -> anyhow::Error {
     let near = similar_names(name, sysfs);
     match near.is_empty() {
         true => anyhow!("unknown event '{name}' (see 'bperf list')"),
@@ -472,7 +407,7 @@ fn unknown_event(name: &str, sysfs: &Sysfs) -> anyhow::Error {
 /// Up to three known event names a typo of `name` could be: within a third of the
 /// name's length in edits (two at least), and sharing some of it. A name with no letter
 /// or digit resembles nothing.
-fn similar_names(name: &str, sysfs: &Sysfs) -> Vec<String> {
+fn similar_names(name: &str, sysfs: &dyn Sources) -> Vec<String> {
     if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
         return Vec::new();
     }

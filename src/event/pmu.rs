@@ -1,9 +1,6 @@
 //! Dynamic PMUs described in sysfs (`<root>/<pmu>/type`, `format/*`, `events/*`) and
 //! the `pmu/term=value,.../` terms that encode into config, config1 and config2.
 
-use std::fs;
-use std::path::Path;
-
 use anyhow::{anyhow, bail, Context, Result};
 
 /// Which attr word a format field or a raw term writes.
@@ -116,30 +113,31 @@ pub struct Pmu {
 }
 
 impl Pmu {
-    pub fn load(dir: &Path) -> Result<Pmu> {
-        let name = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| anyhow!("bad PMU directory {}", dir.display()))?
-            .to_string();
-        let type_ = fs::read_to_string(dir.join("type"))
-            .with_context(|| format!("reading {}/type", dir.display()))?
+    /// A PMU from what sysfs says of it: its `type` file, and the files of its
+    /// `format` and `events` directories as (name, content).
+    pub fn from_files(
+        name: &str,
+        type_file: &str,
+        formats: &[(String, String)],
+        events: &[(String, String)],
+    ) -> Result<Pmu> {
+        let type_ = type_file
             .trim()
             .parse()
-            .with_context(|| format!("parsing {}/type", dir.display()))?;
-        let mut formats = vec![];
-        for (f, spec) in read_dir_files(&dir.join("format")) {
-            formats.push(Format::parse(&f, &spec)?);
-        }
-        let mut aliases: Vec<(String, String)> = read_dir_files(&dir.join("events"))
-            .into_iter()
+            .with_context(|| format!("PMU {name}: type '{}' is not a number", type_file.trim()))?;
+        let formats = formats
+            .iter()
+            .map(|(f, spec)| Format::parse(f, spec))
+            .collect::<Result<_>>()?;
+        let mut aliases: Vec<(String, String)> = events
+            .iter()
             // .scale, .unit, .per-pkg and .snapshot describe an event; they are not events.
             .filter(|(n, _)| !n.contains('.'))
-            .map(|(n, s)| (n, s.trim().to_string()))
+            .map(|(n, s)| (n.clone(), s.trim().to_string()))
             .collect();
         aliases.sort();
         Ok(Pmu {
-            name,
+            name: name.to_string(),
             type_,
             formats,
             aliases,
@@ -176,23 +174,6 @@ impl Pmu {
         v.extend(self.formats.iter().map(|f| f.name.as_str()));
         v.join(",")
     }
-}
-
-/// Files of a directory as (name, content), sorted by name; empty when it is missing.
-fn read_dir_files(dir: &Path) -> Vec<(String, String)> {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return vec![];
-    };
-    let mut out: Vec<(String, String)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let content = fs::read_to_string(e.path()).ok()?;
-            Some((name, content))
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 /// Parses a number the way perf does in terms: decimal or 0x-hex.

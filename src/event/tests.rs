@@ -1,13 +1,13 @@
 use super::*;
 
-fn fixture(kind: &str) -> Sysfs {
-    Sysfs::at(format!(
+fn fixture(kind: &str) -> impl Sources {
+    crate::test_fixtures::sysfs_at(format!(
         "{}/tests/fixtures/sysfs/{kind}/devices",
         env!("CARGO_MANIFEST_DIR")
     ))
 }
 
-fn one(s: &str, sysfs: &Sysfs) -> Attr {
+fn one(s: &str, sysfs: &dyn Sources) -> Attr {
     let ev = parse_events(s, sysfs).unwrap_or_else(|e| panic!("{s}: {e}"));
     assert_eq!(ev.len(), 1, "{s}");
     ev[0].attr

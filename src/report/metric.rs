@@ -1,5 +1,7 @@
 //! perf's metric comments: derived values printed after `#`.
 
+use rustc_hash::FxHashMap as HashMap;
+
 use crate::counts::{Line, Value};
 use crate::event::{Attr, Event};
 
@@ -7,7 +9,7 @@ const HW: u32 = 0;
 const SW: u32 = 1;
 
 /// What kind of event, as far as metrics care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Clock, // task-clock, cpu-clock: ns, shown as msec
     Cycles,
@@ -54,51 +56,67 @@ pub fn shown(a: &Attr, count: f64) -> f64 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metric {
     pub value: f64,
-    pub unit: String,
+    pub unit: &'static str,
     /// Table form of the value, e.g. `   0.345` or `   5.00%`.
     pub text: String,
 }
 
 impl Metric {
-    fn new(value: f64, unit: impl Into<String>) -> Metric {
+    fn new(value: f64, unit: &'static str) -> Metric {
         Metric {
             value,
-            unit: unit.into(),
+            unit,
             text: format!("{value:8.3}"),
         }
     }
 
-    fn percent(value: f64, unit: &str) -> Metric {
+    fn percent(value: f64, unit: &'static str) -> Metric {
         Metric {
             value,
-            unit: unit.into(),
+            unit,
             text: format!("{value:7.2}%"),
         }
     }
 }
 
-/// Scaled count of the first line of `kind` in the same cgroup and CPU as `line`.
-fn sibling(events: &[Event], lines: &[Line], line: &Line, want: Kind) -> Option<f64> {
-    lines
-        .iter()
-        .filter(|l| l.cgroup == line.cgroup && l.cpu == line.cpu)
-        .filter(|l| kind(&events[l.event].attr) == want)
-        .find_map(|l| match l.value {
-            Value::Counted(r) => r.scaled(),
-            Value::NotSupported => None,
-        })
+/// The lines of one print, indexed for metrics: the scaled count of the first line of
+/// each kind of event, per cgroup and CPU. Built once per print, so that a print costs
+/// time in proportion to its lines.
+pub struct Siblings<'a> {
+    first: HashMap<(Option<&'a str>, Option<u32>, Kind), f64>,
 }
 
-/// The metric perf prints for `line`, given all lines of the same print and the wall time
-/// they cover (ns).
-pub fn metric(events: &[Event], lines: &[Line], line: &Line, wall_ns: f64) -> Option<Metric> {
+impl<'a> Siblings<'a> {
+    pub fn new(events: &[Event], lines: &'a [Line]) -> Siblings<'a> {
+        let mut first = HashMap::default();
+        for l in lines {
+            if let Value::Counted(r) = l.value {
+                if let Some(v) = r.scaled() {
+                    let k = kind(&events[l.event].attr);
+                    first.entry((l.cgroup.as_deref(), l.cpu, k)).or_insert(v);
+                }
+            }
+        }
+        Siblings { first }
+    }
+
+    /// Scaled count of the first line of `want` in the same cgroup and CPU as `line`.
+    fn of(&self, line: &Line, want: Kind) -> Option<f64> {
+        let key = (line.cgroup.as_deref(), line.cpu, want);
+        self.first.get(&key).copied()
+    }
+}
+
+/// The metric perf prints for `line`, given the other lines of the same print and the
+/// wall time they cover (ns).
+pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) -> Option<Metric> {
     let count = match line.value {
         Value::Counted(r) => r.scaled()?,
         Value::NotSupported => return None,
     };
     let ev = &events[line.event];
     let k = kind(&ev.attr);
-    let ratio = |other: Kind| sibling(events, lines, line, other).filter(|v| *v > 0.0);
+    let ratio = |other: Kind| siblings.of(line, other).filter(|v| *v > 0.0);
     match k {
         Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
         Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),
@@ -106,7 +124,7 @@ pub fn metric(events: &[Event], lines: &[Line], line: &Line, wall_ns: f64) -> Op
             let v = count / c;
             Metric {
                 value: v,
-                unit: "insn per cycle".into(),
+                unit: "insn per cycle",
                 text: format!("{v:8.2}"),
             }
         }),
@@ -166,10 +184,10 @@ mod tests {
             line(1, 58, None),
             line(2, 4_890_000_000, None),
         ];
-        let m = |i| metric(&events, &lines, &lines[i], 1e9).unwrap();
-        assert_eq!((m(0).value, m(0).unit.as_str()), (2.0, "CPUs utilized"));
+        let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
+        assert_eq!((m(0).value, m(0).unit), (2.0, "CPUs utilized"));
         assert_eq!(m(0).text, "   2.000");
-        assert_eq!((m(1).value, m(1).unit.as_str()), (29.0, "/sec"));
+        assert_eq!((m(1).value, m(1).unit), (29.0, "/sec"));
         assert_eq!(m(2).unit, "G/sec");
         assert!((m(2).value - 2.445).abs() < 1e-9);
     }
@@ -183,10 +201,10 @@ mod tests {
             line(0, 1_000_000_000, Some("b")),
             line(1, 1000, Some("b")),
         ];
-        let a = metric(&events, &lines, &lines[1], 1e9).unwrap();
-        let b = metric(&events, &lines, &lines[3], 1e9).unwrap();
-        assert_eq!((a.value, a.unit.as_str()), (2.0, "K/sec"));
-        assert_eq!((b.value, b.unit.as_str()), (1.0, "K/sec"));
+        let a = metric(&events, &Siblings::new(&events, &lines), &lines[1], 1e9).unwrap();
+        let b = metric(&events, &Siblings::new(&events, &lines), &lines[3], 1e9).unwrap();
+        assert_eq!((a.value, a.unit), (2.0, "K/sec"));
+        assert_eq!((b.value, b.unit), (1.0, "K/sec"));
     }
 
     #[test]
@@ -209,16 +227,13 @@ mod tests {
             line(5, 2000, None),
             line(6, 500, None),
         ];
-        let m = |i| metric(&events, &lines, &lines[i], 1e9).unwrap();
-        assert_eq!((m(1).value, m(1).unit.as_str()), (3.0, "GHz"));
-        assert_eq!((m(2).value, m(2).unit.as_str()), (2.0, "insn per cycle"));
+        let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
+        assert_eq!((m(1).value, m(1).unit), (3.0, "GHz"));
+        assert_eq!((m(2).value, m(2).unit), (2.0, "insn per cycle"));
         assert_eq!(m(2).text, "    2.00");
-        assert_eq!((m(4).value, m(4).unit.as_str()), (5.0, "of all branches"));
+        assert_eq!((m(4).value, m(4).unit), (5.0, "of all branches"));
         assert_eq!(m(4).text, "   5.00%");
-        assert_eq!(
-            (m(6).value, m(6).unit.as_str()),
-            (25.0, "of all cache refs")
-        );
+        assert_eq!((m(6).value, m(6).unit), (25.0, "of all cache refs"));
         assert_eq!(m(3).unit, "M/sec");
     }
 
@@ -230,8 +245,17 @@ mod tests {
             value: Value::NotSupported,
             ..line(2, 0, None)
         });
-        assert_eq!(metric(&events, &lines, &lines[0], 1e9), None);
-        assert_eq!(metric(&events, &lines, &lines[1], 1e9), None);
-        assert_eq!(metric(&events, &lines, &lines[2], 1e9), None);
+        assert_eq!(
+            metric(&events, &Siblings::new(&events, &lines), &lines[0], 1e9),
+            None
+        );
+        assert_eq!(
+            metric(&events, &Siblings::new(&events, &lines), &lines[1], 1e9),
+            None
+        );
+        assert_eq!(
+            metric(&events, &Siblings::new(&events, &lines), &lines[2], 1e9),
+            None
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::counts::{Line, Value};
 use crate::event::Event;
-use metric::Metric;
+use metric::{Metric, Siblings};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Format {
@@ -71,7 +71,12 @@ struct Fields<'a> {
     metric: Option<Metric>,
 }
 
-fn fields<'a>(events: &'a [Event], lines: &'a [Line], line: &'a Line, wall_ns: f64) -> Fields<'a> {
+fn fields<'a>(
+    events: &'a [Event],
+    siblings: &Siblings,
+    line: &'a Line,
+    wall_ns: f64,
+) -> Fields<'a> {
     let ev = &events[line.event];
     let (value, status, run_ns, pct, multiplexed) = match line.value {
         Value::NotSupported => (None, "<not supported>", 0, 100.0, false),
@@ -96,7 +101,7 @@ fn fields<'a>(events: &'a [Event], lines: &'a [Line], line: &'a Line, wall_ns: f
         run_ns,
         pct,
         multiplexed,
-        metric: metric::metric(events, lines, line, wall_ns),
+        metric: metric::metric(events, siblings, line, wall_ns),
     }
 }
 
@@ -126,10 +131,11 @@ fn count_text(f: &Fields, big_num: bool) -> String {
     let Some(v) = f.value else {
         return f.status.to_string();
     };
-    let s = if f.unit == "msec" {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.0}")
+    let s = match f.unit {
+        "msec" => format!("{v:.2}"),
+        // A whole count of at most 2^53 prints exactly as an integer, and faster.
+        _ if v.fract() == 0.0 && v.abs() < 9e15 => (v as i64).to_string(),
+        _ => format!("{v:.0}"),
     };
     if big_num {
         group_thousands(&s)
@@ -165,8 +171,9 @@ impl<W: Write> Report<W> {
         }
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
+        let siblings = Siblings::new(events, lines);
         for line in lines {
-            let f = fields(events, lines, line, wall_ns);
+            let f = fields(events, &siblings, line, wall_ns);
             self.print(Some(ts), &f)?;
         }
         self.out.flush()
@@ -189,8 +196,9 @@ impl<W: Write> Report<W> {
             writeln!(self.out)?;
         }
         let wall_ns = footer.elapsed.as_nanos() as f64;
+        let siblings = Siblings::new(events, lines);
         for line in lines {
-            let f = fields(events, lines, line, wall_ns);
+            let f = fields(events, &siblings, line, wall_ns);
             self.print(None, &f)?;
         }
         if table {
@@ -221,36 +229,34 @@ impl<W: Write> Report<W> {
 }
 
 fn table_line(ts: Option<Duration>, f: &Fields, big_num: bool) -> String {
-    let mut s = String::new();
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(160);
     if let Some(ts) = ts {
-        s.push_str(&timestamp(ts));
-        s.push(' ');
+        let _ = write!(s, "{:6}.{:09} ", ts.as_secs(), ts.subsec_nanos());
     }
     if let Some(cpu) = f.cpu {
-        s.push_str(&format!("CPU{cpu:<7} "));
+        let _ = write!(s, "CPU{cpu:<7} ");
     }
     let count = count_text(f, big_num);
+    let event_width = if f.value.is_some() { 32 } else { 25 };
+    let _ = write!(s, "{count:>18} {:<4} {:<event_width$}", f.unit, f.event);
+    if let Some(cg) = f.cgroup {
+        s.push(' ');
+        s.push_str(cg);
+    }
     if f.value.is_some() {
-        s.push_str(&format!("{count:>18} {:<4} {:<32}", f.unit, f.event));
-        if let Some(cg) = f.cgroup {
-            s.push(' ');
-            s.push_str(cg);
-        }
         match &f.metric {
-            Some(m) => s.push_str(&format!(" # {} {:<23}", m.text, m.unit)),
-            None => s.push_str(&format!("{:38}", "")),
+            Some(m) => {
+                let _ = write!(s, " # {} {:<23}", m.text, m.unit);
+            }
+            None => s.push_str(&" ".repeat(38)),
         }
         if f.multiplexed {
-            s.push_str(&format!("  ({:.2}%)", f.pct));
-        }
-    } else {
-        s.push_str(&format!("{count:>18} {:<4} {:<25}", f.unit, f.event));
-        if let Some(cg) = f.cgroup {
-            s.push(' ');
-            s.push_str(cg);
+            let _ = write!(s, "  ({:.2}%)", f.pct);
         }
     }
-    s.trim_end().to_string()
+    s.truncate(s.trim_end().len());
+    s
 }
 
 fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
@@ -272,7 +278,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     match &f.metric {
         Some(m) => {
             cols.push(format!("{:.3}", m.value));
-            cols.push(m.unit.clone());
+            cols.push(m.unit.to_string());
         }
         None => {
             cols.push(String::new());
@@ -308,7 +314,7 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     parts.push(format!("\"event-runtime\" : {}", f.run_ns));
     parts.push(format!("\"pcnt-running\" : {:.2}", f.pct));
     let (mv, mu) = match &f.metric {
-        Some(m) => (m.value, m.unit.as_str()),
+        Some(m) => (m.value, m.unit),
         None => (0.0, ""),
     };
     parts.push(format!("\"metric-value\" : {mv:.6}"));

@@ -41,19 +41,9 @@ pub fn serial() -> Serial {
     }
 }
 
-/// True when the test may touch the kernel. Unprivileged runs skip with a reason, unless
-/// BPERF_REQUIRE_PRIV is set (CI), where a skip is a failure.
+/// True when the test may touch the kernel (see bperf::sys::privileged).
 pub fn privileged() -> bool {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
-        "BPERF_REQUIRE_PRIV is set but the tests are not running as root"
-    );
-    eprintln!("skipped: needs root (CAP_BPF and CAP_PERFMON)");
-    false
+    bperf::sys::privileged()
 }
 
 pub fn bperf() -> Command {
@@ -73,16 +63,12 @@ pub fn workload() -> PathBuf {
     w
 }
 
-/// The cgroup2 mount, from /proc/self/mountinfo.
+/// The mount of the cgroup hierarchy bperf counts (cgroup2 on the machines the tests
+/// run on), found as bperf finds it.
 pub fn cgroup2_mount() -> PathBuf {
-    let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    for line in mi.lines() {
-        let (left, right) = line.split_once(" - ").unwrap();
-        if right.starts_with("cgroup2 ") {
-            return PathBuf::from(left.split_whitespace().nth(4).unwrap());
-        }
-    }
-    panic!("no cgroup2 mount");
+    let h = bperf::sys::cgroupfs::discover().expect("a cgroup hierarchy");
+    assert!(!h.v1, "the tests need perf_event on cgroup2");
+    h.mount
 }
 
 /// A cgroup made for one test, under the cgroup2 mount; removed (with anything still in

@@ -1,4 +1,4 @@
-//! The command bperf counts: forked first, held before exec until the counters are
+//! The command bperf counts (fork, exec, signals, wait): forked first, held before exec until the counters are
 //! open, then released, so that counting covers it from its first instruction.
 
 use std::ffi::CString;

@@ -1,0 +1,256 @@
+//! The BPF loader: loads bperf.bpf.c (beside this file), fills its maps, attaches its
+//! programs, and flushes and reads the per-cgroup counts it keeps. With src/sys/, the
+//! only code that talks to the kernel.
+
+mod skel {
+    #![allow(
+        clippy::all,
+        unused_imports,
+        dead_code,
+        non_camel_case_types,
+        non_snake_case
+    )]
+    include!(concat!(env!("OUT_DIR"), "/bperf.skel.rs"));
+}
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::libbpf_sys::{BPF_FUNC_loop, BPF_F_TEST_RUN_ON_CPU};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput, ProgramType};
+use memmap2::{Mmap, MmapOptions};
+
+use crate::counts::{Reading, Snapshot};
+use skel::types::{bperf_reading, cpu_state};
+use skel::{BperfSkel, BperfSkelBuilder};
+
+/// The length of the array field that `field` points at, at compile time.
+const fn array_len<T, const N: usize>(_field: fn(&cpu_state) -> &[T; N]) -> usize {
+    N
+}
+
+/// Most events one counter can count: the BPF side keeps one reading per event per CPU
+/// (BPERF_MAX_EVENTS in bperf.h, as the skeleton has it).
+pub const MAX_EVENTS: usize = array_len(|s| &s.prev);
+
+/// Most monitored cgroups one cgroup's time is charged to: itself and its monitored
+/// ancestors (BPERF_MAX_LEVELS in bperf.h).
+pub const MAX_LEVELS: usize = array_len(|s| &s.charge.slot);
+
+/// How the BPF side reads each event, one bit per event (see bperf.bpf.c).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadMasks {
+    /// Never multiplexed: read without their times (always_running).
+    pub always_running: u64,
+    /// Counts the kernel keeps current, read with plain loads (plain_count).
+    pub plain_count: u64,
+    /// cpu-clock and task-clock, worked out by plain loads from the run queue clock.
+    pub cpu_clock: u64,
+    pub task_clock: u64,
+    /// context-switches from the run queue's count of switches, with no perf event.
+    pub rq_switches: u64,
+}
+
+/// What the BPF side counts.
+pub struct Config<'a> {
+    pub nr_events: usize,
+    /// The CPUs counted.
+    pub cpus: &'a [u32],
+    /// Monitored cgroup ids; slot i counts cgroups[i].
+    pub cgroups: &'a [u64],
+    /// The perf_event controller sits on a cgroup v1 hierarchy.
+    pub cgroup_v1: bool,
+    pub masks: ReadMasks,
+    /// Read every counter with the read helper and time with ktime (BPERF_READ_HELPER=1).
+    pub helper_only: bool,
+    /// The kernel lets the programs read kernel memory through bpf_rdonly_cast (see
+    /// LOADED_EVENTS and untrusted() in bperf.bpf.c); the masks' loads need it.
+    pub plain_loads: bool,
+    /// What a permission error at load means in this mode.
+    pub privilege_hint: &'a str,
+}
+
+/// The loaded BPF side: skeleton, its attachments and the mapped count array.
+// Fields drop in order: the programs are detached first, so none runs while the maps
+// and perf events they read go away (the BPF side keeps pointers to the perf events).
+pub struct Bpf<'obj> {
+    _links: Vec<Link>,
+    skel: BperfSkel<'obj>,
+    counts: Counts,
+    nr_slots: usize,
+}
+
+/// The BPF `counts` array, mapped read-only: (cpu * nr_slots + slot) * nr_events + event.
+struct Counts {
+    map: Mmap,
+    len: usize,
+}
+
+impl Counts {
+    fn new(fd: BorrowedFd, len: usize) -> Result<Counts> {
+        let bytes = len * std::mem::size_of::<bperf_reading>();
+        // SAFETY: a BPF array created with BPF_F_MMAPABLE, mapped read-only; only the
+        // BPF programs write it, whole aligned u64s at a time.
+        let map = unsafe { MmapOptions::new().len(bytes).map(&fd) }
+            .context("mapping the BPF count array")?;
+        Ok(Counts { map, len })
+    }
+
+    fn get(&self, i: usize) -> Reading {
+        assert!(i < self.len);
+        let base = self.map.as_ptr().cast::<bperf_reading>();
+        // SAFETY: in bounds of the mapping, which is page-aligned.
+        let r = unsafe { std::ptr::read_volatile(base.add(i)) };
+        Reading {
+            counter: r.counter,
+            enabled: r.enabled,
+            running: r.running,
+        }
+    }
+}
+
+/// Refuses a kernel the program cannot run on, before trying to load it.
+fn check_kernel() -> Result<()> {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): bperf needs a kernel built with CONFIG_DEBUG_INFO_BTF");
+    }
+    if !ProgramType::RawTracepoint
+        .is_helper_supported(BPF_FUNC_loop)
+        .unwrap_or(true)
+    {
+        bail!("this kernel has no bpf_loop helper: bperf needs Linux >= 5.17");
+    }
+    Ok(())
+}
+
+impl<'obj> Bpf<'obj> {
+    /// Loads and attaches the program for `config`, with `fds` (event, CPU, perf event)
+    /// in its perf event array; flushes once so that counting starts from now.
+    pub fn load(
+        config: &Config,
+        fds: &[(usize, u32, BorrowedFd)],
+        storage: &'obj mut MaybeUninit<OpenObject>,
+    ) -> Result<Self> {
+        check_kernel()?;
+        let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        if let Some(&cpu) = config.cpus.iter().find(|&&c| c as usize >= nr_possible) {
+            bail!("CPU {cpu} does not exist (this machine has {nr_possible} possible CPUs)");
+        }
+        let nr_slots = config.cgroups.len();
+        let counts_len = nr_possible * nr_slots * config.nr_events.max(1);
+        if counts_len > u32::MAX as usize / 2 {
+            bail!("too many cgroups x events x CPUs to count ({counts_len})");
+        }
+        let skel = open_and_load(config, nr_possible, counts_len, storage)?;
+        for &(event, cpu, fd) in fds {
+            let key = (event * nr_possible + cpu as usize) as u32;
+            let val = fd.as_raw_fd() as u32;
+            skel.maps
+                .events
+                .update(&key.to_ne_bytes(), &val.to_ne_bytes(), MapFlags::ANY)
+                .context("filling the perf event array")?;
+        }
+        for (slot, id) in config.cgroups.iter().enumerate() {
+            let slot = slot as u32;
+            skel.maps
+                .cgrp_slot
+                .update(&id.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
+                .context("filling the cgroup map")?;
+        }
+        let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
+        let links = vec![
+            skel.progs
+                .bperf_on_switch
+                .attach()
+                .context("attaching to sched_switch")?,
+            skel.progs
+                .bperf_on_attach
+                .attach()
+                .context("attaching to cgroup_attach_task")?,
+        ];
+        let bpf = Bpf {
+            _links: links,
+            skel,
+            counts,
+            nr_slots,
+        };
+        // The first flush on each CPU sets its baseline; nothing before it is charged.
+        bpf.flush(config.cpus)?;
+        Ok(bpf)
+    }
+
+    /// Brings every CPU's counts up to now: runs the flush program on each CPU.
+    // ProgramInput is non-exhaustive: it cannot be built with a struct literal.
+    #[allow(clippy::field_reassign_with_default)]
+    fn flush(&self, cpus: &[u32]) -> Result<()> {
+        for &cpu in cpus {
+            let mut input = ProgramInput::default();
+            input.cpu = cpu;
+            input.flags = BPF_F_TEST_RUN_ON_CPU;
+            self.skel
+                .progs
+                .bperf_flush
+                .test_run(input)
+                .with_context(|| format!("flushing counts on CPU {cpu}"))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and reads every slot's counts on `cpus`.
+    pub fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
+        self.flush(cpus)?;
+        let mut s = Snapshot::new(self.nr_slots, nr_events, cpus.len());
+        for slot in 0..self.nr_slots {
+            for e in 0..nr_events {
+                for (pos, &cpu) in cpus.iter().enumerate() {
+                    let i = (cpu as usize * self.nr_slots + slot) * nr_events + e;
+                    s.set(slot, e, pos, self.counts.get(i));
+                }
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Opens the skeleton, sets its constants and map sizes, and loads it.
+fn open_and_load<'obj>(
+    config: &Config,
+    nr_possible: usize,
+    counts_len: usize,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<BperfSkel<'obj>> {
+    let mut open = BperfSkelBuilder::default()
+        .open(storage)
+        .context("opening the BPF object")?;
+    let ro = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .expect("the BPF object has read-only data");
+    let m = &config.masks;
+    ro.nr_events = config.nr_events as u32;
+    ro.nr_cpus = nr_possible as u32;
+    ro.nr_slots = config.cgroups.len() as u32;
+    ro.use_v1 = config.cgroup_v1;
+    ro.always_running = m.always_running;
+    ro.use_ktime = config.helper_only;
+    ro.rq_switches = m.rq_switches;
+    ro.plain_count = m.plain_count & !m.rq_switches;
+    (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
+    ro.cast_tasks = config.plain_loads;
+    let per_cpu = nr_possible * config.nr_events.max(1);
+    open.maps.events.set_max_entries(per_cpu as u32)?;
+    open.maps
+        .cgrp_slot
+        .set_max_entries(config.cgroups.len() as u32)?;
+    open.maps.counts.set_max_entries(counts_len as u32)?;
+    open.load().map_err(|e| match e.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "cannot load the BPF program: {e}: {}",
+            config.privilege_hint
+        ),
+        _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
+    })
+}

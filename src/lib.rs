@@ -1,0 +1,38 @@
+//! bperf: perf-stat-style counting per cgroup, with the counting done in BPF.
+//!
+//! Data flows one way: options (cli) -> events, cgroups, CPUs (event, cgroup, cpus)
+//! -> counter (the kernel side: sys, bpf) -> counts -> report. Only `sys` and the BPF
+//! loader in `bpf` touch the kernel; everything else is plain Rust on their data.
+
+pub mod bpf;
+pub mod cgroup;
+pub mod cli;
+pub mod counter;
+pub mod counts;
+pub mod cpus;
+pub mod event;
+pub mod list;
+pub mod report;
+pub mod stat;
+pub mod sys;
+
+/// Bad input from the user: perf exits 129 for these, as for a usage error.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Fixtures for the library's unit tests.
+#[cfg(test)]
+mod test_fixtures {
+    /// The sysfs fixture tree at `root`, read as the running system's would be.
+    pub fn sysfs_at(root: impl Into<std::path::PathBuf>) -> crate::sys::sysfs::Sysfs {
+        crate::sys::sysfs::Sysfs::at(root)
+    }
+}

@@ -1,0 +1,191 @@
+//! The cgroup file system: where the perf_event hierarchy is mounted, and what is under it.
+
+use std::fs;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::cgroup::{Cgroup, Hierarchy, Mount, Tree};
+
+/// The hierarchy that holds the perf_event controller on this machine, from
+/// /proc/cgroups and /proc/self/mountinfo.
+pub fn discover() -> Result<Hierarchy> {
+    let hierarchy = procfs::cgroups().ok().and_then(|c| {
+        c.0.into_iter()
+            .find(|c| c.name == "perf_event")
+            .map(|c| c.hierarchy)
+    });
+    let mounts = procfs::process::Process::myself()
+        .and_then(|p| p.mountinfo())
+        .context("cannot read /proc/self/mountinfo")?
+        .into_iter()
+        .map(|m| Mount {
+            point: m.mount_point,
+            fstype: m.fs_type,
+            options: m.super_options.into_keys().collect(),
+        })
+        .collect::<Vec<_>>();
+    Hierarchy::find(hierarchy, &mounts)
+}
+
+/// A cgroup hierarchy's directories.
+pub struct Cgroupfs(pub Hierarchy);
+
+impl Tree for Cgroupfs {
+    fn hierarchy(&self) -> &Hierarchy {
+        &self.0
+    }
+
+    fn resolve(&self, name: &str) -> Result<Cgroup> {
+        let h = &self.0;
+        let rel = name.trim_start_matches('/');
+        let joined = match rel.is_empty() {
+            true => h.mount.clone(),
+            false => h.mount.join(rel),
+        };
+        let real = fs::canonicalize(&joined).map_err(|_| h.refuse(name, "does not exist"))?;
+        let mount = fs::canonicalize(&h.mount)
+            .with_context(|| format!("cannot resolve {}", h.mount.display()))?;
+        let md = fs::metadata(&real).map_err(|_| h.refuse(name, "does not exist"))?;
+        let on_mount = md.dev() == fs::metadata(&mount)?.dev();
+        let path = match real.strip_prefix(&mount) {
+            Ok(p) if on_mount && md.is_dir() => p.to_path_buf(),
+            _ => return Err(h.refuse(name, "is not a cgroup")),
+        };
+        Ok(Cgroup {
+            name: name.to_string(),
+            id: md.ino(),
+            path,
+        })
+    }
+
+    fn all(&self) -> Result<Vec<Cgroup>> {
+        let mount = &self.0.mount;
+        let root =
+            fs::metadata(mount).with_context(|| format!("cannot read {}", mount.display()))?;
+        let mut out = vec![Cgroup {
+            name: "/".into(),
+            id: root.ino(),
+            path: PathBuf::new(),
+        }];
+        walk(mount, Path::new(""), &mut out)
+            .with_context(|| format!("cannot list cgroups under {}", mount.display()))?;
+        Ok(out)
+    }
+}
+
+/// Adds the cgroups below `dir` (at `rel` from the mount) to `out`, depth first, in
+/// name order; ids come from the directory entries.
+fn walk(dir: &Path, rel: &Path, out: &mut Vec<Cgroup>) -> std::io::Result<()> {
+    let mut subdirs: Vec<(String, u64)> = fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.ino())))
+        .collect();
+    subdirs.sort();
+    for (d, id) in subdirs {
+        let path = rel.join(&d);
+        out.push(Cgroup {
+            name: path.display().to_string(),
+            id,
+            path: path.clone(),
+        });
+        // A cgroup removed while we walk is simply not there any more.
+        let _ = walk(&dir.join(&d), &path, out);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::expand;
+    use crate::UsageError;
+
+    /// A fake mount in a temporary directory, with a sibling directory beside it.
+    fn tree(tag: &str) -> (PathBuf, Cgroupfs) {
+        let top = std::env::temp_dir().join(format!("bperf-cgtest-{}-{tag}", std::process::id()));
+        let _ = fs::remove_dir_all(&top);
+        let root = top.join("mnt");
+        for d in ["web", "web/a", "db", "system.slice/x.service"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::create_dir_all(top.join("outside")).unwrap();
+        fs::write(root.join("cgroup.procs"), "").unwrap();
+        let h = Cgroupfs(Hierarchy {
+            mount: root.clone(),
+            v1: false,
+        });
+        (top, h)
+    }
+
+    fn names(h: &Cgroupfs, items: &[&str]) -> Result<Vec<String>> {
+        let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        Ok(expand(h, &items)?.into_iter().map(|c| c.name).collect())
+    }
+
+    #[test]
+    fn names_patterns_and_duplicates() {
+        let (top, h) = tree("names");
+        let r = (|| {
+            assert_eq!(names(&h, &["web", "db"])?, ["web", "db"]);
+            // As perf: a name given twice is one row; two names of one cgroup are two.
+            assert_eq!(
+                names(&h, &["web", "/web", "db", "web"])?,
+                ["web", "/web", "db"]
+            );
+            let two = expand(&h, &["web".into(), "db/../web".into()])?;
+            assert_eq!(two[0].id, two[1].id);
+            assert_eq!(two[1].path, PathBuf::from("web"));
+            assert_eq!(names(&h, &["web.*"])?, ["web", "web/a"]);
+            assert_eq!(names(&h, &["db", "web.*"])?, ["db", "web", "web/a"]);
+            assert_eq!(names(&h, &["system.slice/.*"])?, ["system.slice/x.service"]);
+            assert_eq!(names(&h, &["/"])?, ["/"]);
+            assert_eq!(names(&h, &[""])?, ["/"]);
+            assert_eq!(names(&h, &["", "", "/"])?, ["/"]);
+            assert_eq!(names(&h, &["", "d.*"])?, ["/", "db"]);
+            let e = names(&h, &["nope"]).unwrap_err().to_string();
+            assert!(
+                e.contains("'nope'") && e.contains(&h.0.mount.display().to_string()),
+                "{e}"
+            );
+            assert!(names(&h, &["zz.*"]).is_err());
+            assert!(names(&h, &["(("]).is_err());
+            assert_eq!(h.all()?.len(), 6);
+            assert_eq!(h.resolve("/")?.id, fs::metadata(&h.0.mount)?.ino());
+            assert_eq!(
+                h.resolve("web/a")?.id,
+                fs::metadata(h.0.mount.join("web/a"))?.ino()
+            );
+            Ok::<_, anyhow::Error>(())
+        })();
+        fs::remove_dir_all(&top).unwrap();
+        r.unwrap();
+    }
+
+    /// `..` and symlinks may not lead off the mount, nor may files count as cgroups.
+    #[test]
+    fn names_outside_the_mount_are_refused() {
+        let (top, h) = tree("outside");
+        std::os::unix::fs::symlink(top.join("outside"), top.join("mnt/web/link")).unwrap();
+        let r = (|| {
+            for bad in [
+                "..",
+                "../outside",
+                "web/../../outside",
+                "web/link",
+                "cgroup.procs",
+            ] {
+                let e = h.resolve(bad).unwrap_err();
+                assert!(e.downcast_ref::<UsageError>().is_some(), "{bad}: {e}");
+                assert!(e.to_string().contains(&format!("'{bad}'")), "{e}");
+            }
+            assert_eq!(h.resolve("web/a/..")?.path, PathBuf::from("web"));
+            assert_eq!(h.resolve("web/..")?.path, PathBuf::new());
+            Ok::<_, anyhow::Error>(())
+        })();
+        fs::remove_dir_all(&top).unwrap();
+        r.unwrap();
+    }
+}

@@ -1,0 +1,62 @@
+//! The kernel boundary: every system call, sysfs and procfs read and mount bperf makes,
+//! except the BPF loader's (src/bpf/). The rest of the crate is plain Rust on the data
+//! these functions return.
+
+pub mod cgroupfs;
+pub mod perf_event;
+pub mod process;
+pub mod sysfs;
+
+use anyhow::Result;
+
+/// kernel.perf_event_paranoid; 2, the kernel's default, when it cannot be read.
+pub fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2)
+}
+
+/// The online CPUs, from /sys/devices/system/cpu/online.
+pub fn online_cpus() -> Result<Vec<u32>> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    crate::cpus::parse_list(s.trim())
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// For tests that touch the kernel: true as root. Otherwise the test skips, saying why,
+/// unless BPERF_REQUIRE_PRIV is set (CI), where a skip is a failure.
+pub fn privileged() -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
+        "BPERF_REQUIRE_PRIV is set but this test is not running as root"
+    );
+    eprintln!("skipped: needs root (CAP_BPF and CAP_PERFMON)");
+    false
+}
+
+/// Does the running kernel's `struct name` have `member` (from its BTF)?
+pub fn kernel_struct_has(name: &str, member: &str) -> bool {
+    use libbpf_rs::btf::{types::Struct, Btf};
+    let Ok(btf) = Btf::from_vmlinux() else {
+        return false;
+    };
+    btf.type_by_name::<Struct>(name).is_some_and(|s| {
+        s.iter()
+            .any(|m| m.name.is_some_and(|n| n == std::ffi::OsStr::new(member)))
+    })
+}
+
+/// Can BPF programs read kernel memory through the bpf_rdonly_cast kfunc (Linux 6.2)?
+/// Decided by the kfunc's presence in the kernel's BTF, which backports carry too.
+pub fn kernel_lets_bpf_cast() -> bool {
+    use libbpf_rs::btf::{types::Func, Btf};
+    Btf::from_vmlinux().is_ok_and(|btf| btf.type_by_name::<Func>("bpf_rdonly_cast").is_some())
+}

@@ -1,0 +1,344 @@
+//! The perf_event_open(2) boundary: attrs, open, read, enable, and perf's `-vv` dump.
+//! The ABI (struct perf_event_attr, its bits, the ioctls) is perf-event-open-sys's.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use perf_event_open_sys::bindings::{
+    perf_event_attr, PERF_ATTR_SIZE_VER8, PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_TOTAL_TIME_ENABLED,
+    PERF_FORMAT_TOTAL_TIME_RUNNING,
+};
+use perf_event_open_sys::{ioctls, perf_event_open};
+
+use crate::counts::Reading;
+use crate::event::Attr;
+
+/// Where a counter counts: every task on one CPU, or one task and its future children
+/// on any CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Cpu(u32),
+    Task(libc::pid_t),
+}
+
+/// An event's place in its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Single,
+    Leader,
+    Member,
+}
+
+/// A counting (non-sampling) attr for `a`, reporting enabled and running times, as
+/// `target` and `role` need it: a task is counted from its next exec, with its
+/// children; a group leader on a CPU starts disabled, so that its members join before it
+/// is scheduled, and [`enable`] starts it once they have.
+pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        type_: a.type_,
+        // The size perf 6.12 passes: the kernel reads no further, and -vv dumps match.
+        size: PERF_ATTR_SIZE_VER8,
+        config: a.config,
+        read_format: (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+        ..Default::default()
+    };
+    attr.__bindgen_anon_3.config1 = a.config1;
+    attr.__bindgen_anon_4.config2 = a.config2;
+    attr.set_pinned(a.pinned.into());
+    attr.set_exclusive(a.exclusive.into());
+    attr.set_exclude_user(a.exclude_user.into());
+    attr.set_exclude_kernel(a.exclude_kernel.into());
+    attr.set_exclude_hv(a.exclude_hv.into());
+    attr.set_exclude_idle(a.exclude_idle.into());
+    attr.set_exclude_host(a.exclude_host.into());
+    attr.set_exclude_guest(a.exclude_guest.into());
+    attr.set_precise_ip(u64::from(a.precise_ip & 3));
+    match target {
+        Target::Task(_) => {
+            attr.set_inherit(1);
+            if role != Role::Member {
+                attr.set_disabled(1);
+                attr.set_enable_on_exec(1);
+            }
+        }
+        Target::Cpu(_) if role == Role::Leader => attr.set_disabled(1),
+        Target::Cpu(_) => {}
+    }
+    attr
+}
+
+/// Starts a group that was opened disabled (members follow their leader).
+pub fn enable(leader: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a plain ioctl on an fd we own.
+    if unsafe { ioctls::ENABLE(leader.as_raw_fd(), 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Can this kernel count `attr`? Opens it for the calling thread on any CPU and closes
+/// it again; a PMU that rejects the guest/host bits is asked again without them.
+pub fn probe(attr: &Attr) -> bool {
+    // The flags of a CPU's counter: no inherit, enabled.
+    let raw = counting_attr(attr, Target::Cpu(0), Role::Single);
+    open_with_fallback(raw, Target::Task(0), None, false).is_ok()
+}
+
+/// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
+/// (EINVAL: msr, most uncore PMUs) is asked again without them. With `trace`, every
+/// attempt is printed in perf's `-vv` layout.
+pub fn open_with_fallback(
+    mut attr: perf_event_attr,
+    target: Target,
+    group: Option<&OwnedFd>,
+    trace: bool,
+) -> io::Result<OwnedFd> {
+    loop {
+        let result = open(&mut attr, target, group);
+        if trace {
+            let group_fd = group.map_or(-1, |g| g.as_raw_fd());
+            eprint!("{}", describe(&attr));
+            eprintln!("{}", describe_open(target, group_fd, &result));
+        }
+        let guest_host = attr.exclude_guest() | attr.exclude_host() != 0;
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && guest_host => {
+                if trace {
+                    eprintln!("switching off exclude_guest, exclude_host");
+                }
+                attr.set_exclude_guest(0);
+                attr.set_exclude_host(0);
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Opens a counting event. `group` is the leader's fd for a group member.
+pub fn open(
+    attr: &mut perf_event_attr,
+    target: Target,
+    group: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
+    let (pid, cpu) = match target {
+        Target::Cpu(c) => (-1, c as libc::c_int),
+        Target::Task(p) => (p, -1),
+    };
+    let group_fd = group.map_or(-1, |g| g.as_raw_fd());
+    let flags = PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+    // SAFETY: attr is a live, initialised perf_event_attr of the size it says.
+    let fd = unsafe { perf_event_open(attr, pid, cpu, group_fd, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just gave us this fd and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads a counter opened with [`counting_attr`].
+pub fn read(fd: &OwnedFd) -> io::Result<Reading> {
+    let mut buf = [0u8; 24];
+    let n = rustix::io::read(fd, &mut buf)?;
+    if n != buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short read from perf event",
+        ));
+    }
+    let mut r = Reading::default();
+    plain::copy_from_bytes(&mut r, &buf).expect("24 bytes hold a Reading");
+    Ok(r)
+}
+
+/// Does this error mean "this machine cannot count that event" (perf's `<not supported>`)?
+pub fn is_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT)
+            | Some(libc::EOPNOTSUPP)
+            | Some(libc::ENODEV)
+            | Some(libc::EINVAL)
+            | Some(libc::ENXIO)
+    )
+}
+
+/// Does this error mean "you are not allowed to"?
+pub fn is_permission(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+const SEPARATOR: &str = "------------------------------------------------------------";
+
+/// The attr in perf's `-vv` layout: one `name value` line per non-zero field, so the two
+/// tools' dumps can be diffed.
+pub fn describe(a: &perf_event_attr) -> String {
+    let mut out = format!("{SEPARATOR}\nperf_event_attr:\n");
+    let mut line = |name: &str, value: String| {
+        out.push_str(&format!("  {name:<32} {value}\n"));
+    };
+    if a.type_ != 0 {
+        line("type", a.type_.to_string());
+    }
+    line("size", a.size.to_string());
+    if a.config != 0 {
+        line("config", format!("{:#x}", a.config));
+    }
+    if a.read_format != 0 {
+        let names = [
+            (PERF_FORMAT_TOTAL_TIME_ENABLED, "TOTAL_TIME_ENABLED"),
+            (PERF_FORMAT_TOTAL_TIME_RUNNING, "TOTAL_TIME_RUNNING"),
+        ];
+        let set: Vec<&str> = names
+            .iter()
+            .filter(|(bit, _)| a.read_format & u64::from(*bit) != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        line("read_format", set.join("|"));
+    }
+    // perf's order, precise_ip between enable_on_exec and exclude_host.
+    let bits = [
+        ("disabled", a.disabled()),
+        ("inherit", a.inherit()),
+        ("pinned", a.pinned()),
+        ("exclusive", a.exclusive()),
+        ("exclude_user", a.exclude_user()),
+        ("exclude_kernel", a.exclude_kernel()),
+        ("exclude_hv", a.exclude_hv()),
+        ("exclude_idle", a.exclude_idle()),
+        ("enable_on_exec", a.enable_on_exec()),
+        ("precise_ip", a.precise_ip()),
+        ("exclude_host", a.exclude_host()),
+        ("exclude_guest", a.exclude_guest()),
+    ];
+    for (name, value) in bits.into_iter().filter(|(_, v)| *v != 0) {
+        line(name, value.to_string());
+    }
+    // SAFETY: plain integers in unions every variant of which is a u64.
+    let (config1, config2) = unsafe { (a.__bindgen_anon_3.config1, a.__bindgen_anon_4.config2) };
+    if config1 != 0 {
+        line("{ bp_addr, config1 }", format!("{config1:#x}"));
+    }
+    if config2 != 0 {
+        line("{ bp_len, config2 }", format!("{config2:#x}"));
+    }
+    out.push_str(SEPARATOR);
+    out.push('\n');
+    out
+}
+
+/// perf's `-vv` line for one perf_event_open call.
+pub fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
+    let (pid, cpu) = match target {
+        Target::Cpu(c) => (-1, c as i64),
+        Target::Task(p) => (p, -1),
+    };
+    let head = format!(
+        "sys_perf_event_open: pid {pid}  cpu {cpu}  group_fd {group}  flags {PERF_FLAG_FD_CLOEXEC:#x}"
+    );
+    match result {
+        Ok(fd) => format!("{head} = {}", fd.as_raw_fd()),
+        Err(e) => format!(
+            "{head}\nsys_perf_event_open failed, error -{}",
+            e.raw_os_error().unwrap_or(0)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attr_dump_matches_perf_layout() {
+        let attr = counting_attr(
+            &Attr {
+                type_: 1,
+                config: 1,
+                exclude_guest: true,
+                ..Attr::default()
+            },
+            Target::Task(42),
+            Role::Single,
+        );
+        let want = "\
+------------------------------------------------------------
+perf_event_attr:
+  type                             1
+  size                             136
+  config                           0x1
+  read_format                      TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING
+  disabled                         1
+  inherit                          1
+  enable_on_exec                   1
+  exclude_guest                    1
+------------------------------------------------------------
+";
+        assert_eq!(describe(&attr), want);
+    }
+
+    #[test]
+    fn attr_dump_shows_precise_ip_and_exclusions() {
+        let attr = counting_attr(
+            &Attr {
+                type_: 0,
+                config: 0,
+                exclude_kernel: true,
+                exclude_hv: true,
+                precise_ip: 3,
+                config1: 0x3,
+                ..Attr::default()
+            },
+            Target::Cpu(0),
+            Role::Single,
+        );
+        let d = describe(&attr);
+        assert!(!d.contains("  type "), "{d}");
+        assert!(
+            d.contains("  { bp_addr, config1 }             0x3\n"),
+            "{d}"
+        );
+        let order: Vec<&str> = d
+            .lines()
+            .filter_map(|l| l.strip_prefix("  "))
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "size",
+                "read_format",
+                "exclude_kernel",
+                "exclude_hv",
+                "precise_ip",
+                "{"
+            ]
+        );
+    }
+
+    #[test]
+    fn counting_attr_bits() {
+        let a = Attr {
+            exclude_user: true,
+            exclude_host: true,
+            precise_ip: 2,
+            ..Attr::default()
+        };
+        let cpu = counting_attr(&a, Target::Cpu(0), Role::Single);
+        assert_eq!(
+            (cpu.exclude_user(), cpu.exclude_host(), cpu.precise_ip()),
+            (1, 1, 2)
+        );
+        assert_eq!(cpu.size, 136);
+        assert_eq!(
+            (cpu.disabled(), cpu.inherit()),
+            (0, 0),
+            "per-CPU counters start enabled, not inherited"
+        );
+        let leader = counting_attr(&a, Target::Cpu(0), Role::Leader);
+        assert_eq!(leader.disabled(), 1);
+        let member = counting_attr(&a, Target::Task(1), Role::Member);
+        assert_eq!((member.inherit(), member.disabled()), (1, 0));
+        let task = counting_attr(&a, Target::Task(1), Role::Single);
+        assert_eq!((task.disabled(), task.enable_on_exec()), (1, 1));
+    }
+}

@@ -1,0 +1,151 @@
+//! The event sources sysfs and tracefs describe: PMUs with their formats and named
+//! events under /sys/bus/event_source/devices, tracepoint ids under tracefs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+
+use crate::event::{Pmu, Sources};
+
+/// Where PMU and tracepoint descriptions live.
+#[derive(Clone, Debug)]
+pub struct Sysfs {
+    /// Normally /sys/bus/event_source/devices.
+    pub root: PathBuf,
+    /// Normally /sys/kernel/tracing.
+    pub tracefs: PathBuf,
+    /// Mount tracefs at `tracefs` the first time a tracepoint is looked up, if nothing
+    /// is mounted there yet (as perf does): the running system only.
+    mount_tracefs: bool,
+}
+
+impl Sysfs {
+    pub fn system() -> Self {
+        let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.join("events").is_dir());
+        Sysfs {
+            root: PathBuf::from("/sys/bus/event_source/devices"),
+            mount_tracefs: tracefs.is_none(),
+            tracefs: tracefs.unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing")),
+        }
+    }
+
+    /// The tracepoint directory (tracefs/events), mounting tracefs first if this is the
+    /// running system and it is not mounted.
+    pub fn tracepoints(&self) -> PathBuf {
+        let events = self.tracefs.join("events");
+        if self.mount_tracefs && !events.is_dir() {
+            // Without it there are no tracepoints, which the caller reports.
+            let _ = mount_tracefs(&self.tracefs);
+        }
+        events
+    }
+
+    /// A fixture tree: PMUs under `root`, tracepoints (if any) under `root/../tracing`.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let tracefs = root.parent().unwrap_or(Path::new("/")).join("tracing");
+        Sysfs {
+            root,
+            tracefs,
+            mount_tracefs: false,
+        }
+    }
+}
+
+impl Sources for Sysfs {
+    fn pmu_root(&self) -> &Path {
+        &self.root
+    }
+
+    fn pmu(&self, name: &str) -> Option<Pmu> {
+        if name.is_empty() || name.contains(['/', '.']) {
+            return None;
+        }
+        load_pmu(&self.root.join(name)).ok()
+    }
+
+    fn pmus(&self) -> Vec<Pmu> {
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return vec![];
+        };
+        let mut v: Vec<Pmu> = rd
+            .flatten()
+            .filter_map(|e| load_pmu(&e.path()).ok())
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64> {
+        let ok = |s: &str| !s.is_empty() && !s.contains(['/', '.']);
+        if !ok(sys) || !ok(name) {
+            return None;
+        }
+        let p = self.tracepoints().join(sys).join(name).join("id");
+        std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    }
+
+    fn tracepoints(&self) -> Vec<(String, String, u64)> {
+        let mut out = vec![];
+        for sys in subdirs(&self.tracepoints()) {
+            for event in subdirs(&self.tracepoints().join(&sys)) {
+                if let Some(id) = self.tracepoint_id(&sys, &event) {
+                    out.push((sys.clone(), event, id));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The names of the directories in `dir`; none when it cannot be read.
+fn subdirs(dir: &Path) -> Vec<String> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return vec![];
+    };
+    rd.flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect()
+}
+
+/// The PMU described in `dir`.
+fn load_pmu(dir: &Path) -> Result<Pmu> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("bad PMU directory {}", dir.display()))?;
+    let type_file = fs::read_to_string(dir.join("type"))
+        .with_context(|| format!("reading {}/type", dir.display()))?;
+    let formats = files_in(&dir.join("format"));
+    let events = files_in(&dir.join("events"));
+    Pmu::from_files(name, &type_file, &formats, &events)
+}
+
+/// Files of a directory as (name, content), sorted by name; empty when it is missing.
+fn files_in(dir: &Path) -> Vec<(String, String)> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut out: Vec<(String, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let content = fs::read_to_string(e.path()).ok()?;
+            Some((name, content))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Mounts tracefs at `at` (normally /sys/kernel/tracing), where tracepoint ids live.
+fn mount_tracefs(at: &Path) -> std::io::Result<()> {
+    use rustix::mount::{mount, MountFlags};
+    mount("nodev", at, "tracefs", MountFlags::empty(), None)?;
+    Ok(())
+}
