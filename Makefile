@@ -6,7 +6,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: setup build run test bench clean
+.PHONY: setup build run test bench man clean
 
 setup:
 	@./scripts/setup
@@ -24,6 +24,10 @@ test: setup
 # The cost-of-counting benchmark against perf (bench/README.md); about 30 minutes.
 bench: build
 	./bench/run
+
+# The man pages, from the command-line definitions (tests/man.rs checks they are current).
+man: setup
+	$(CARGO) run --release --example man
 
 clean:
 	$(CARGO) clean

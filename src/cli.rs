@@ -1,14 +1,23 @@
-//! Command-line types. Option names and meanings follow `perf stat`.
+//! Command-line types. Option names and meanings follow `perf stat`. The man pages and
+//! shell completions are generated from these definitions (see `man_pages`).
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "bperf",
     version,
     about = "Count perf events per cgroup with BPF, printed like perf stat",
+    long_about = "Counts hardware and software events for many cgroups at once. bperf opens \
+one counting perf event per event per CPU, and a BPF program that runs when a CPU \
+switches tasks splits what those counters count between the monitored cgroups. The \
+number of perf events is events x CPUs whatever the number of cgroups, the PMU is never \
+reprogrammed at a cgroup switch, and nothing is multiplexed because of cgroups.\n\n\
+The output is that of perf stat: the table, interval lines, CSV and JSON, so that \
+scripts written for perf keep working.",
     // No styling: an error then quotes what the user typed byte for byte, and bperf
     // escapes its control characters (main.rs).
     styles = clap::builder::Styles::plain()
@@ -21,10 +30,34 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Count events system-wide or per cgroup, while a command runs or until Ctrl-C.
+    #[command(long_about = STAT_ABOUT)]
     Stat(StatArgs),
     /// List the events this machine offers, marking those its kernel refuses.
+    #[command(long_about = LIST_ABOUT)]
     List(ListArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: Shell,
+    },
 }
+
+const STAT_ABOUT: &str = "Counts the given events on every CPU (or the CPUs given with -C), \
+or, without -a and -C, in the given command and its children. With --for-each-cgroup, \
+--all-cgroups or -G, the counts are split between cgroups by a BPF program: a cgroup is \
+charged for exactly the time its tasks ran, including a task that moved itself into it \
+while running, and each monitored cgroup also includes its descendants at any depth.\n\n\
+With a command, counting lasts while it runs and bperf exits with its status. Without \
+one, counting lasts until Ctrl-C (SIGINT) or SIGTERM, after which the summary is \
+printed. A command bperf started ends with bperf, on every way out. Counts are printed \
+on standard error unless -o is given, as perf does.";
+
+const LIST_ABOUT: &str = "Lists the events that bperf stat -e accepts, grouped as perf list \
+groups them: hardware events, software events, hardware cache events, then the events \
+each PMU under /sys/bus/event_source/devices describes, and with --tracepoints or a \
+filter, tracepoints. Each event is opened once for the calling thread and closed again; \
+an event this kernel refuses is marked <not supported>. Without a filter, the format \
+terms of each PMU follow, with the bits of the attr word each one fills.";
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ListArgs {
@@ -42,6 +75,16 @@ pub struct ListArgs {
 #[command(trailing_var_arg = true, args_override_self = true)]
 pub struct StatArgs {
     /// Event selector(s), comma-separated; may be repeated. Default: perf's default set.
+    ///
+    /// Every form perf stat counts, encoded to the same perf_event_attr fields: symbolic
+    /// hardware and software events and their aliases (cycles, task-clock, cs, ...);
+    /// hardware cache events in perf's spellings (L1-dcache-load-misses, ...); raw
+    /// events (rNNNN, hex); PMU events from /sys/bus/event_source/devices
+    /// (pmu/term=value,.../, pmu/alias/, or a bare alias such as tsc); tracepoints
+    /// (sys:name). Modifiers follow a colon: u, k, h (user, kernel, hypervisor), G, H
+    /// (guest, host), p, pp, ppp (precise), D (pinned), e (exclusive), I (exclude idle).
+    /// {a,b,...}[:modifiers] is a group, opened as one group on each CPU. An event the
+    /// machine cannot count prints <not supported>; the others are counted.
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
 
@@ -54,6 +97,12 @@ pub struct StatArgs {
     pub cpu: Option<String>,
 
     /// Count every event for each of these cgroups (names relative to the cgroup mount; regex patterns allowed).
+    ///
+    /// Names are paths relative to the mount of the cgroup hierarchy that holds the
+    /// perf_event controller; / or an empty name is the root. A name must lead, after ..
+    /// and symlinks, to a cgroup on that mount. When any name holds a regular-expression
+    /// character, every name is a pattern matched against whole paths. A name given
+    /// twice is counted once. Needs -a or -C, as in perf.
     #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
     pub for_each_cgroup: Vec<String>,
 
@@ -62,6 +111,9 @@ pub struct StatArgs {
     pub all_cgroups: bool,
 
     /// Count the i-th event only in the i-th cgroup of this list.
+    ///
+    /// Events beyond the list, or given an empty name, are counted system-wide. One name
+    /// alone applies to every event, as in perf. Needs -a or -C.
     #[arg(
         short = 'G',
         long = "cgroup",
@@ -74,11 +126,16 @@ pub struct StatArgs {
     #[arg(short = 'I', long = "interval-print", value_name = "MS")]
     pub interval: Option<u64>,
 
-    /// Stop after this many intervals (needs -I).
+    /// Stop after this many intervals (needs -I; 0: no limit).
+    ///
+    /// A command keeps running to its end, as with perf.
     #[arg(long = "interval-count", value_name = "N", requires = "interval")]
     pub interval_count: Option<u64>,
 
     /// Print CSV with this field separator.
+    ///
+    /// Fields: [time,] [CPU,] value, unit, event, [cgroup,] running time, percentage
+    /// running, metric value, metric unit.
     #[arg(
         short = 'x',
         long = "field-separator",
@@ -103,15 +160,85 @@ pub struct StatArgs {
     #[arg(long = "no-big-num")]
     pub no_big_num: bool,
 
-    /// Print counts per CPU instead of summed over CPUs.
+    /// Print counts per CPU instead of summed over CPUs (needs -a or -C).
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
 
     /// Show what is opened (-vv: more).
+    ///
+    /// -v says how long each flush-and-read took and lets libbpf print its diagnostics;
+    /// -vv also prints every perf_event_attr opened and each perf_event_open call in the
+    /// layout of perf stat -vv, so that the two can be diffed.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
 
     /// The command to run and count while it runs (after --).
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// Sections every page ends with, after what clap describes.
+const EXIT_STATUS: &str = "The command's status when one was given, 0 otherwise; 129 for \
+bad options or input (one line on standard error); 255 when counting could not be set up, \
+the output could not be written or the command could not be run; 141 when the output \
+pipe closed.";
+
+const STAT_EXAMPLES: &[&str] = &[
+    "bperf stat -a -e task-clock,context-switches --for-each-cgroup web,db -I 1000",
+    "bperf stat -a -x, --all-cgroups -- sleep 10",
+    "bperf stat -a -e cycles,instructions -G system.slice -- make",
+];
+
+/// The man pages, as (file name, roff text): bperf(1) and one per subcommand.
+pub fn man_pages() -> Vec<(String, String)> {
+    let top = Cli::command();
+    let version = top.get_version().unwrap_or("").to_string();
+    let mut pages = vec![("bperf.1".to_string(), man_page(top.clone(), &[]))];
+    for sub in top.get_subcommands() {
+        let name = format!("bperf-{}", sub.get_name());
+        let examples: &[&str] = if sub.get_name() == "stat" {
+            STAT_EXAMPLES
+        } else {
+            &[]
+        };
+        let cmd = sub
+            .clone()
+            .name(name.clone())
+            .bin_name(format!("bperf {}", sub.get_name()))
+            .version(version.clone());
+        pages.push((format!("{name}.1"), man_page(cmd, examples)));
+    }
+    pages
+}
+
+fn man_page(cmd: clap::Command, examples: &[&str]) -> String {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd)
+        .render(&mut out)
+        .expect("rendering into memory");
+    let mut page = String::from_utf8(out).expect("roff is text");
+    if !examples.is_empty() {
+        page.push_str(".SH EXAMPLES\n.nf\n");
+        for e in examples {
+            page.push_str(&roff_escape(e));
+            page.push('\n');
+        }
+        page.push_str(".fi\n");
+    }
+    page.push_str(".SH \"EXIT STATUS\"\n");
+    page.push_str(&roff_escape(EXIT_STATUS));
+    page.push_str(
+        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), perf\\-stat(1)\n",
+    );
+    page
+}
+
+/// Text as roff prints it literally.
+fn roff_escape(s: &str) -> String {
+    s.replace('\\', "\\e").replace('-', "\\-")
+}
+
+/// The completion script for `shell`.
+pub fn completions(shell: Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "bperf", out);
 }

@@ -73,13 +73,12 @@ impl<'obj> Counter<'obj> {
             Some(pid) => vec![Target::Task(pid)],
             None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
         };
-        let path = ReadPath::of_this_kernel();
         // With cgroups, some context-switches are read by the BPF side from the run
         // queue: no perf event for those.
-        let masks = match setup.cgroups.is_empty() {
-            true => ReadMasks::default(),
-            false => path.masks(setup.events),
-        };
+        let path = (!setup.cgroups.is_empty()).then(ReadPath::of_this_kernel);
+        let masks = path
+            .as_ref()
+            .map_or_else(ReadMasks::default, |p| p.masks(setup.events));
         let rq_switches = masks.rq_switches;
         let opened =
             open_events(setup.events, &targets, rq_switches, setup.verbose >= 2).map_err(|e| {
@@ -92,24 +91,22 @@ impl<'obj> Counter<'obj> {
                     OpenError::Other(e) => e,
                 }
             })?;
-        let bpf = if setup.cgroups.is_empty() {
-            None
-        } else {
-            let config = bpf::Config {
-                nr_events,
-                cpus: setup.cpus,
-                cgroups: setup.cgroups,
-                cgroup_v1: setup.cgroup_v1,
-                masks,
-                helper_only: path.helper_only,
-                plain_loads: path.loads,
-                privilege_hint: privilege_hint(setup),
-            };
-            Some(Bpf::load(
-                &config,
-                &event_fds(&opened.fds, setup.cpus),
-                storage,
-            )?)
+        let bpf = match &path {
+            None => None,
+            Some(path) => {
+                let config = bpf::Config {
+                    nr_events,
+                    cpus: setup.cpus,
+                    cgroups: setup.cgroups,
+                    cgroup_v1: setup.cgroup_v1,
+                    masks,
+                    helper_only: path.helper_only,
+                    plain_loads: path.loads,
+                    privilege_hint: privilege_hint(setup),
+                };
+                let fds = event_fds(&opened.fds, setup.cpus);
+                Some(Bpf::load(&config, &fds, storage)?)
+            }
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
@@ -365,17 +362,21 @@ struct ReadPath {
     /// Plain loads from struct perf_event (see LOADED_EVENTS in bperf.bpf.c).
     loads: bool,
     /// BPERF_READ_HELPER=1: every counter through the read helper (context-switches
-    /// included), times from ktime, as on kernels without bpf_rdonly_cast (and as for the clocks
-    /// without CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
+    /// included), times from ktime, as on kernels without bpf_rdonly_cast (and as for
+    /// the clocks without CONFIG_FAIR_GROUP_SCHED): the tests run that path here too.
     helper_only: bool,
+    /// The run queue is reachable from a task (CONFIG_FAIR_GROUP_SCHED).
+    run_queue: bool,
 }
 
 impl ReadPath {
     fn of_this_kernel() -> ReadPath {
         let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
+        let kernel = sys::KernelFeatures::probe();
         ReadPath {
-            loads: !helper_only && sys::kernel_lets_bpf_cast(),
+            loads: !helper_only && kernel.rdonly_cast,
             helper_only,
+            run_queue: kernel.cfs_rq_rq,
         }
     }
 
@@ -384,7 +385,7 @@ impl ReadPath {
     /// which takes CONFIG_FAIR_GROUP_SCHED (struct cfs_rq's rq member, in the kernel's BTF).
     fn rq_switches(&self, events: &[Event]) -> u64 {
         let mask = plain_context_switches(events);
-        match mask != 0 && !self.helper_only && sys::kernel_struct_has("cfs_rq", "rq") {
+        match mask != 0 && !self.helper_only && self.run_queue {
             true => mask,
             false => 0,
         }

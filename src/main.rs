@@ -28,6 +28,10 @@ fn main() -> ExitCode {
     let result = match &cli.cmd {
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::List(args) => list::run(args),
+        cli::Command::Completions { shell } => {
+            cli::completions(*shell, &mut io::stdout());
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

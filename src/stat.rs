@@ -190,7 +190,7 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
             ..CgroupRows::default()
         });
     }
-    let tree = Cgroupfs(cgroupfs::discover()?);
+    let tree = Cgroupfs::new(cgroupfs::discover()?)?;
     let h = tree.hierarchy();
     let split =
         |v: &[String]| -> Vec<String> { v.iter().flat_map(|s| cgroup::split_list(s)).collect() };

@@ -225,60 +225,53 @@ fn encode_into(
         ) {
             continue;
         }
-        let num = |v: Option<&str>| -> Result<u64> {
-            match v {
-                None => Ok(1),
-                Some(v) => {
-                    parse_num(v).ok_or_else(|| anyhow!("'{v}' is not a number (term '{term}')"))
-                }
-            }
+        let num = || match value {
+            None => Ok(1),
+            Some(v) => parse_num(v).ok_or_else(|| anyhow!("'{v}' is not a number (term '{term}')")),
         };
-        let raw = match key {
-            "config" => Some(0),
-            "config1" => Some(1),
-            "config2" => Some(2),
-            _ => None,
-        };
+        let raw = ["config", "config1", "config2"]
+            .iter()
+            .position(|w| *w == key);
         if let Some(i) = raw {
-            words[i] = num(value)?;
-            continue;
-        }
-        if let Some(f) = pmu.format(key) {
-            let v = num(value)?;
-            let bits = f.encode(v).map_err(|max| {
-                anyhow!(
-                    "value {v:#x} too big for format field '{key}' of PMU '{}' (maximum {max:#x})",
-                    pmu.name
-                )
-            })?;
-            let i = match f.word {
-                Word::Config => 0,
-                Word::Config1 => 1,
-                Word::Config2 => 2,
-            };
-            // A field overrides the bits it covers, so later terms win as in perf.
-            let mask = f
-                .encode(u64::MAX >> (64 - f.width().min(64)))
-                .unwrap_or(u64::MAX);
-            words[i] = (words[i] & !mask) | bits;
-            continue;
-        }
-        if value.is_none() {
-            if let Some(alias) = pmu.alias(key) {
-                if depth > 2 {
-                    bail!("alias '{key}' of PMU '{}' refers to itself", pmu.name);
-                }
-                // An alias expands in place: its terms, then the rest of the list.
-                encode_into(pmu, alias, words, name, depth + 1)?;
-                continue;
+            words[i] = num()?;
+        } else if let Some(f) = pmu.format(key) {
+            set_field(pmu, f, num()?, words)?;
+        } else if let (None, Some(alias)) = (value, pmu.alias(key)) {
+            if depth > 2 {
+                bail!("alias '{key}' of PMU '{}' refers to itself", pmu.name);
             }
+            // An alias expands in place: its terms, then the rest of the list.
+            encode_into(pmu, alias, words, name, depth + 1)?;
+        } else {
+            bail!(
+                "unknown term '{key}' for PMU '{}' (valid terms: {})",
+                pmu.name,
+                pmu.valid_terms()
+            );
         }
-        bail!(
-            "unknown term '{key}' for PMU '{}' (valid terms: {})",
-            pmu.name,
-            pmu.valid_terms()
-        );
     }
+    Ok(())
+}
+
+/// Sets format field `f` of `pmu` to `v` in the attr words. A field overrides the bits
+/// it covers, so later terms win, as in perf.
+fn set_field(pmu: &Pmu, f: &Format, v: u64, words: &mut [u64; 3]) -> Result<()> {
+    let bits = f.encode(v).map_err(|max| {
+        anyhow!(
+            "value {v:#x} too big for format field '{}' of PMU '{}' (maximum {max:#x})",
+            f.name,
+            pmu.name
+        )
+    })?;
+    let i = match f.word {
+        Word::Config => 0,
+        Word::Config1 => 1,
+        Word::Config2 => 2,
+    };
+    let mask = f
+        .encode(u64::MAX >> (64 - f.width().min(64)))
+        .unwrap_or(u64::MAX);
+    words[i] = (words[i] & !mask) | bits;
     Ok(())
 }
 

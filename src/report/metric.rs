@@ -53,12 +53,22 @@ pub fn shown(a: &Attr, count: f64) -> f64 {
 }
 
 /// A metric: value and its unit text, and how the table prints the value.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Metric {
     pub value: f64,
     pub unit: &'static str,
-    /// Table form of the value, e.g. `   0.345` or `   5.00%`.
-    pub text: String,
+    style: Style,
+}
+
+/// How the table prints a metric's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Style {
+    /// `   0.345`
+    Three,
+    /// `    1.23` (insn per cycle)
+    Two,
+    /// `   5.00%`
+    Percent,
 }
 
 impl Metric {
@@ -66,7 +76,7 @@ impl Metric {
         Metric {
             value,
             unit,
-            text: format!("{value:8.3}"),
+            style: Style::Three,
         }
     }
 
@@ -74,7 +84,19 @@ impl Metric {
         Metric {
             value,
             unit,
-            text: format!("{value:7.2}%"),
+            style: Style::Percent,
+        }
+    }
+}
+
+/// The value as the table prints it.
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.value;
+        match self.style {
+            Style::Three => write!(f, "{v:8.3}"),
+            Style::Two => write!(f, "{v:8.2}"),
+            Style::Percent => write!(f, "{v:7.2}%"),
         }
     }
 }
@@ -125,7 +147,7 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
             Metric {
                 value: v,
                 unit: "insn per cycle",
-                text: format!("{v:8.2}"),
+                style: Style::Two,
             }
         }),
         Kind::BranchMisses => {
@@ -186,7 +208,7 @@ mod tests {
         ];
         let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
         assert_eq!((m(0).value, m(0).unit), (2.0, "CPUs utilized"));
-        assert_eq!(m(0).text, "   2.000");
+        assert_eq!(m(0).to_string(), "   2.000");
         assert_eq!((m(1).value, m(1).unit), (29.0, "/sec"));
         assert_eq!(m(2).unit, "G/sec");
         assert!((m(2).value - 2.445).abs() < 1e-9);
@@ -230,9 +252,9 @@ mod tests {
         let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
         assert_eq!((m(1).value, m(1).unit), (3.0, "GHz"));
         assert_eq!((m(2).value, m(2).unit), (2.0, "insn per cycle"));
-        assert_eq!(m(2).text, "    2.00");
+        assert_eq!(m(2).to_string(), "    2.00");
         assert_eq!((m(4).value, m(4).unit), (5.0, "of all branches"));
-        assert_eq!(m(4).text, "   5.00%");
+        assert_eq!(m(4).to_string(), "   5.00%");
         assert_eq!((m(6).value, m(6).unit), (25.0, "of all cache refs"));
         assert_eq!(m(3).unit, "M/sec");
     }

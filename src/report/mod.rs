@@ -52,6 +52,9 @@ pub struct Report<W: Write> {
     pub out: W,
     intervals: usize,
     last_ts: Duration,
+    /// Buffers for the table's lines, kept from line to line.
+    line: String,
+    scratch: String,
 }
 
 /// One output line, in perf's units, before any format is applied.
@@ -110,11 +113,11 @@ fn timestamp(ts: Duration) -> String {
     format!("{:6}.{:09}", ts.as_secs(), ts.subsec_nanos())
 }
 
-/// Groups the integer part of a plain decimal number in thousands: 1234567.89 -> 1,234,567.89.
-fn group_thousands(s: &str) -> String {
+/// Writes a plain decimal number with its integer part grouped in thousands:
+/// 1234567.89 -> 1,234,567.89.
+fn push_grouped(out: &mut String, s: &str) {
     let (int, frac) = s.split_at(s.find('.').unwrap_or(s.len()));
     let (sign, digits) = int.split_at(if int.starts_with('-') { 1 } else { 0 });
-    let mut out = String::with_capacity(s.len() + digits.len() / 3);
     out.push_str(sign);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
@@ -123,24 +126,40 @@ fn group_thousands(s: &str) -> String {
         out.push(c);
     }
     out.push_str(frac);
+}
+
+/// Groups the integer part of a plain decimal number in thousands.
+#[cfg(test)]
+fn group_thousands(s: &str) -> String {
+    let mut out = String::new();
+    push_grouped(&mut out, s);
     out
 }
 
 /// The count as perf prints it: msec with two decimals, counts as integers.
 fn count_text(f: &Fields, big_num: bool) -> String {
+    let mut out = String::new();
+    write_count(&mut out, &mut String::new(), f, big_num);
+    out
+}
+
+/// Appends the count as perf prints it to `out`; `digits` is scratch space.
+fn write_count(out: &mut String, digits: &mut String, f: &Fields, big_num: bool) {
+    use std::fmt::Write as _;
     let Some(v) = f.value else {
-        return f.status.to_string();
+        out.push_str(f.status);
+        return;
     };
-    let s = match f.unit {
-        "msec" => format!("{v:.2}"),
+    digits.clear();
+    let _ = match f.unit {
+        "msec" => write!(digits, "{v:.2}"),
         // A whole count of at most 2^53 prints exactly as an integer, and faster.
-        _ if v.fract() == 0.0 && v.abs() < 9e15 => (v as i64).to_string(),
-        _ => format!("{v:.0}"),
+        _ if v.fract() == 0.0 && v.abs() < 9e15 => write!(digits, "{}", v as i64),
+        _ => write!(digits, "{v:.0}"),
     };
-    if big_num {
-        group_thousands(&s)
-    } else {
-        s
+    match big_num {
+        true => push_grouped(out, digits),
+        false => out.push_str(digits),
     }
 }
 
@@ -151,6 +170,8 @@ impl<W: Write> Report<W> {
             out,
             intervals: 0,
             last_ts: Duration::ZERO,
+            line: String::new(),
+            scratch: String::new(),
         }
     }
 
@@ -219,27 +240,44 @@ impl<W: Write> Report<W> {
     }
 
     fn print(&mut self, ts: Option<Duration>, f: &Fields) -> io::Result<()> {
-        let text = match &self.opts.format {
-            Format::Table => table_line(ts, f, self.opts.big_num),
-            Format::Csv(sep) => csv_line(ts, f, sep),
-            Format::Json => json_line(ts, f),
-        };
-        writeln!(self.out, "{text}")
+        match &self.opts.format {
+            Format::Table => {
+                let (line, scratch) = (&mut self.line, &mut self.scratch);
+                table_line(line, scratch, ts, f, self.opts.big_num);
+                line.push('\n');
+                self.out.write_all(line.as_bytes())
+            }
+            Format::Csv(sep) => writeln!(self.out, "{}", csv_line(ts, f, sep)),
+            Format::Json => writeln!(self.out, "{}", json_line(ts, f)),
+        }
     }
 }
 
-fn table_line(ts: Option<Duration>, f: &Fields, big_num: bool) -> String {
+/// One table line into `s` (cleared first), without its newline; `scratch` is scratch
+/// space. Buffers kept from line to line: formatting costs no allocation per line.
+fn table_line(
+    s: &mut String,
+    scratch: &mut String,
+    ts: Option<Duration>,
+    f: &Fields,
+    big_num: bool,
+) {
     use std::fmt::Write as _;
-    let mut s = String::with_capacity(160);
+    s.clear();
     if let Some(ts) = ts {
         let _ = write!(s, "{:6}.{:09} ", ts.as_secs(), ts.subsec_nanos());
     }
     if let Some(cpu) = f.cpu {
         let _ = write!(s, "CPU{cpu:<7} ");
     }
-    let count = count_text(f, big_num);
+    let start = s.len();
+    write_count(s, scratch, f, big_num);
+    let width = s.len() - start;
+    if width < 18 {
+        s.insert_str(start, &"                  "[width..]);
+    }
     let event_width = if f.value.is_some() { 32 } else { 25 };
-    let _ = write!(s, "{count:>18} {:<4} {:<event_width$}", f.unit, f.event);
+    let _ = write!(s, " {:<4} {:<event_width$}", f.unit, f.event);
     if let Some(cg) = f.cgroup {
         s.push(' ');
         s.push_str(cg);
@@ -247,7 +285,7 @@ fn table_line(ts: Option<Duration>, f: &Fields, big_num: bool) -> String {
     if f.value.is_some() {
         match &f.metric {
             Some(m) => {
-                let _ = write!(s, " # {} {:<23}", m.text, m.unit);
+                let _ = write!(s, " # {m} {:<23}", m.unit);
             }
             None => s.push_str(&" ".repeat(38)),
         }
@@ -256,7 +294,6 @@ fn table_line(ts: Option<Duration>, f: &Fields, big_num: bool) -> String {
         }
     }
     s.truncate(s.trim_end().len());
-    s
 }
 
 fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {

@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -30,27 +30,57 @@ pub fn discover() -> Result<Hierarchy> {
 }
 
 /// A cgroup hierarchy's directories.
-pub struct Cgroupfs(pub Hierarchy);
+pub struct Cgroupfs {
+    hierarchy: Hierarchy,
+    /// The mount without symlinks, and the device of its file system.
+    real_mount: PathBuf,
+    dev: u64,
+}
+
+impl Cgroupfs {
+    pub fn new(hierarchy: Hierarchy) -> Result<Cgroupfs> {
+        let mount = &hierarchy.mount;
+        let real_mount = fs::canonicalize(mount)
+            .with_context(|| format!("cannot resolve {}", mount.display()))?;
+        let dev = fs::metadata(&real_mount)
+            .with_context(|| format!("cannot read {}", mount.display()))?
+            .dev();
+        Ok(Cgroupfs {
+            hierarchy,
+            real_mount,
+            dev,
+        })
+    }
+
+    /// What `rel` leads to from the mount, after `..` and symlinks, and its metadata. A
+    /// path of plain names is taken as it is, one lstat: the cgroup file system has no
+    /// symlinks (a symlink there is no cgroup), and a file system mounted inside it shows
+    /// in the device check. Other paths are resolved.
+    fn lookup(&self, rel: &Path) -> std::io::Result<(PathBuf, fs::Metadata)> {
+        let joined = self.real_mount.join(rel);
+        if rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            let md = fs::symlink_metadata(&joined)?;
+            return Ok((joined, md));
+        }
+        let real = fs::canonicalize(joined)?;
+        let md = fs::metadata(&real)?;
+        Ok((real, md))
+    }
+}
 
 impl Tree for Cgroupfs {
     fn hierarchy(&self) -> &Hierarchy {
-        &self.0
+        &self.hierarchy
     }
 
     fn resolve(&self, name: &str) -> Result<Cgroup> {
-        let h = &self.0;
-        let rel = name.trim_start_matches('/');
-        let joined = match rel.is_empty() {
-            true => h.mount.clone(),
-            false => h.mount.join(rel),
-        };
-        let real = fs::canonicalize(&joined).map_err(|_| h.refuse(name, "does not exist"))?;
-        let mount = fs::canonicalize(&h.mount)
-            .with_context(|| format!("cannot resolve {}", h.mount.display()))?;
-        let md = fs::metadata(&real).map_err(|_| h.refuse(name, "does not exist"))?;
-        let on_mount = md.dev() == fs::metadata(&mount)?.dev();
-        let path = match real.strip_prefix(&mount) {
-            Ok(p) if on_mount && md.is_dir() => p.to_path_buf(),
+        let h = &self.hierarchy;
+        let rel = Path::new(name.trim_start_matches('/'));
+        let (real, md) = self
+            .lookup(rel)
+            .map_err(|_| h.refuse(name, "does not exist"))?;
+        let path = match real.strip_prefix(&self.real_mount) {
+            Ok(p) if md.dev() == self.dev && md.is_dir() => p.to_path_buf(),
             _ => return Err(h.refuse(name, "is not a cgroup")),
         };
         Ok(Cgroup {
@@ -61,7 +91,7 @@ impl Tree for Cgroupfs {
     }
 
     fn all(&self) -> Result<Vec<Cgroup>> {
-        let mount = &self.0.mount;
+        let mount = &self.hierarchy.mount;
         let root =
             fs::metadata(mount).with_context(|| format!("cannot read {}", mount.display()))?;
         let mut out = vec![Cgroup {
@@ -113,10 +143,11 @@ mod tests {
         }
         fs::create_dir_all(top.join("outside")).unwrap();
         fs::write(root.join("cgroup.procs"), "").unwrap();
-        let h = Cgroupfs(Hierarchy {
+        let h = Cgroupfs::new(Hierarchy {
             mount: root.clone(),
             v1: false,
-        });
+        })
+        .unwrap();
         (top, h)
     }
 
@@ -147,16 +178,16 @@ mod tests {
             assert_eq!(names(&h, &["", "d.*"])?, ["/", "db"]);
             let e = names(&h, &["nope"]).unwrap_err().to_string();
             assert!(
-                e.contains("'nope'") && e.contains(&h.0.mount.display().to_string()),
+                e.contains("'nope'") && e.contains(&h.hierarchy.mount.display().to_string()),
                 "{e}"
             );
             assert!(names(&h, &["zz.*"]).is_err());
             assert!(names(&h, &["(("]).is_err());
             assert_eq!(h.all()?.len(), 6);
-            assert_eq!(h.resolve("/")?.id, fs::metadata(&h.0.mount)?.ino());
+            assert_eq!(h.resolve("/")?.id, fs::metadata(&h.hierarchy.mount)?.ino());
             assert_eq!(
                 h.resolve("web/a")?.id,
-                fs::metadata(h.0.mount.join("web/a"))?.ino()
+                fs::metadata(h.hierarchy.mount.join("web/a"))?.ino()
             );
             Ok::<_, anyhow::Error>(())
         })();

@@ -42,21 +42,33 @@ pub fn privileged() -> bool {
     false
 }
 
-/// Does the running kernel's `struct name` have `member` (from its BTF)?
-pub fn kernel_struct_has(name: &str, member: &str) -> bool {
-    use libbpf_rs::btf::{types::Struct, Btf};
-    let Ok(btf) = Btf::from_vmlinux() else {
-        return false;
-    };
-    btf.type_by_name::<Struct>(name).is_some_and(|s| {
-        s.iter()
-            .any(|m| m.name.is_some_and(|n| n == std::ffi::OsStr::new(member)))
-    })
+/// What the BPF side may use on the running kernel, from its BTF (read once: parsing
+/// vmlinux's BTF takes milliseconds). Backports carry what they add there too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelFeatures {
+    /// BPF programs can read kernel memory through the bpf_rdonly_cast kfunc (Linux 6.2).
+    pub rdonly_cast: bool,
+    /// A task's run queue can be reached through its sched_entity (struct cfs_rq has
+    /// `rq`: CONFIG_FAIR_GROUP_SCHED).
+    pub cfs_rq_rq: bool,
 }
 
-/// Can BPF programs read kernel memory through the bpf_rdonly_cast kfunc (Linux 6.2)?
-/// Decided by the kfunc's presence in the kernel's BTF, which backports carry too.
-pub fn kernel_lets_bpf_cast() -> bool {
-    use libbpf_rs::btf::{types::Func, Btf};
-    Btf::from_vmlinux().is_ok_and(|btf| btf.type_by_name::<Func>("bpf_rdonly_cast").is_some())
+impl KernelFeatures {
+    pub fn probe() -> KernelFeatures {
+        use libbpf_rs::btf::types::{Func, Struct};
+        use libbpf_rs::btf::Btf;
+        let Ok(btf) = Btf::from_vmlinux() else {
+            return KernelFeatures::default();
+        };
+        let has_member = |name: &str, member: &str| {
+            btf.type_by_name::<Struct>(name).is_some_and(|s| {
+                s.iter()
+                    .any(|m| m.name.is_some_and(|n| n == std::ffi::OsStr::new(member)))
+            })
+        };
+        KernelFeatures {
+            rdonly_cast: btf.type_by_name::<Func>("bpf_rdonly_cast").is_some(),
+            cfs_rq_rq: has_member("cfs_rq", "rq"),
+        }
+    }
 }

@@ -1,0 +1,58 @@
+//! The man pages in man/ are what the command-line definitions generate, and say every
+//! long option `bperf stat --help` lists. `make man` writes them again.
+
+use std::fs;
+use std::path::Path;
+
+#[test]
+fn man_pages_are_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    for (name, page) in bperf::cli::man_pages() {
+        let on_disk = fs::read_to_string(dir.join(&name)).unwrap_or_default();
+        assert!(
+            on_disk == page,
+            "man/{name} is stale: run `make man` and commit the result"
+        );
+    }
+}
+
+#[test]
+fn every_long_option_of_stat_is_in_its_man_page() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_bperf"))
+        .args(["stat", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let page = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/bperf-stat.1"))
+        .unwrap()
+        .replace("\\-", "-");
+    let longs: Vec<&str> = help
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .collect();
+    assert!(longs.len() >= 15, "{help}");
+    for long in longs {
+        assert!(page.contains(long), "{long} is not in man/bperf-stat.1");
+    }
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef bperf"),
+        ("fish", "complete -c bperf"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bperf"))
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && script.contains(marker),
+            "{shell}: {script}"
+        );
+        assert!(script.contains("for-each-cgroup"), "{shell}");
+    }
+}
