@@ -33,12 +33,13 @@ pub struct Plan {
     /// Count only the workload and its children (perf's default without -a, -C or cgroups).
     pub task_mode: bool,
     /// What to print, in order: which event, for which slot.
-    pub rows: Vec<Row>,
+    pub series: Vec<Series>,
 }
 
-/// One output row before per-CPU expansion.
+/// One event in one slot: the counts report::Line prints, one line per CPU with -A or
+/// one line of their sum.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub struct Series {
     pub event: usize,
     /// Slot in the snapshot (0 when not per-cgroup).
     pub slot: usize,
@@ -61,7 +62,7 @@ fn usage(msg: String) -> anyhow::Error {
 struct CgroupRows {
     /// Slot i counts cgroups[i]; no two have the same id.
     cgroups: Vec<Cgroup>,
-    rows: Vec<Row>,
+    rows: Vec<Series>,
     v1: bool,
 }
 
@@ -87,7 +88,7 @@ impl CgroupRows {
         for cg in &cgroups {
             let slot = out.slot_of(cg);
             for event in 0..nr_events {
-                out.rows.push(Row {
+                out.rows.push(Series {
                     event,
                     slot,
                     cgroup: Some(cg.name.clone()),
@@ -124,7 +125,7 @@ impl CgroupRows {
                 None => root.clone(),
             };
             let slot = out.slot_of(&cg);
-            out.rows.push(Row {
+            out.rows.push(Series {
                 event,
                 slot,
                 cgroup: named.cloned(),
@@ -179,7 +180,7 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
     let for_each = !a.for_each_cgroup.is_empty();
     if !(for_each || a.all_cgroups || !a.cgroup.is_empty()) {
         let rows = (0..nr_events)
-            .map(|event| Row {
+            .map(|event| Series {
                 event,
                 slot: 0,
                 cgroup: None,
@@ -236,7 +237,7 @@ impl Plan {
             cgroups: cg.cgroups,
             cgroup_v1: cg.v1,
             task_mode: !per_cpu_target && !a.command.is_empty(),
-            rows: cg.rows,
+            series: cg.rows,
         })
     }
 
@@ -248,7 +249,7 @@ impl Plan {
         per_cpu: bool,
     ) -> Vec<Line> {
         let mut out = Vec::new();
-        for row in &self.rows {
+        for row in &self.series {
             let value = |r| {
                 if supported(row.event) {
                     Value::Counted(r)

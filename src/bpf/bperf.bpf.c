@@ -12,7 +12,7 @@
  * Switches that stay inside one cgroup, and switches between cgroups nobody monitors,
  * end before any counter is read. A switch the tracepoint did not report is recognised at
  * the next one, and the scheduler's own record of when the outgoing task arrived says how
- * to split the time since the last reading (switch_to).
+ * to split the time since the last reading (settle_task_switch).
  *
  * The hot path is the sched_switch hook, so it is a BTF tracepoint (tp_btf): kernel
  * pointers are followed with plain loads, not bpf_probe_read_kernel calls. Which slots a
@@ -20,13 +20,13 @@
  * kept in a small per-CPU cache keyed by cgroup id, so a switch between two cgroups seen
  * before costs a few loads and compares before the counters are read.
  *
- * Reading a counter with the read helper costs 80-150 ns (a call, interrupts masked, an
- * indirect call to pmu->read, for the clocks a clock read), more than everything else a
+ * Reading a counter with the read helper takes a call, interrupts masked, an indirect
+ * call to pmu->read and, for the clocks, a clock read: more than everything else a
  * switch does. Software events are therefore read with plain loads from their struct
  * perf_event, which the program finds once per CPU behind the perf event array. The run
  * queue clock, which __schedule() updates before the tracepoint, stands in for the clock
  * read (load_count). The same clock times the software events' enabled and running
- * times (cpu_clock_now): bpf_ktime_get_ns() alone cost ~90 ns. Hardware events, whose
+ * times (cpu_clock_now), where bpf_ktime_get_ns() would be a helper call. Hardware events, whose
  * pmu->read reads the PMU, use the helper. context-switches has no perf event at all
  * where userspace allows it: the run queue's own count of switches is read instead
  * (rq_switches). bench/results/levers.md has the numbers.
@@ -56,7 +56,7 @@ const volatile __u64 task_clock = 0;
 const volatile __u64 rq_switches = 0;
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
-/* Tasks taken as untrusted pointers (see untrusted()): Linux 6.4 and later. */
+/* Tasks taken as untrusted pointers (see untrusted()): where the kernel has bpf_rdonly_cast. */
 const volatile bool cast_tasks = false;
 
 /* The counting perf events, at index event * nr_cpus + cpu. */
@@ -178,10 +178,9 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
 	bpf_loop(levels < MAX_LOOPS ? levels : MAX_LOOPS, resolve_level, &ctx, 0);
 }
 
-/* Events read with plain loads, one bit each. Userspace leaves all three masks empty on
- * kernels older than 6.4: the loads go through the bpf_rdonly_cast kfunc (6.2), and only
- * from 6.4 does the verifier accept a program that merely names a kfunc it does not
- * call, so the masks, not bpf_ksym_exists(), keep the calls dead there. */
+/* Events read with plain loads, one bit each. The loads go through the bpf_rdonly_cast
+ * kfunc; userspace leaves all three masks empty where the kernel's BTF has no such
+ * kfunc, and the masks, read-only data the verifier sees, keep the calls dead there. */
 #define LOADED_EVENTS (plain_count | cpu_clock | task_clock)
 
 /*
@@ -224,13 +223,13 @@ static void find_events(struct cpu_state *st, __u32 cpu)
  * now + ctx->timeoffset) to count; here the same sum is worked out without writing it
  * back. An event that is not active is not counting: its count is its value.
  *
- * The clocks are worked out only when @fresh, with interrupts off (sched_switch): only
+ * The clocks are worked out only when @rq_clock_fresh, with interrupts off (sched_switch): only
  * this CPU updates count and hw.prev_count, and nothing on it can run between the loads.
  * The context's time can be updated from another CPU (reading an inactive event of the
  * same context), hence timeoffset, one load, rather than time and timestamp, two. The
  * other counts are one load.
  */
-static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now, bool fresh)
+static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now, bool rq_clock_fresh)
 {
 	struct perf_event *ev;
 	__s64 count, since;
@@ -248,7 +247,7 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	count = ev->count.a.a.counter;
 	if (plain_count & (1ULL << i))
 		return count;
-	if (!fresh)
+	if (!rq_clock_fresh)
 		return -1;
 	if (ev->state != PERF_EVENT_STATE_ACTIVE)
 		return count;
@@ -270,9 +269,9 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 struct read_args {
 	__u64 dt;    /* time since this CPU's last reading */
 	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
-	__u32 fresh; /* now is the run queue clock as __schedule() left it, with
+	__u32 rq_clock_fresh; /* now is the run queue clock as __schedule() left it, with
 		      * interrupts off, so the clocks can be worked out from it */
-	__u64 keep;  /* the share of what was counted to charge now (see account) */
+	__u64 charged_share; /* the share of what was counted to charge now (see account) */
 	struct bperf_reading v;
 };
 
@@ -290,7 +289,7 @@ static __always_inline int read_event(struct cpu_state *st, __u32 i, struct read
 	if (!st || !a || i >= BPERF_MAX_EVENTS)
 		return -1;
 	if (always_running & (1ULL << i)) {
-		__s64 c = load_count(i, st, a->now, a->fresh);
+		__s64 c = load_count(i, st, a->now, a->rq_clock_fresh);
 
 		if (c < 0) {
 			c = bpf_perf_event_read(&events, idx);
@@ -337,7 +336,7 @@ static __always_inline void charge_slots(struct bperf_charge *charge, __u32 cpu,
 #define ALL (1ULL << SHARE_BITS)
 
 /* @v * @frac. */
-static __always_inline __u64 share(__u64 v, __u64 frac)
+static __always_inline __u64 scaled(__u64 v, __u64 frac)
 {
 	if (v < (1ULL << (64 - SHARE_BITS - 1)))
 		return (v * frac) >> SHARE_BITS;
@@ -345,7 +344,7 @@ static __always_inline __u64 share(__u64 v, __u64 frac)
 }
 
 /* @n / @d as a fraction, @n <= @d; ALL when @d is 0. */
-static __always_inline __u64 part(__u64 n, __u64 d)
+static __always_inline __u64 fraction(__u64 n, __u64 d)
 {
 	if (!d)
 		return ALL;
@@ -357,10 +356,10 @@ static __always_inline __u64 part(__u64 n, __u64 d)
 }
 
 /*
- * Read event @i and charge what it counted since the last reading (the share @a->keep of
- * it) to the slots being charged. A global function, verified once for any event:
- * inlined into account()'s loop, the verifier walked every event's branches and charge
- * loop separately, in every program, and start-up took twice as long.
+ * Read event @i and charge what it counted since the last reading (the share
+ * @a->charged_share of it) to the slots being charged. A global function, so that the
+ * verifier checks it once for any event rather than every event's branches and charge
+ * loop separately in every program.
  */
 __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 {
@@ -377,10 +376,10 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 	d.counter = a->v.counter - st->prev[i].counter;
 	d.enabled = a->v.enabled - st->prev[i].enabled;
 	d.running = a->v.running - st->prev[i].running;
-	if (a->keep != ALL) {
-		d.counter = share(d.counter, a->keep);
-		d.enabled = share(d.enabled, a->keep);
-		d.running = share(d.running, a->keep);
+	if (a->charged_share != ALL) {
+		d.counter = scaled(d.counter, a->charged_share);
+		d.enabled = scaled(d.enabled, a->charged_share);
+		d.running = scaled(d.running, a->charged_share);
 	}
 	st->prev[i].counter += d.counter;
 	st->prev[i].enabled += d.enabled;
@@ -391,18 +390,18 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 
 /*
  * Read every event on this CPU and charge what it counted since the last reading to the
- * slots being charged. @now, @fresh: see struct read_args.
+ * slots being charged. @now, @rq_clock_fresh: see struct read_args.
  *
  * With @tail_ns, only the part of that window up to @tail_ns before @now: the last
  * @tail_ns were run by a task of another cgroup, after a switch that was not seen (see
- * switch_to), and the caller charges them next. Each event's counts are split in
+ * settle_task_switch), and the caller charges them next. Each event's counts are split in
  * proportion to time: the readings, and the time of the last one, advance by the share
  * charged. Exact for the clocks; an estimate for the rest. A CPU's first reading is a
  * baseline, charged to nobody, and never split.
  */
-__noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, __u64 tail_ns)
+__noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __u64 tail_ns)
 {
-	struct read_args a = { .now = now, .fresh = fresh, .keep = ALL };
+	struct read_args a = { .now = now, .rq_clock_fresh = rq_clock_fresh, .charged_share = ALL };
 
 	if (!st)
 		return 0;
@@ -410,8 +409,8 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 fresh, __u64 tail_
 	if (now > st->last)
 		a.dt = now - st->last;
 	if (tail_ns && st->last)
-		a.keep = part(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
-	st->last += a.keep == ALL ? a.dt : share(a.dt, a.keep);
+		a.charged_share = fraction(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
+	st->last += a.charged_share == ALL ? a.dt : scaled(a.dt, a.charged_share);
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		if (i >= nr_events)
 			break;
@@ -460,8 +459,7 @@ static __always_inline struct rq *task_rq(struct task_struct *task)
 /*
  * The clock of the CPU whose run queue is @rq: its run queue clock,
  * sched_clock_cpu() as of the run queue's last update, the clock perf's software clocks
- * use. Reading it is one load where bpf_ktime_get_ns() costs ~90 ns on this project's
- * VMs. __schedule() updates it before the sched_switch tracepoint, unless a wakeup
+ * use. Reading it is one load where bpf_ktime_get_ns() is a helper call. __schedule() updates it before the sched_switch tracepoint, unless a wakeup
  * just updated it and asked to skip that (the scheduler then charges time with the same
  * clock, so cpu.stat agrees). Elsewhere it is at most a tick old while the CPU runs a
  * task, and older on an idle CPU under NOHZ, which delays the enabled and running times
@@ -498,9 +496,9 @@ static __always_inline void copy_charge(struct bperf_charge *to, struct bperf_ch
 
 /* Charge @task's cgroup from @now on, after charging what was counted since the last
  * reading to the cgroup charged so far, or the share of its last @tail_ns to @task's.
- * @now, @fresh: see struct read_args. */
+ * @now, @rq_clock_fresh: see struct read_args. */
 static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task, __u64 now,
-					bool fresh, __u64 tail_ns)
+					bool rq_clock_fresh, __u64 tail_ns)
 {
 	struct bperf_charge *charge;
 	struct cgroup *cg;
@@ -522,10 +520,10 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
 	if (st->charge.nr == 0 && charge->nr == 0)
 		return;
-	account(st, now, fresh, tail_ns);
+	account(st, now, rq_clock_fresh, tail_ns);
 	copy_charge(&st->charge, charge);
 	if (tail_ns)
-		account(st, now, fresh, 0);
+		account(st, now, rq_clock_fresh, 0);
 }
 
 /*
@@ -546,7 +544,7 @@ static __always_inline __u64 running_for(struct task_struct *ran, struct rq *rq)
 }
 
 /* Remember @next as the task this CPU charges from now on. True if @ran, the task that
- * has been running, is not the one it was charging: a switch was not seen (switch_to). */
+ * has been running, is not the one it was charging: a switch was not seen (settle_task_switch). */
 static __always_inline bool track_task(struct cpu_state *st, struct task_struct *ran,
 				       struct task_struct *next)
 {
@@ -558,26 +556,26 @@ static __always_inline bool track_task(struct cpu_state *st, struct task_struct 
 
 /*
  * A task switch on this CPU, from @prev to @next at @now (run queue @rq): settle what
- * the old cgroup ran, then charge @next's. @fresh: see struct read_args.
+ * the old cgroup ran, then charge @next's. @rq_clock_fresh: see struct read_args.
  *
- * If @prev is not the task this CPU was charging, a switch was not seen. On this
- * project's VMs the hypervisor agent's threads fire no tracepoints in task context, so
+ * If @prev is not the task this CPU was charging, a switch was not seen. Some
+ * threads fire no tracepoints in task context (on some VMs, the hypervisor agent's), so
  * sched_switch never fires when one of them leaves a CPU, and the next task would run
  * charged to the agent's cgroup until its own switch. The time since @prev arrived is
  * then @prev's, the time before stays with the cgroup being charged.
  */
-static __always_inline void switch_to(struct cpu_state *st, struct task_struct *prev,
-				      struct task_struct *next, struct rq *rq, __u64 now, bool fresh)
+static __always_inline void settle_task_switch(struct cpu_state *st, struct task_struct *prev,
+				      struct task_struct *next, struct rq *rq, __u64 now, bool rq_clock_fresh)
 {
 	if (track_task(st, prev, next))
-		charge_task(st, prev, now, fresh, running_for(prev, rq));
-	charge_task(st, next, now, fresh, 0);
+		charge_task(st, prev, now, rq_clock_fresh, running_for(prev, rq));
+	charge_task(st, next, now, rq_clock_fresh, 0);
 }
 
 /* @task, current on this CPU (run queue @rq), has been running and goes on: settle and
  * charge its cgroup from @now on (after it moved itself, or before a read). If the
- * switch to it was not seen, its time since it arrived is its own (see switch_to). */
-static __always_inline void look_at(struct cpu_state *st, struct task_struct *task, struct rq *rq,
+ * switch to it was not seen, its time since it arrived is its own (see settle_task_switch). */
+static __always_inline void settle_current_task(struct cpu_state *st, struct task_struct *task, struct rq *rq,
 				    __u64 now)
 {
 	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
@@ -587,11 +585,11 @@ static __always_inline void look_at(struct cpu_state *st, struct task_struct *ta
  * @t, a task the kernel hands a program (the tracepoint's, the current task), as a
  * pointer the verifier does not trust. At every pointer loaded through a trusted one,
  * the verifier looks the field up in its lists of fields that keep their parent's trust:
- * up to four scans of all of vmlinux's BTF types by name, on every path it checks. That
- * was 40% of bperf's start-up with 1000 cgroups x 4 events. The programs pass these
- * pointers to nothing that needs trust. The cast is the bpf_rdonly_cast kfunc, which the
- * verifier turns into a move; userspace sets cast_tasks from Linux 6.4 on, as it does
- * the masks of LOADED_EVENTS, and for the same reason.
+ * up to four scans of all of vmlinux's BTF types by name, on every path it checks, a
+ * large part of start-up. The programs pass these pointers to nothing that needs trust.
+ * The cast is the bpf_rdonly_cast kfunc, which the verifier turns into a move;
+ * userspace sets cast_tasks where the kernel has it, as it does the masks of
+ * LOADED_EVENTS.
  */
 static __always_inline struct task_struct *untrusted(struct task_struct *t)
 {
@@ -617,7 +615,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
 	if (!st)
 		return 0;
 	take_switches(st, rq);
-	switch_to(st, prev, next, rq, now, HAVE_RQ && now);
+	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now);
 	return 0;
 }
 
@@ -639,7 +637,7 @@ int BPF_PROG(bperf_on_attach)
 	st->busy = 1;
 	asm volatile("" ::: "memory");
 	take_switches(st, rq);
-	look_at(st, task, rq, cpu_clock_now(rq));
+	settle_current_task(st, task, rq, cpu_clock_now(rq));
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -661,7 +659,7 @@ int bperf_flush(void *ctx)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	look_at(st, task, rq, now);
+	settle_current_task(st, task, rq, now);
 	account(st, now, false, 0);
 	return 0;
 }
