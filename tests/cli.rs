@@ -174,3 +174,38 @@ fn unprivileged_user_counts_own_command_and_is_told_what_else_needs() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// A name with no letter or digit resembles no event: no "did you mean".
+#[test]
+fn nonsense_events_get_no_suggestion() {
+    for bad in [":::", "🔥", "%%"] {
+        let (code, err) = fails(&["stat", "-a", "-e", bad, "true"]);
+        assert_eq!(code, 129, "{bad}: {err}");
+        assert!(
+            err.contains("see 'bperf list'") && !err.contains("did you mean"),
+            "{bad}: {err}"
+        );
+    }
+    let (_, err) = fails(&["stat", "-a", "-e", "task-clok", "true"]);
+    assert!(err.contains("did you mean 'task-clock'"), "{err}");
+}
+
+/// What the user typed is quoted with its control characters escaped, in bperf's own
+/// errors and in clap's.
+#[test]
+fn control_characters_are_escaped_in_errors() {
+    for args in [
+        &["stat", "-a", "-e", "x\u{1b}[2Jy", "true"][..],
+        &["stat", "-a", "-I", "\u{1b}[2J", "true"][..],
+        &["stat", "-a", "--for-each-cgroup", "a\nb", "true"][..],
+    ] {
+        let (code, err) = fails(args);
+        assert_eq!(code, 129, "{args:?}: {err}");
+        assert!(!err.contains('\u{1b}'), "{args:?}: raw escape in {err:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(
+            err.contains("\\x1b") || err.contains("\\n"),
+            "{args:?}: {err:?}"
+        );
+    }
+}
