@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use bperf::counts::{Line, Reading, Value};
 use bperf::event::Event;
-use bperf::report::{Format, Options, Report};
+use bperf::reading::Reading;
+use bperf::report::{Format, Line, Options, Report, Value};
 
 fn main() {
     let args: Vec<usize> = std::env::args()

@@ -13,8 +13,8 @@ use libbpf_rs::OpenObject;
 use perf_event_open_sys::bindings as sw;
 
 use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
-use crate::counts::Snapshot;
 use crate::event::{Attr, Event, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use crate::reading::Snapshot;
 use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
 
 /// What counting in a mode takes when the kernel says no.

@@ -22,7 +22,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput, ProgramType};
 use memmap2::{Mmap, MmapOptions};
 
-use crate::counts::{Reading, Snapshot};
+use crate::reading::{Reading, Snapshot};
 use skel::types::{bperf_reading, cpu_state};
 use skel::{BperfSkel, BperfSkelBuilder};
 

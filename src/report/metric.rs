@@ -2,7 +2,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::counts::{Line, Value};
+use super::{Line, Value};
 use crate::event::{Attr, Event};
 
 const HW: u32 = 0;
@@ -179,7 +179,7 @@ fn per_second(rate: f64) -> Metric {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counts::Reading;
+    use crate::reading::Reading;
 
     fn ev(name: &str, type_: u32, config: u64) -> Event {
         Event::plain(name, type_, config)

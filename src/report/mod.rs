@@ -9,9 +9,30 @@ mod metric;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::counts::{Line, Value};
 use crate::event::Event;
+use crate::reading::Reading;
 use metric::{Metric, Siblings};
+
+/// The value of one output line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// The event was opened; the reading may still show it never ran (`<not counted>`).
+    Counted(Reading),
+    /// The kernel refused the event on this machine (`<not supported>`).
+    NotSupported,
+}
+
+/// One output line's worth of data: an event, optionally for one cgroup and/or one CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// Index into the session's event list.
+    pub event: usize,
+    /// Cgroup name as the user gave it (perf prints it in its own column), if per-cgroup.
+    pub cgroup: Option<String>,
+    /// CPU number, with -A/--no-aggr.
+    pub cpu: Option<u32>,
+    pub value: Value,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Format {
@@ -362,7 +383,6 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counts::Reading;
 
     fn ev(name: &str, type_: u32, config: u64) -> Event {
         Event::plain(name, type_, config)

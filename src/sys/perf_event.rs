@@ -10,8 +10,8 @@ use perf_event_open_sys::bindings::{
 };
 use perf_event_open_sys::{ioctls, perf_event_open};
 
-use crate::counts::Reading;
 use crate::event::Attr;
+use crate::reading::Reading;
 
 /// Where a counter counts: every task on one CPU, or one task and its future children
 /// on any CPU.

@@ -1,4 +1,4 @@
-//! Plain data handed from the counter to the report: readings, nothing else.
+//! What the counter hands on: readings of one counter, and snapshots of all of them.
 
 /// A counter reading: the raw count and the times the event was enabled and running (ns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,27 +50,6 @@ impl Reading {
             running: self.running.wrapping_sub(earlier.running),
         }
     }
-}
-
-/// The value of one output line.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
-    /// The event was opened; the reading may still show it never ran (`<not counted>`).
-    Counted(Reading),
-    /// The kernel refused the event on this machine (`<not supported>`).
-    NotSupported,
-}
-
-/// One output line's worth of data: an event, optionally for one cgroup and/or one CPU.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Line {
-    /// Index into the session's event list.
-    pub event: usize,
-    /// Cgroup name as the user gave it (perf prints it in its own column), if per-cgroup.
-    pub cgroup: Option<String>,
-    /// CPU number, with -A/--no-aggr.
-    pub cpu: Option<u32>,
-    pub value: Value,
 }
 
 /// Cumulative readings since the counter started.
