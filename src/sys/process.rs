@@ -1,15 +1,17 @@
-//! The command bperf counts (fork, exec, signals, wait): forked first, held before exec until the counters are
-//! open, then released, so that counting covers it from its first instruction.
+//! The command bperf counts (fork, exec, signals, wait): forked first, held before exec
+//! until the counters are open, then released, so that counting covers it from its
+//! first instruction.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 pub struct Workload {
@@ -22,13 +24,7 @@ pub struct Workload {
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: fds is two writable ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned these fds to us.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(pipe_with(PipeFlags::CLOEXEC)?)
 }
 
 impl Workload {
@@ -103,14 +99,11 @@ impl Workload {
         on_exit: impl FnOnce(ExitStatus, libc::rusage) + Send + 'static,
     ) -> io::Result<Child> {
         let go = self.go.take().expect("a workload starts once");
-        let b = 1u8;
-        // SAFETY: writing one byte from a live buffer.
-        unsafe { libc::write(go.as_raw_fd(), (&b as *const u8).cast(), 1) };
+        let _ = rustix::io::write(&go, &[1u8]);
         drop(go);
-        let mut errno = 0i32;
-        // SAFETY: reading into a live i32.
-        let n = unsafe { libc::read(self.err.as_raw_fd(), (&mut errno as *mut i32).cast(), 4) };
-        if n == 4 {
+        let mut errno = [0u8; 4];
+        if let Ok(4) = rustix::io::read(&self.err, &mut errno) {
+            let errno = i32::from_ne_bytes(errno);
             let _ = wait4(self.pid);
             return Err(io::Error::from_raw_os_error(errno));
         }
