@@ -181,7 +181,7 @@ pub struct StatArgs {
 const EXIT_STATUS: &str = "The command's status when one was given, 0 otherwise; 129 for \
 bad options or input (one line on standard error); 255 when counting could not be set up, \
 the output could not be written or the command could not be run; 141 when the output \
-pipe closed.";
+pipe closed; 130 after Ctrl-C and 143 after SIGTERM without a command.";
 
 const STAT_EXAMPLES: &[&str] = &[
     "bperf stat -a -e task-clock,context-switches --for-each-cgroup web,db -I 1000",

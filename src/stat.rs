@@ -23,6 +23,8 @@ use crate::sys::process::{self, Child, Workload};
 use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
 use rustix::process::Signal;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 /// Everything a session counts, resolved from the options.
 pub struct Plan {
@@ -283,7 +285,43 @@ impl Plan {
 /// What ends or interrupts the wait between reads.
 enum Wake {
     Exited(ExitStatus, libc::rusage),
-    Signal,
+    Signal(i32),
+}
+
+/// How counting ended.
+enum Ended {
+    /// The command exited (its status and resource usage).
+    Command(ExitStatus, libc::rusage),
+    /// A signal stopped counting, with no command to wait for.
+    Signal(i32),
+    /// The intervals asked for were printed.
+    Done,
+}
+
+impl Ended {
+    /// bperf's exit status, as perf's: the command's, or 128 + the signal's number
+    /// (130 after Ctrl-C, 143 after SIGTERM).
+    fn exit_code(&self) -> i32 {
+        match self {
+            Ended::Command(st, _) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
+            Ended::Signal(sig) => 128 + sig,
+            Ended::Done => 0,
+        }
+    }
+}
+
+/// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
+/// them end bperf before it prints. signal-hook says which signal came (ctrlc, used
+/// before, does not), for perf's exit status.
+fn forward_signals(tx: mpsc::Sender<Wake>) -> Result<()> {
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let _ = tx.send(Wake::Signal(sig));
+        }
+    });
+    Ok(())
 }
 
 /// One flush-and-read of every counter; with -v, says how long it took (the benchmark
@@ -369,12 +407,7 @@ impl Session<'_, '_> {
 
     /// Counts until the command ends, a signal comes or, without a command, the
     /// intervals are done; prints every interval, the last, partial one included.
-    /// Returns the command's status and resource usage.
-    fn count(
-        &mut self,
-        wakes: &mpsc::Receiver<Wake>,
-        child: Option<&Child>,
-    ) -> Result<Option<(ExitStatus, libc::rusage)>> {
+    fn count(&mut self, wakes: &mpsc::Receiver<Wake>, child: Option<&Child>) -> Result<Ended> {
         let interval = self.args.interval.map(Duration::from_millis);
         // --interval-count 0 is no limit, as in perf.
         let limit = self.args.interval_count.filter(|&n| n > 0);
@@ -385,19 +418,19 @@ impl Session<'_, '_> {
                 Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
                     Err(mpsc::RecvTimeoutError::Timeout) => None,
                     Ok(w) => Some(w),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal(SIGTERM)),
                 },
-                None => Some(wakes.recv().unwrap_or(Wake::Signal)),
+                None => Some(wakes.recv().unwrap_or(Wake::Signal(SIGTERM))),
             };
-            let exited = match wake {
+            let ended = match wake {
                 // Stop the command too (after Ctrl-C it has usually had SIGINT already);
-                // the summary follows once it has exited.
-                Some(Wake::Signal) if child.is_some() => {
+                // the summary follows once it has exited, with its status.
+                Some(Wake::Signal(_)) if child.is_some() => {
                     child.into_iter().for_each(|c| c.signal(Signal::TERM));
                     continue;
                 }
-                Some(Wake::Signal) => None,
-                Some(Wake::Exited(st, ru)) => Some((st, ru)),
+                Some(Wake::Signal(sig)) => Ended::Signal(sig),
+                Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
                 None => {
                     self.print_interval()?;
                     ticks += 1;
@@ -406,7 +439,7 @@ impl Session<'_, '_> {
                         // Like perf: no more intervals; a command runs to its end.
                         next_tick = None;
                         if child.is_none() {
-                            return Ok(None);
+                            return Ok(Ended::Done);
                         }
                     }
                     continue;
@@ -415,20 +448,24 @@ impl Session<'_, '_> {
             if next_tick.is_some() {
                 self.print_interval()?;
             }
-            return Ok(exited);
+            return Ok(ended);
         }
     }
 
     /// The counts of the whole run, and the footer.
-    fn print_summary(&mut self, exit: Option<&(ExitStatus, libc::rusage)>) -> Result<()> {
+    fn print_summary(&mut self, ended: &Ended) -> Result<()> {
         let elapsed = self.start.elapsed();
         let total = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
         let counter = &self.counter;
         let lines = self
             .plan
             .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
-        let rusage =
-            exit.map(|(_, ru)| (process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)));
+        let rusage = match ended {
+            Ended::Command(_, ru) => {
+                Some((process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)))
+            }
+            _ => None,
+        };
         self.report
             .summary(&self.plan.events, &lines, &Footer { elapsed, rusage })
             .and_then(|_| self.report.out.flush())
@@ -442,13 +479,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let options = report_options(a, &plan)?;
     let (out, output) = open_output(a)?;
     let (tx, wakes) = mpsc::channel();
-    {
-        let tx = tx.clone();
-        ctrlc::set_handler(move || {
-            let _ = tx.send(Wake::Signal);
-        })
-        .context("installing the Ctrl-C handler")?;
-    }
+    forward_signals(tx.clone())?;
     // The command is forked first and held before exec, so that a task counter can be
     // attached to it and every counter sees it from its first instruction.
     let workload = match a.command.is_empty() {
@@ -494,10 +525,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         output,
         start,
     };
-    let exit = session.count(&wakes, child.as_ref())?;
-    session.print_summary(exit.as_ref())?;
-    Ok(match exit {
-        Some((st, _)) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
-        None => 0,
-    })
+    let ended = session.count(&wakes, child.as_ref())?;
+    session.print_summary(&ended)?;
+    Ok(ended.exit_code())
 }

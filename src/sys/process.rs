@@ -57,6 +57,7 @@ impl Workload {
                 // bperf's own handlers mean nothing here: a signal kills a held child.
                 libc::signal(libc::SIGINT, libc::SIG_DFL);
                 libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
                 // Ended with bperf, however bperf ends (SIGKILL included), as on every
                 // other way out, where bperf sends SIGTERM itself.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
