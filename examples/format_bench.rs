@@ -75,7 +75,7 @@ fn interval_lines(cgroups: usize, nr_events: usize, cpus: usize) -> Vec<Line> {
 fn time_one(format: &Format, events: &[Event], lines: &[Line]) -> Duration {
     let options = Options {
         format: format.clone(),
-        big_num: true,
+        thousands: Some(",".into()),
         interval: Some(Duration::from_secs(1)),
         per_cpu: true,
         target: None,

@@ -156,8 +156,12 @@ pub struct StatArgs {
     #[arg(long = "append", requires = "output")]
     pub append: bool,
 
+    /// Print thousands separators as the locale has them (the default; not with -x).
+    #[arg(short = 'B', long = "big-num", overrides_with = "no_big_num")]
+    pub big_num: bool,
+
     /// Do not print thousands separators.
-    #[arg(long = "no-big-num")]
+    #[arg(long = "no-big-num", overrides_with = "big_num")]
     pub no_big_num: bool,
 
     /// Print counts per CPU instead of summed over CPUs (needs -a or -C).

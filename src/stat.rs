@@ -352,23 +352,35 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
         .truncate(!a.append)
         .open(path)
         .with_context(|| format!("cannot open output file {}", path.display()))?;
+    let name = path.display().to_string();
     // Buffered: the report flushes once per interval and at the end, not once per line.
-    Ok((
-        Box::new(io::BufWriter::new(file)),
-        path.display().to_string(),
-    ))
+    let mut out = io::BufWriter::new(file);
+    // As perf, when the file is not JSON: when counting started.
+    if !a.json {
+        write!(out, "# started on {}\n\n", kernel::ctime_now())
+            .with_context(|| format!("cannot write to {name}"))?;
+    }
+    Ok((Box::new(out), name))
 }
 
 fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
     let format = match (&a.field_separator, a.json) {
         (_, true) => Format::Json,
         (Some(sep), _) if sep.is_empty() => return Err(usage("-x needs a separator".into())),
+        (Some(_), _) if a.big_num => {
+            return Err(usage("-B option not supported with -x".into()));
+        }
         (Some(sep), _) => Format::Csv(sep.clone()),
         (None, false) => Format::Table,
     };
+    // As perf: thousands grouped as the locale groups them, unless told not to.
+    let thousands = match a.no_big_num {
+        true => None,
+        false => kernel::locale_thousands_separator(),
+    };
     Ok(Options {
         format,
-        big_num: !a.no_big_num,
+        thousands,
         interval: a.interval.map(Duration::from_millis),
         per_cpu: a.no_aggr,
         target: plan.task_mode.then(|| a.command.join(" ")),
@@ -460,8 +472,9 @@ impl Session<'_, '_> {
         let lines = self
             .plan
             .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
+        // As perf: user and system time only for a command counted on its own.
         let rusage = match ended {
-            Ended::Command(_, ru) => {
+            Ended::Command(_, ru) if self.plan.task_mode => {
                 Some((process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)))
             }
             _ => None,

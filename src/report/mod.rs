@@ -47,8 +47,9 @@ pub enum Format {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub format: Format,
-    /// Thousands separators in the table (perf's default; --no-big-num turns them off).
-    pub big_num: bool,
+    /// The thousands separator of the table's counts, from the locale as perf takes it
+    /// (none in the C locale, or with --no-big-num).
+    pub thousands: Option<String>,
     /// -I: the interval, for per-second rates and the time column.
     pub interval: Option<Duration>,
     /// -A: lines carry a CPU.
@@ -73,9 +74,7 @@ pub struct Report<W: Write> {
     pub out: W,
     intervals: usize,
     last_ts: Duration,
-    /// Buffers for the table's lines, kept from line to line.
-    line: String,
-    scratch: String,
+    buffers: Buffers,
 }
 
 /// One output line, in perf's units, before any format is applied.
@@ -129,20 +128,15 @@ fn fields<'a>(
     }
 }
 
-/// `%6lu.%09lu`: seconds and nanoseconds since counting started.
-fn timestamp(ts: Duration) -> String {
-    format!("{:6}.{:09}", ts.as_secs(), ts.subsec_nanos())
-}
-
-/// Writes a plain decimal number with its integer part grouped in thousands:
+/// Writes a plain decimal number with its integer part grouped in thousands by `sep`:
 /// 1234567.89 -> 1,234,567.89.
-fn push_grouped(out: &mut String, s: &str) {
+fn push_grouped(out: &mut String, s: &str, sep: &str) {
     let (int, frac) = s.split_at(s.find('.').unwrap_or(s.len()));
     let (sign, digits) = int.split_at(if int.starts_with('-') { 1 } else { 0 });
     out.push_str(sign);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
+            out.push_str(sep);
         }
         out.push(c);
     }
@@ -153,19 +147,20 @@ fn push_grouped(out: &mut String, s: &str) {
 #[cfg(test)]
 fn group_thousands(s: &str) -> String {
     let mut out = String::new();
-    push_grouped(&mut out, s);
+    push_grouped(&mut out, s, ",");
     out
 }
 
 /// The count as perf prints it: msec with two decimals, counts as integers.
-fn count_text(f: &Fields, big_num: bool) -> String {
+fn count_text(f: &Fields) -> String {
     let mut out = String::new();
-    write_count(&mut out, &mut String::new(), f, big_num);
+    write_count(&mut out, &mut String::new(), f, None);
     out
 }
 
-/// Appends the count as perf prints it to `out`; `digits` is scratch space.
-fn write_count(out: &mut String, digits: &mut String, f: &Fields, big_num: bool) {
+/// Appends the count as perf prints it to `out`, grouped by `thousands` if given;
+/// `digits` is scratch space.
+fn write_count(out: &mut String, digits: &mut String, f: &Fields, thousands: Option<&str>) {
     use std::fmt::Write as _;
     let Some(v) = f.value else {
         out.push_str(f.status);
@@ -178,9 +173,9 @@ fn write_count(out: &mut String, digits: &mut String, f: &Fields, big_num: bool)
         _ if v.fract() == 0.0 && v.abs() < 9e15 => write!(digits, "{}", v as i64),
         _ => write!(digits, "{v:.0}"),
     };
-    match big_num {
-        true => push_grouped(out, digits),
-        false => out.push_str(digits),
+    match thousands {
+        Some(sep) => push_grouped(out, digits, sep),
+        None => out.push_str(digits),
     }
 }
 
@@ -191,25 +186,26 @@ impl<W: Write> Report<W> {
             out,
             intervals: 0,
             last_ts: Duration::ZERO,
-            line: String::new(),
-            scratch: String::new(),
+            buffers: Buffers::default(),
         }
     }
 
     /// One interval's lines; `ts` is the time since counting started, `lines` hold the
     /// counts of this interval only (deltas).
     pub fn interval(&mut self, ts: Duration, events: &[Event], lines: &[Line]) -> io::Result<()> {
-        let wall = ts.saturating_sub(self.last_ts);
+        // Rates are per interval as asked for, as in perf, the last partial one included.
+        let wall = self
+            .opts
+            .interval
+            .unwrap_or(ts.saturating_sub(self.last_ts));
         self.last_ts = ts;
         if self.opts.format == Format::Table && self.intervals % HEADER_EVERY == 0 {
-            if self.opts.per_cpu {
-                writeln!(
-                    self.out,
-                    "#           time CPU                    counts unit events"
-                )?;
-            } else {
-                writeln!(self.out, "#           time             counts unit events")?;
-            }
+            let cpu = if self.opts.per_cpu { " cpu   " } else { "" };
+            writeln!(
+                self.out,
+                "#{:>15}{cpu} {:>COUNTS_LEN$} unit events",
+                "time", "counts"
+            )?;
         }
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
@@ -233,9 +229,7 @@ impl<W: Write> Report<W> {
                 Some(cmd) => cmd.as_str(),
                 None => "system wide",
             };
-            writeln!(self.out)?;
-            writeln!(self.out, " Performance counter stats for '{target}':")?;
-            writeln!(self.out)?;
+            write!(self.out, "\n Performance counter stats for '{target}':\n\n")?;
         }
         let wall_ns = footer.elapsed.as_nanos() as f64;
         let siblings = Siblings::new(events, lines);
@@ -244,29 +238,30 @@ impl<W: Write> Report<W> {
             self.print(None, &f)?;
         }
         if table {
-            writeln!(self.out)?;
-            writeln!(
-                self.out,
-                "{:>18.9} seconds time elapsed",
-                footer.elapsed.as_secs_f64()
-            )?;
-            writeln!(self.out)?;
-            if let Some((user, sys)) = footer.rusage {
-                writeln!(self.out, "{:>18.9} seconds user", user.as_secs_f64())?;
-                writeln!(self.out, "{:>18.9} seconds sys", sys.as_secs_f64())?;
-                writeln!(self.out)?;
-            }
+            self.footer(footer)?;
         }
         self.out.flush()
+    }
+
+    /// perf's footer: the time elapsed and, for a command counted on its own, its user
+    /// and system time.
+    fn footer(&mut self, footer: &Footer) -> io::Result<()> {
+        let elapsed = footer.elapsed.as_secs_f64();
+        write!(self.out, "\n {elapsed:17.9} seconds time elapsed")?;
+        if let Some((user, sys)) = footer.rusage {
+            write!(self.out, "\n\n {:17.9} seconds user\n", user.as_secs_f64())?;
+            writeln!(self.out, " {:17.9} seconds sys", sys.as_secs_f64())?;
+        }
+        write!(self.out, "\n\n")
     }
 
     fn print(&mut self, ts: Option<Duration>, f: &Fields) -> io::Result<()> {
         match &self.opts.format {
             Format::Table => {
-                let (line, scratch) = (&mut self.line, &mut self.scratch);
-                table_line(line, scratch, ts, f, self.opts.big_num);
-                line.push('\n');
-                self.out.write_all(line.as_bytes())
+                let thousands = self.opts.thousands.as_deref();
+                table_line(&mut self.buffers, ts, f, thousands);
+                self.buffers.line.push('\n');
+                self.out.write_all(self.buffers.line.as_bytes())
             }
             Format::Csv(sep) => writeln!(self.out, "{}", csv_line(ts, f, sep)),
             Format::Json => writeln!(self.out, "{}", json_line(ts, f)),
@@ -274,58 +269,86 @@ impl<W: Write> Report<W> {
     }
 }
 
-/// One table line into `s` (cleared first), without its newline; `scratch` is scratch
-/// space. Buffers kept from line to line: formatting costs no allocation per line.
-fn table_line(
-    s: &mut String,
-    scratch: &mut String,
-    ts: Option<Duration>,
-    f: &Fields,
-    big_num: bool,
-) {
+/// Widths of perf's table columns (perf 6.12's stat-display.c).
+const COUNTS_LEN: usize = 18;
+const EVNAME_LEN: usize = 32;
+const CGROUP_LEN: usize = 16;
+const METRIC_LEN: usize = 38;
+
+/// Enough spaces for any padding in a table line.
+const SPACES: &str = "                                                                ";
+
+/// Appends `text` to `s`, then spaces up to `width` characters.
+fn push_left(s: &mut String, text: &str, width: usize) {
+    s.push_str(text);
+    let n = text.chars().count();
+    if n < width {
+        s.push_str(&SPACES[..width - n]);
+    }
+}
+
+/// Buffers a Report keeps from line to line, so that a table line costs no allocation.
+#[derive(Default)]
+struct Buffers {
+    line: String,
+    count: String,
+    digits: String,
+}
+
+/// One table line into `b.line` (cleared first), without its newline, padded as perf
+/// 6.12 pads it.
+fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Option<&str>) {
     use std::fmt::Write as _;
+    let Buffers {
+        line: s,
+        count,
+        digits,
+    } = b;
     s.clear();
     if let Some(ts) = ts {
         let _ = write!(s, "{:6}.{:09} ", ts.as_secs(), ts.subsec_nanos());
     }
     if let Some(cpu) = f.cpu {
-        let _ = write!(s, "CPU{cpu:<7} ");
+        let _ = write!(s, "CPU{cpu:<3} ");
     }
-    let start = s.len();
-    write_count(s, scratch, f, big_num);
-    let width = s.len() - start;
-    if width < 18 {
-        s.insert_str(start, &"                  "[width..]);
+    count.clear();
+    write_count(count, digits, f, thousands);
+    let width = count.chars().count();
+    if width < COUNTS_LEN {
+        s.push_str(&SPACES[..COUNTS_LEN - width]);
     }
-    let event_width = if f.value.is_some() { 32 } else { 25 };
-    let _ = write!(s, " {:<4} {:<event_width$}", f.unit, f.event);
+    s.push_str(count);
+    s.push(' ');
+    push_left(s, f.unit, 4);
+    s.push(' ');
+    push_left(s, f.event, EVNAME_LEN);
     if let Some(cg) = f.cgroup {
         s.push(' ');
-        s.push_str(cg);
+        push_left(s, cg, CGROUP_LEN);
     }
-    if f.value.is_some() {
-        match &f.metric {
-            Some(m) => {
-                let _ = write!(s, " # {m} {:<23}", m.unit);
-            }
-            None => s.push_str(&" ".repeat(38)),
+    match (&f.metric, f.value) {
+        (Some(m), Some(_)) => {
+            let start = s.len();
+            let _ = write!(s, " # {m} ");
+            let width = METRIC_LEN.saturating_sub(s.len() - start);
+            push_left(s, m.unit, width);
         }
-        if f.multiplexed {
-            let _ = write!(s, "  ({:.2}%)", f.pct);
-        }
+        _ => s.push_str(&SPACES[..METRIC_LEN]),
     }
-    s.truncate(s.trim_end().len());
+    if f.multiplexed {
+        let _ = write!(s, "  ({:.2}%)", f.pct);
+    }
 }
 
 fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     let mut cols: Vec<String> = Vec::new();
     if let Some(ts) = ts {
-        cols.push(timestamp(ts));
+        cols.push(format!("{}.{:09}", ts.as_secs(), ts.subsec_nanos()));
     }
     if let Some(cpu) = f.cpu {
         cols.push(format!("CPU{cpu}"));
     }
-    cols.push(count_text(f, false));
+    cols.push(count_text(f));
     cols.push(f.unit.to_string());
     cols.push(f.event.to_string());
     if let Some(cg) = f.cgroup {
@@ -375,7 +398,7 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
         Some(m) => (m.value, m.unit),
         None => (0.0, ""),
     };
-    parts.push(format!("\"metric-value\" : {mv:.6}"));
+    parts.push(format!("\"metric-value\" : \"{mv:.6}\""));
     parts.push(format!("\"metric-unit\" : {}", q(mu)));
     format!("{{{}}}", parts.join(", "))
 }
@@ -421,7 +444,7 @@ mod tests {
     fn opts(format: Format) -> Options {
         Options {
             format,
-            big_num: true,
+            thousands: Some(",".into()),
             interval: None,
             per_cpu: false,
             target: None,
@@ -448,9 +471,9 @@ mod tests {
         let want = "
  Performance counter stats for 'system wide':
 
-          1,013.75 msec task-clock                       #    2.027 CPUs utilized
-            75,000      cs                               #   73.983 K/sec
-   <not supported>      cycles
+          1,013.75 msec task-clock                       #    2.027 CPUs utilized             
+            75,000      cs                               #   73.983 K/sec                     
+   <not supported>      cycles                                                                
 
        0.500000000 seconds time elapsed
 
@@ -473,21 +496,22 @@ mod tests {
             rusage: Some((Duration::from_millis(1), Duration::from_micros(1382))),
         };
         let mut o = opts(Format::Table);
-        o.big_num = false;
+        o.thousands = None;
         o.target = Some("sleep 1".into());
         let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
         let want = "
  Performance counter stats for 'sleep 1':
 
-           1013.75 msec task-clock                       web #    1.014 CPUs utilized
-             75000      cs                               web #   73.983 K/sec
-   <not supported>      cycles                    web
-     <not counted> msec task-clock                db
+           1013.75 msec task-clock                       web              #    1.014 CPUs utilized             
+             75000      cs                               web              #   73.983 K/sec                     
+   <not supported>      cycles                           web                                                   
+     <not counted> msec task-clock                       db                                                    
 
        1.000000000 seconds time elapsed
 
        0.001000000 seconds user
        0.001382000 seconds sys
+
 
 ";
         assert_eq!(out, want);
@@ -529,7 +553,7 @@ mod tests {
         let first = out.lines().nth(1).unwrap();
         assert_eq!(
             first,
-            "     1.000000000           1,013.75 msec task-clock                       #    1.014 CPUs utilized"
+"     1.000000000           1,013.75 msec task-clock                       #    1.014 CPUs utilized             "
         );
     }
 
@@ -545,8 +569,7 @@ mod tests {
         });
         assert_eq!(
             out,
-            "#           time CPU                    counts unit events
-     0.100000000 CPU0                   100.26 msec task-clock                       #    1.003 CPUs utilized\n"
+"#           time cpu                counts unit events\n     0.100000000 CPU0               100.26 msec task-clock                       #    1.003 CPUs utilized             \n"
         );
     }
 
@@ -576,7 +599,7 @@ mod tests {
         let out = render(o, |r| {
             r.interval(Duration::from_millis(1500), &ev, &l).unwrap()
         });
-        assert_eq!(out, "     1.500000000;CPU1;7;;cs;1000000000;100.00;;\n");
+        assert_eq!(out, "1.500000000;CPU1;7;;cs;1000000000;100.00;;\n");
     }
 
     #[test]
@@ -591,12 +614,12 @@ mod tests {
         let first = out.lines().next().unwrap();
         assert_eq!(
             first,
-            r#"{"counter-value" : "1013.750000", "unit" : "msec", "event" : "task-clock", "cgroup" : "web", "event-runtime" : 1000000000, "pcnt-running" : 100.00, "metric-value" : 1.013750, "metric-unit" : "CPUs utilized"}"#
+            r#"{"counter-value" : "1013.750000", "unit" : "msec", "event" : "task-clock", "cgroup" : "web", "event-runtime" : 1000000000, "pcnt-running" : 100.00, "metric-value" : "1.013750", "metric-unit" : "CPUs utilized"}"#
         );
         let last = out.lines().last().unwrap();
         assert_eq!(
             last,
-            r#"{"counter-value" : "<not supported>", "unit" : "", "event" : "cycles", "cgroup" : "web", "event-runtime" : 0, "pcnt-running" : 100.00, "metric-value" : 0.000000, "metric-unit" : ""}"#
+            r#"{"counter-value" : "<not supported>", "unit" : "", "event" : "cycles", "cgroup" : "web", "event-runtime" : 0, "pcnt-running" : 100.00, "metric-value" : "0.000000", "metric-unit" : ""}"#
         );
         let mut o = opts(Format::Json);
         o.interval = Some(Duration::from_secs(1));

@@ -72,3 +72,35 @@ impl KernelFeatures {
         }
     }
 }
+
+/// The thousands separator of the user's numeric locale (LC_ALL, LC_NUMERIC, LANG), as
+/// perf's `%'` takes it; None where the locale has none, as C and POSIX do.
+pub fn locale_thousands_separator() -> Option<String> {
+    // SAFETY: called before bperf starts any thread; setlocale copies the empty name's
+    // meaning from the environment, and localeconv's result is read before any other
+    // locale call.
+    unsafe {
+        libc::setlocale(libc::LC_NUMERIC, c"".as_ptr());
+        let conv = libc::localeconv();
+        if conv.is_null() || (*conv).thousands_sep.is_null() {
+            return None;
+        }
+        let sep = std::ffi::CStr::from_ptr((*conv).thousands_sep).to_string_lossy();
+        (!sep.is_empty()).then(|| sep.into_owned())
+    }
+}
+
+/// Now in ctime(3)'s form, `Mon Nov 23 23:20:00 2026`, in local time.
+pub fn ctime_now() -> String {
+    let mut buf = [0 as libc::c_char; 64];
+    // SAFETY: time(NULL) has no preconditions; ctime_r writes at most 26 bytes into
+    // buf, which holds 64.
+    let text = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        if libc::ctime_r(&now, buf.as_mut_ptr()).is_null() {
+            return String::new();
+        }
+        std::ffi::CStr::from_ptr(buf.as_ptr())
+    };
+    text.to_string_lossy().trim_end().to_string()
+}

@@ -1,0 +1,214 @@
+//! bperf's output has perf 6.12's shape, line by line: the same lines, fields and
+//! padding, whatever the numbers. Checked against perf 6.12's output recorded in
+//! tests/fixtures/perf-6.12/ and, when a perf 6.12 is on the machine ($PERF, or
+//! /opt/perf-bpf/bin/perf), against perf itself, live. Needs root.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// Each case: a name and perf stat's arguments, the same for both tools.
+const CASES: &[(&str, &[&str])] = &[
+    (
+        "task",
+        &[
+            "-e",
+            "task-clock,context-switches,cycles,page-faults",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
+    (
+        "system",
+        &[
+            "-a",
+            "-e",
+            "task-clock,context-switches,cycles",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
+    (
+        "cgroup",
+        &[
+            "-a",
+            "-e",
+            "task-clock,context-switches,cycles",
+            "--for-each-cgroup",
+            "/",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
+    (
+        "interval",
+        &[
+            "-a",
+            "-I",
+            "100",
+            "--interval-count",
+            "2",
+            "-e",
+            "task-clock,cycles",
+        ],
+    ),
+    (
+        "interval-cgroup",
+        &[
+            "-a",
+            "-I",
+            "100",
+            "--interval-count",
+            "2",
+            "-e",
+            "task-clock,cycles",
+            "-G",
+            "/",
+        ],
+    ),
+    (
+        "csv",
+        &[
+            "-a",
+            "-x,",
+            "-e",
+            "task-clock,context-switches,cycles",
+            "--for-each-cgroup",
+            "/",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
+    (
+        "csv-interval",
+        &[
+            "-a",
+            "-x;",
+            "-I",
+            "100",
+            "--interval-count",
+            "2",
+            "-e",
+            "task-clock,cycles",
+        ],
+    ),
+    (
+        "json",
+        &[
+            "-a",
+            "-j",
+            "-e",
+            "task-clock,context-switches,cycles",
+            "--for-each-cgroup",
+            "/",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
+    (
+        "json-interval",
+        &[
+            "-a",
+            "-j",
+            "-I",
+            "100",
+            "--interval-count",
+            "1",
+            "-e",
+            "task-clock",
+        ],
+    ),
+];
+
+/// A line with every number made `N`, runs of spaces made one, and, for the table's
+/// lines, their length: what stays the same whatever was counted.
+fn shape(text: &str) -> Vec<(String, Option<usize>)> {
+    let number = regex::Regex::new(r"\d[\d,]*(\.\d+)?").unwrap();
+    let spaces = regex::Regex::new(r" +").unwrap();
+    text.lines()
+        .map(|l| {
+            // Rates carry a prefix for their size: /sec, K/sec, M/sec, G/sec.
+            let l = l
+                .replace("K/sec", " /sec")
+                .replace("M/sec", " /sec")
+                .replace("G/sec", " /sec");
+            let s = number.replace_all(&l, "N");
+            let s = spaces.replace_all(&s, " ").into_owned();
+            let table = !l.starts_with('{') && !l.contains([',', ';']);
+            (s, table.then_some(l.len()))
+        })
+        .collect()
+}
+
+fn stat_output(tool: &Path, args: &[&str]) -> String {
+    let out = Command::new(tool).arg("stat").args(args).output().unwrap();
+    assert!(out.status.success(), "{tool:?} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
+}
+
+/// A perf 6.12 to compare with live, if the machine has one.
+fn perf_612() -> Option<PathBuf> {
+    let perf = std::env::var_os("PERF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/perf-bpf/bin/perf"));
+    let version = Command::new(&perf).arg("version").output().ok()?;
+    String::from_utf8_lossy(&version.stdout)
+        .contains("perf version 6.12")
+        .then_some(perf)
+}
+
+fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
+    let (want, got) = (shape(want), shape(got));
+    assert_eq!(
+        want.len(),
+        got.len(),
+        "{name}: {whose} has {} lines, bperf {}",
+        want.len(),
+        got.len()
+    );
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(
+            w,
+            g,
+            "{name}, line {}: {whose}'s shape, then bperf's",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn output_has_perf_612s_shape() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let perf = perf_612();
+    let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
+    for (name, args) in CASES {
+        let ours = stat_output(&bperf, args);
+        if let Some(perf) = &perf {
+            let theirs = stat_output(perf, args);
+            if record {
+                fs::write(fixture(name), &theirs).unwrap();
+            }
+            assert_same_shape(name, &theirs, &ours, "perf (live)");
+        }
+        let recorded = fs::read_to_string(fixture(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        assert_same_shape(name, &recorded, &ours, "perf (recorded)");
+    }
+}
