@@ -78,7 +78,7 @@ fn time_one(format: &Format, events: &[Event], lines: &[Line]) -> Duration {
         thousands: Some(",".into()),
         interval: Some(Duration::from_secs(1)),
         per_cpu: true,
-        target: None,
+        ..Options::default()
     };
     let mut report = Report::new(options, std::io::sink());
     let t = Instant::now();

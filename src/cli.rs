@@ -27,6 +27,8 @@ pub struct Cli {
     pub cmd: Command,
 }
 
+// The stat variant is large, and made once per run.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Count events system-wide or per cgroup, while a command runs or until Ctrl-C.
@@ -167,6 +169,54 @@ pub struct StatArgs {
     /// Print counts per CPU instead of summed over CPUs (needs -a or -C).
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
+
+    /// Children of the command are not counted.
+    #[arg(short = 'i', long = "no-inherit")]
+    pub no_inherit: bool,
+
+    /// Count every event in the kernel only (as if each had :k).
+    #[arg(long = "all-kernel")]
+    pub all_kernel: bool,
+
+    /// Count every event in user space only (as if each had :u).
+    #[arg(long = "all-user")]
+    pub all_user: bool,
+
+    /// Null run: open no counter, only time the command.
+    #[arg(short = 'n', long = "null")]
+    pub null_run: bool,
+
+    /// Stop counting (and the command, with SIGTERM) after MS milliseconds (at least 10).
+    #[arg(long = "timeout", value_name = "MS")]
+    pub timeout: Option<u64>,
+
+    /// Start counting MS milliseconds after the command starts.
+    ///
+    /// bperf prints 'Events disabled' and, once counting starts, 'Events enabled', as
+    /// perf does. -D -1 (start disabled, enabled through --control) is not supported.
+    #[arg(
+        short = 'D',
+        long = "delay",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    pub delay: Option<i64>,
+
+    /// With -I, also print the counts of the whole run at the end.
+    #[arg(long = "summary", requires = "interval")]
+    pub summary: bool,
+
+    /// With --summary and -x, do not start the summary's lines with 'summary'.
+    #[arg(long = "no-csv-summary")]
+    pub no_csv_summary: bool,
+
+    /// Clear the screen before each interval (not with -o).
+    #[arg(long = "interval-clear", requires = "interval")]
+    pub interval_clear: bool,
+
+    /// Print nothing: no counts, messages or warnings; only the exit status tells.
+    #[arg(long = "quiet")]
+    pub quiet: bool,
 
     /// Show what is opened (-vv: more).
     ///

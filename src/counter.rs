@@ -33,8 +33,10 @@ fn privilege_hint(setup: &Setup) -> &'static str {
 pub struct Setup<'a> {
     pub events: &'a [Event],
     pub cpus: &'a [u32],
-    /// Count this (not yet exec'd) task and its children instead of the CPUs.
+    /// Count this (not yet exec'd) task instead of the CPUs.
     pub task: Option<libc::pid_t>,
+    /// With the task, its children too (perf's default; -i turns it off).
+    pub inherit: bool,
     /// Monitored cgroup ids; empty means no BPF, plain per-CPU counting.
     pub cgroups: &'a [u64],
     /// perf_event controller on cgroup v1.
@@ -80,17 +82,14 @@ impl<'obj> Counter<'obj> {
             .as_ref()
             .map_or_else(ReadMasks::default, |p| p.masks(setup.events));
         let rq_switches = masks.rq_switches;
-        let opened =
-            open_events(setup.events, &targets, rq_switches, setup.verbose >= 2).map_err(|e| {
-                match e {
-                    OpenError::Denied(event, e) => anyhow::anyhow!(
-                        "cannot open event '{}': {e}: {}",
-                        setup.events[event].name,
-                        privilege_hint(setup)
-                    ),
-                    OpenError::Other(e) => e,
-                }
-            })?;
+        let opened = open_events(setup, &targets, rq_switches).map_err(|e| match e {
+            OpenError::Denied(event, e) => anyhow::anyhow!(
+                "cannot open event '{}': {e}: {}",
+                setup.events[event].name,
+                privilege_hint(setup)
+            ),
+            OpenError::Other(e) => e,
+        })?;
         let bpf = match &path {
             None => None,
             Some(path) => {
@@ -132,7 +131,14 @@ impl<'obj> Counter<'obj> {
         self.user_only[event]
     }
 
-    /// Counts since the counter was opened.
+    /// Counts from now on: what was counted so far is left out of every later read
+    /// (-D: counting starts after a delay).
+    pub fn restart(&mut self) -> Result<()> {
+        self.base = self.read_raw()?;
+        Ok(())
+    }
+
+    /// Counts since the counter was opened (or restarted).
     pub fn read(&mut self) -> Result<Snapshot> {
         Ok(self.read_raw()?.since(&self.base))
     }
@@ -186,12 +192,8 @@ enum OpenError {
 /// Opens every event on every CPU, except those in the `rq_switches` mask, which the BPF
 /// side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
-fn open_events(
-    events: &[Event],
-    targets: &[Target],
-    rq_switches: u64,
-    dump: bool,
-) -> Result<Opened, OpenError> {
+fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Opened, OpenError> {
+    let (events, dump) = (setup.events, setup.verbose >= 2);
     let mut o = Opened {
         fds: Vec::with_capacity(events.len()),
         supported: Vec::with_capacity(events.len()),
@@ -218,7 +220,7 @@ fn open_events(
                 (None, Some(l)) if l == i => Role::Leader,
                 _ => Role::Single,
             };
-            match open_one(ev, target, role, group, dump) {
+            match open_one(ev, target, role, group, setup) {
                 Ok((fd, user_only)) => {
                     o.user_only[i] |= user_only;
                     per_cpu.push(Some(fd));
@@ -255,9 +257,17 @@ fn open_one(
     target: Target,
     role: Role,
     group: Option<&OwnedFd>,
-    dump: bool,
+    setup: &Setup,
 ) -> io::Result<(OwnedFd, bool)> {
-    let attr = perf_event::counting_attr(&ev.attr, target, role);
+    let dump = setup.verbose >= 2;
+    let attr_of = |a: &Attr| {
+        let mut attr = perf_event::counting_attr(a, target, role);
+        if !setup.inherit {
+            attr.set_inherit(0);
+        }
+        attr
+    };
+    let attr = attr_of(&ev.attr);
     match perf_event::open_with_fallback(attr, target, group, dump) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES)
@@ -276,7 +286,7 @@ fn open_one(
                 exclude_hv: true,
                 ..ev.attr
             };
-            let attr = perf_event::counting_attr(&user, target, role);
+            let attr = attr_of(&user);
             perf_event::open_with_fallback(attr, target, group, dump).map(|fd| (fd, true))
         }
         r => r.map(|fd| (fd, false)),
@@ -469,6 +479,7 @@ mod tests {
             events: &events,
             cpus: &cpus,
             task: None,
+            inherit: true,
             cgroups,
             cgroup_v1: false,
             verbose: 0,

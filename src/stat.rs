@@ -151,6 +151,31 @@ impl CgroupRows {
     }
 }
 
+/// The options about when counting runs, checked as perf checks them.
+fn check_timing(a: &StatArgs) -> Result<()> {
+    if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
+        return Err(usage(format!(
+            "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"
+        )));
+    }
+    match a.timeout {
+        Some(_) if a.interval.is_some() => {
+            return Err(usage(
+                "timeout option is not supported with interval-print".into(),
+            ))
+        }
+        Some(ms) if ms < 10 => return Err(usage(format!("timeout must be >= 10ms (got {ms})"))),
+        _ => {}
+    }
+    match a.delay {
+        Some(-1) => Err(usage(
+            "-D -1 (start disabled, enabled through --control) is not supported".into(),
+        )),
+        Some(ms) if ms < -1 => Err(usage(format!("invalid delay -D {ms}"))),
+        _ => Ok(()),
+    }
+}
+
 /// The events from -e (perf's default set without it).
 fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
     let list = if a.events.is_empty() {
@@ -158,9 +183,19 @@ fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
     } else {
         a.events.join(",")
     };
-    let events = event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
+    let mut events =
+        event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
     if events.is_empty() {
         return Err(usage("no events to count".into()));
+    }
+    // As perf: --all-user, then --all-kernel, override what each event says.
+    for e in &mut events {
+        if a.all_user {
+            (e.attr.exclude_kernel, e.attr.exclude_user) = (true, false);
+        }
+        if a.all_kernel {
+            (e.attr.exclude_kernel, e.attr.exclude_user) = (false, true);
+        }
     }
     Ok(events)
 }
@@ -212,13 +247,7 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
 
 impl Plan {
     pub fn from_args(a: &StatArgs) -> Result<Plan> {
-        if let Some(ms) = a.interval {
-            if ms < MIN_INTERVAL_MS {
-                return Err(usage(format!(
-                    "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"
-                )));
-            }
-        }
+        check_timing(a)?;
         let per_cpu_target = a.all_cpus || a.cpu.is_some();
         let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
         if (cgroup_opts || a.no_aggr) && !per_cpu_target {
@@ -231,7 +260,11 @@ impl Plan {
                 "nothing to count: give a command, or -a or -C to count CPUs".into(),
             ));
         }
-        let events = parse_events(a)?;
+        // A null run opens no counter.
+        let events = match a.null_run {
+            true => Vec::new(),
+            false => parse_events(a)?,
+        };
         let cpus = parse_cpus(a)?;
         let cg = parse_cgroups(a, events.len())?;
         Ok(Plan {
@@ -288,6 +321,18 @@ enum Wake {
     Signal(i32),
 }
 
+/// The next wake, or None when `until` comes first.
+fn wait(wakes: &mpsc::Receiver<Wake>, until: Option<Instant>) -> Option<Wake> {
+    match until {
+        Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Ok(w) => Some(w),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal(SIGTERM)),
+        },
+        None => Some(wakes.recv().unwrap_or(Wake::Signal(SIGTERM))),
+    }
+}
+
 /// How counting ended.
 enum Ended {
     /// The command exited (its status and resource usage).
@@ -342,6 +387,14 @@ fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapsho
 
 /// Where the report goes: the -o file (named in errors) or stderr.
 fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
+    use std::io::IsTerminal;
+    if a.quiet {
+        return Ok((Box::new(io::sink()), "nothing".into()));
+    }
+    // As perf: the clearing is for a terminal.
+    if a.interval_clear && (a.output.is_some() || !io::stderr().is_terminal()) {
+        return Err(usage("--interval-clear does not work with output".into()));
+    }
     let Some(path) = &a.output else {
         return Ok((Box::new(io::BufWriter::new(io::stderr())), "stderr".into()));
     };
@@ -384,6 +437,10 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         interval: a.interval.map(Duration::from_millis),
         per_cpu: a.no_aggr,
         target: plan.task_mode.then(|| a.command.join(" ")),
+        summary: a.summary,
+        csv_summary_prefix: !a.no_csv_summary,
+        null_run: a.null_run,
+        interval_clear: a.interval_clear,
     })
 }
 
@@ -419,21 +476,37 @@ impl Session<'_, '_> {
 
     /// Counts until the command ends, a signal comes or, without a command, the
     /// intervals are done; prints every interval, the last, partial one included.
-    fn count(&mut self, wakes: &mpsc::Receiver<Wake>, child: Option<&Child>) -> Result<Ended> {
+    /// `early`: a wake that came before counting started (during -D's delay).
+    fn count(
+        &mut self,
+        mut early: Option<Wake>,
+        wakes: &mpsc::Receiver<Wake>,
+        child: Option<&Child>,
+    ) -> Result<Ended> {
         let interval = self.args.interval.map(Duration::from_millis);
         // --interval-count 0 is no limit, as in perf.
         let limit = self.args.interval_count.filter(|&n| n > 0);
         let mut ticks = 0u64;
-        let mut next_tick = interval.map(|i| self.start + i);
+        // Times too far away to represent are never reached.
+        let mut next_tick = interval.and_then(|i| self.start.checked_add(i));
+        let mut timeout = self
+            .args
+            .timeout
+            .and_then(|ms| self.start.checked_add(Duration::from_millis(ms)));
         loop {
-            let wake = match next_tick {
-                Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Ok(w) => Some(w),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal(SIGTERM)),
-                },
-                None => Some(wakes.recv().unwrap_or(Wake::Signal(SIGTERM))),
+            let wake = match early.take() {
+                Some(w) => Some(w),
+                None => wait(wakes, next_tick.into_iter().chain(timeout).min()),
             };
+            if wake.is_none() && timeout.is_some_and(|t| Instant::now() >= t) {
+                // --timeout: as perf, the command gets SIGTERM and is waited for.
+                timeout = None;
+                match child {
+                    Some(c) => c.signal(Signal::TERM),
+                    None => return Ok(Ended::Done),
+                }
+                continue;
+            }
             let ended = match wake {
                 // Stop the command too (after Ctrl-C it has usually had SIGINT already);
                 // the summary follows once it has exited, with its status.
@@ -446,7 +519,7 @@ impl Session<'_, '_> {
                 None => {
                     self.print_interval()?;
                     ticks += 1;
-                    next_tick = next_tick.zip(interval).map(|(t, i)| t + i);
+                    next_tick = next_tick.zip(interval).and_then(|(t, i)| t.checked_add(i));
                     if limit.is_some_and(|n| ticks >= n) {
                         // Like perf: no more intervals; a command runs to its end.
                         next_tick = None;
@@ -491,6 +564,9 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let mut plan = Plan::from_args(a)?;
     let options = report_options(a, &plan)?;
     let (out, output) = open_output(a)?;
+    if a.timeout.is_some_and(|ms| ms < 100) && !a.quiet {
+        eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
+    }
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone())?;
     // The command is forked first and held before exec, so that a task counter can be
@@ -501,7 +577,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     };
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let mut storage = MaybeUninit::uninit();
-    let counter = Counter::open(
+    let mut counter = Counter::open(
         &Setup {
             events: &plan.events,
             cpus: &plan.cpus,
@@ -509,6 +585,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
                 .as_ref()
                 .filter(|_| plan.task_mode)
                 .map(Workload::pid),
+            inherit: !a.no_inherit,
             cgroups: &ids,
             cgroup_v1: plan.cgroup_v1,
             verbose: a.verbose,
@@ -520,7 +597,12 @@ pub fn run(a: &StatArgs) -> Result<i32> {
             event.name = event.user_only_name();
         }
     }
-    let start = Instant::now();
+    let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
+    if delay.is_some() && !a.quiet {
+        eprintln!("Events disabled");
+    }
+    // Counting runs from before the command is let go (starting it waits for its exec).
+    let mut start = Instant::now();
     let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
@@ -529,6 +611,19 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         Some(Ok(child)) => Some(child),
         None => None,
     };
+    // A command that ends, or a signal, during the delay ends it early.
+    let mut early = None;
+    if let Some(ms) = delay {
+        early = wait(
+            &wakes,
+            Instant::now().checked_add(Duration::from_millis(ms)),
+        );
+        counter.restart()?;
+        if !a.quiet {
+            eprintln!("Events enabled");
+        }
+        start = Instant::now();
+    }
     let mut session = Session {
         args: a,
         plan: &plan,
@@ -538,7 +633,13 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         output,
         start,
     };
-    let ended = session.count(&wakes, child.as_ref())?;
+    let ended = session.count(early, &wakes, child.as_ref())?;
+    if let (Ended::Command(st, _), false) = (&ended, a.quiet) {
+        // As perf's psignal(3): which signal ended the command.
+        if let Some(sig) = st.signal() {
+            eprintln!("{}: {}", a.command[0], kernel::signal_description(sig));
+        }
+    }
     session.print_summary(&ended)?;
     Ok(ended.exit_code())
 }

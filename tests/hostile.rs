@@ -538,6 +538,8 @@ const FUZZ_OPTIONS: &[(&str, &[&str])] = &[
     ("-I", &["10", "50", "100"]),
     ("--interval-count", &["0", "1", "2"]),
     ("-x", &[",", ";", "  "]),
+    ("--timeout", &["10", "100", "1000"]),
+    ("-D", &["0", "10", "100"]),
 ];
 
 /// Options without values.
@@ -549,6 +551,15 @@ const FUZZ_FLAGS: &[&str] = &[
     "--no-big-num",
     "-v",
     "--append",
+    "-i",
+    "-n",
+    "-B",
+    "--quiet",
+    "--all-user",
+    "--all-kernel",
+    "--summary",
+    "--no-csv-summary",
+    "--interval-clear",
     "--bogus",
 ];
 

@@ -127,6 +127,64 @@ const CASES: &[(&str, &[&str])] = &[
             "task-clock",
         ],
     ),
+    (
+        "summary",
+        &[
+            "-a",
+            "-I",
+            "100",
+            "--interval-count",
+            "2",
+            "--summary",
+            "-e",
+            "task-clock,cycles",
+        ],
+    ),
+    (
+        "summary-csv",
+        &[
+            "-a",
+            "-x,",
+            "-I",
+            "100",
+            "--interval-count",
+            "1",
+            "--summary",
+            "-e",
+            "task-clock",
+        ],
+    ),
+    (
+        "summary-csv-plain",
+        &[
+            "-a",
+            "-x,",
+            "-I",
+            "100",
+            "--interval-count",
+            "1",
+            "--summary",
+            "--no-csv-summary",
+            "-e",
+            "task-clock",
+        ],
+    ),
+    ("null", &["-n", "--", "sleep", "0.1"]),
+    (
+        "no-inherit",
+        &["-i", "-e", "task-clock,page-faults", "--", "sleep", "0.1"],
+    ),
+    (
+        "all-user",
+        &[
+            "--all-user",
+            "-e",
+            "task-clock,page-faults",
+            "--",
+            "sleep",
+            "0.1",
+        ],
+    ),
 ];
 
 /// A line with every number made `N`, runs of spaces made one, and, for the table's

@@ -34,9 +34,10 @@ pub struct Line {
     pub value: Value,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Format {
     /// perf's human table.
+    #[default]
     Table,
     /// -x SEP
     Csv(String),
@@ -44,7 +45,7 @@ pub enum Format {
     Json,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     pub format: Format,
     /// The thousands separator of the table's counts, from the locale as perf takes it
@@ -56,7 +57,19 @@ pub struct Options {
     pub per_cpu: bool,
     /// What the header says was counted: `None` -> 'system wide', `Some(cmd)` -> the workload's command line.
     pub target: Option<String>,
+    /// --summary: after the intervals, the counts of the whole run too.
+    pub summary: bool,
+    /// --summary with -x: the summary's lines start with `summary` (not with
+    /// --no-csv-summary).
+    pub csv_summary_prefix: bool,
+    /// -n: no counters, only the time elapsed.
+    pub null_run: bool,
+    /// --interval-clear: clear the screen and print the header before each interval.
+    pub interval_clear: bool,
 }
+
+/// What perf writes to clear the terminal (--interval-clear).
+const CONSOLE_CLEAR: &str = "\x1b[H\x1b[2J";
 
 /// What the summary's footer reports.
 #[derive(Clone, Debug, Default)]
@@ -67,7 +80,7 @@ pub struct Footer {
 }
 
 /// perf repeats the interval header every this many intervals.
-const HEADER_EVERY: usize = 25;
+const HEADER_EVERY: usize = 26;
 
 pub struct Report<W: Write> {
     pub opts: Options,
@@ -199,7 +212,12 @@ impl<W: Write> Report<W> {
             .interval
             .unwrap_or(ts.saturating_sub(self.last_ts));
         self.last_ts = ts;
-        if self.opts.format == Format::Table && self.intervals % HEADER_EVERY == 0 {
+        if self.opts.interval_clear {
+            // As perf, on standard output whatever the report's output.
+            println!("{CONSOLE_CLEAR}");
+        }
+        let header = self.intervals % HEADER_EVERY == 0 || self.opts.interval_clear;
+        if self.opts.format == Format::Table && header {
             let cpu = if self.opts.per_cpu { " cpu   " } else { "" };
             writeln!(
                 self.out,
@@ -218,23 +236,32 @@ impl<W: Write> Report<W> {
     }
 
     /// The final summary; `lines` hold counts for the whole run. In interval mode perf
-    /// prints nothing more: the intervals were the output.
+    /// prints nothing more (the intervals were the output) unless asked for a summary,
+    /// which then has no header, and its CSV lines start with `summary`.
     pub fn summary(&mut self, events: &[Event], lines: &[Line], footer: &Footer) -> io::Result<()> {
-        if self.opts.interval.is_some() {
+        let after_intervals = self.opts.interval.is_some();
+        if after_intervals && !self.opts.summary {
             return self.out.flush();
         }
         let table = self.opts.format == Format::Table;
-        if table {
+        if table && !after_intervals {
             let target = match &self.opts.target {
                 Some(cmd) => cmd.as_str(),
                 None => "system wide",
             };
             write!(self.out, "\n Performance counter stats for '{target}':\n\n")?;
         }
+        let prefix = match &self.opts.format {
+            Format::Csv(sep) if after_intervals && self.opts.csv_summary_prefix => {
+                format!("summary{sep}")
+            }
+            _ => String::new(),
+        };
         let wall_ns = footer.elapsed.as_nanos() as f64;
         let siblings = Siblings::new(events, lines);
         for line in lines {
             let f = fields(events, &siblings, line, wall_ns);
+            self.out.write_all(prefix.as_bytes())?;
             self.print(None, &f)?;
         }
         if table {
@@ -247,7 +274,10 @@ impl<W: Write> Report<W> {
     /// and system time.
     fn footer(&mut self, footer: &Footer) -> io::Result<()> {
         let elapsed = footer.elapsed.as_secs_f64();
-        write!(self.out, "\n {elapsed:17.9} seconds time elapsed")?;
+        if !self.opts.null_run {
+            writeln!(self.out)?;
+        }
+        write!(self.out, " {elapsed:17.9} seconds time elapsed")?;
         if let Some((user, sys)) = footer.rusage {
             write!(self.out, "\n\n {:17.9} seconds user\n", user.as_secs_f64())?;
             writeln!(self.out, " {:17.9} seconds sys", sys.as_secs_f64())?;
@@ -448,6 +478,10 @@ mod tests {
             interval: None,
             per_cpu: false,
             target: None,
+            summary: false,
+            csv_summary_prefix: true,
+            null_run: false,
+            interval_clear: false,
         }
     }
 
@@ -529,13 +563,13 @@ mod tests {
     }
 
     #[test]
-    fn interval_table_repeats_header_every_25() {
+    fn interval_table_repeats_header_every_26() {
         let ev = events();
         let l = lines(None);
         let mut o = opts(Format::Table);
         o.interval = Some(Duration::from_secs(1));
         let out = render(o, |r| {
-            for i in 1..=26 {
+            for i in 1..=27 {
                 r.interval(Duration::from_secs(i), &ev, &l).unwrap();
             }
             r.summary(&ev, &l, &Footer::default()).unwrap();
@@ -547,7 +581,7 @@ mod tests {
         assert_eq!(headers, 2);
         assert_eq!(
             out.lines().count(),
-            2 + 26 * 3,
+            2 + 27 * 3,
             "no summary after intervals"
         );
         let first = out.lines().nth(1).unwrap();

@@ -104,3 +104,16 @@ pub fn ctime_now() -> String {
     };
     text.to_string_lossy().trim_end().to_string()
 }
+
+/// The description of signal `sig`, as strsignal(3) and psignal(3) give it
+/// (`Terminated`).
+pub fn signal_description(sig: i32) -> String {
+    // SAFETY: strsignal returns a string valid until the next call; it is copied at once.
+    unsafe {
+        let s = libc::strsignal(sig);
+        match s.is_null() {
+            true => format!("Signal {sig}"),
+            false => std::ffi::CStr::from_ptr(s).to_string_lossy().into_owned(),
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! perf stat's run-control options, by what they do: -i, --all-user/--all-kernel, -n,
+//! --timeout, -D, --summary, --quiet, and their refusals. Needs root, except where
+//! noted.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn stat(args: &[&str]) -> Output {
+    bperf().arg("stat").args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The task-clock (ms) bperf counted, from -x, output (no cgroups) on stderr.
+fn task_clock_ms(err: &str) -> f64 {
+    err.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "task-clock")
+        .and_then(|f| f[0].parse().ok())
+        .unwrap_or_else(|| panic!("no task-clock in {err}"))
+}
+
+/// -i counts the command alone: a child's 300 ms of spinning are left out.
+#[test]
+fn no_inherit_leaves_children_out() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let w = workload().display().to_string();
+    let spin = format!("{w} spin 300");
+    let with = task_clock_ms(&stderr(&stat(&[
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        &spin,
+    ])));
+    let without = task_clock_ms(&stderr(&stat(&[
+        "-x,",
+        "-i",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        &spin,
+    ])));
+    assert!(with >= 290.0, "with children: {with} ms");
+    assert!(without < 100.0, "-i: {without} ms");
+}
+
+/// --all-user and --all-kernel set every event's exclusions, as :u and :k would.
+#[test]
+fn all_user_and_all_kernel_set_every_attr() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    for (opt, excluded, kept) in [
+        ("--all-user", "exclude_kernel", "exclude_user"),
+        ("--all-kernel", "exclude_user", "exclude_kernel"),
+    ] {
+        let o = stat(&[
+            "-vv",
+            opt,
+            "-e",
+            "task-clock,cs:u,page-faults:k",
+            "--",
+            "true",
+        ]);
+        let err = stderr(&o);
+        let attrs: Vec<&str> = err.split("perf_event_attr:").skip(1).collect();
+        assert_eq!(attrs.len(), 3, "{opt}: {err}");
+        for a in attrs {
+            assert!(a.contains(&format!("  {excluded:<32} 1")), "{opt}: {a}");
+            assert!(!a.contains(&format!("  {kept:<32} 1")), "{opt}: {a}");
+        }
+    }
+}
+
+/// -n opens no counter: the header and the time elapsed, the command's status.
+#[test]
+fn null_run_times_only() {
+    if !privileged() {
+        return;
+    }
+    let o = stat(&["-n", "--", "sh", "-c", "exit 3"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("seconds time elapsed"), "{err}");
+    assert!(!err.contains("task-clock") && !err.contains('#'), "{err}");
+}
+
+/// --timeout ends the command with SIGTERM and prints the counts, as perf; without a
+/// command it ends counting.
+#[test]
+fn timeout_ends_counting() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let t = Instant::now();
+    let o = stat(&["--timeout", "300", "-e", "task-clock", "--", "sleep", "10"]);
+    let err = stderr(&o);
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "the command was not stopped"
+    );
+    assert!(err.contains("sleep: Terminated"), "{err}");
+    assert!(err.contains("task-clock"), "{err}");
+    assert_eq!(o.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    let o = stat(&["-a", "--timeout", "200", "-x,", "-e", "task-clock"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(task_clock_ms(&stderr(&o)) > 0.0);
+}
+
+/// -D starts counting later: a spinner's first 300 ms of 700 are left out.
+#[test]
+fn delay_starts_counting_later() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let w = workload().display().to_string();
+    let o = stat(&[
+        "-D",
+        "300",
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        &w,
+        "spin",
+        "700",
+    ]);
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("Events disabled\nEvents enabled\n"),
+        "{err}"
+    );
+    let own = own_task_clock_ns(&err, &["spin"]) / 1e6;
+    let counted = task_clock_ms(&err);
+    assert!(
+        counted < own - 200.0 && counted > own - 400.0,
+        "-D 300: {counted} ms of the spinner's {own} ms"
+    );
+}
+
+/// --summary adds the whole run after the intervals: in CSV its lines start with
+/// `summary`, and it is the sum of the intervals.
+#[test]
+fn summary_sums_the_intervals() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let o = stat(&[
+        "-a",
+        "-x,",
+        "-I",
+        "100",
+        "--interval-count",
+        "3",
+        "--summary",
+        "-e",
+        "cs",
+    ]);
+    let err = stderr(&o);
+    let (summary, intervals): (Vec<&str>, Vec<&str>) =
+        err.lines().partition(|l| l.starts_with("summary,"));
+    assert_eq!((summary.len(), intervals.len()), (1, 3), "{err}");
+    let count =
+        |l: &str, field: usize| -> f64 { l.split(',').nth(field).unwrap().parse().unwrap() };
+    let sum: f64 = intervals.iter().map(|l| count(l, 1)).sum();
+    assert_eq!(count(summary[0], 1), sum, "{err}");
+    let o = stat(&[
+        "-a",
+        "-x,",
+        "-I",
+        "100",
+        "--interval-count",
+        "1",
+        "--summary",
+        "--no-csv-summary",
+        "-e",
+        "cs",
+    ]);
+    assert!(!stderr(&o).contains("summary"), "{}", stderr(&o));
+}
+
+/// --quiet prints nothing; the exit status still tells.
+#[test]
+fn quiet_prints_nothing() {
+    if !privileged() {
+        return;
+    }
+    let o = stat(&["--quiet", "-e", "task-clock", "--", "sh", "-c", "exit 4"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(stderr(&o), "");
+}
+
+/// What perf refuses, bperf refuses in one line with perf's status for bad input.
+/// No root needed.
+#[test]
+fn run_control_refusals() {
+    for (args, needle) in [
+        (
+            &["--timeout", "5", "--", "true"][..],
+            "timeout must be >= 10ms",
+        ),
+        (
+            &["-a", "--timeout", "200", "-I", "100"][..],
+            "not supported with interval-print",
+        ),
+        (&["-D", "-1", "--", "true"][..], "-D -1"),
+        (
+            &["-a", "-I", "100", "--interval-clear", "-o", "/dev/null"][..],
+            "does not work with output",
+        ),
+        (
+            &["-a", "-B", "-x,", "--", "true"][..],
+            "-B option not supported with -x",
+        ),
+    ] {
+        let o = stat(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(129), "{args:?}: {err}");
+        assert!(
+            err.contains(needle) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
