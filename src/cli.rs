@@ -170,6 +170,10 @@ pub struct StatArgs {
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
 
+    /// Run the command N times and print the mean counts, with their standard error.
+    #[arg(short = 'r', long = "repeat", value_name = "N")]
+    pub repeat: Option<usize>,
+
     /// Children of the command are not counted.
     #[arg(short = 'i', long = "no-inherit")]
     pub no_inherit: bool,

@@ -15,7 +15,7 @@ use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
 use crate::cli::StatArgs;
 use crate::counter::{Counter, Setup};
 use crate::event::{self, Event};
-use crate::reading::Snapshot;
+use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
 use crate::report::{Line, Value};
 use crate::sys::cgroupfs::{self, Cgroupfs};
@@ -165,6 +165,16 @@ fn check_timing(a: &StatArgs) -> Result<()> {
             ))
         }
         Some(ms) if ms < 10 => return Err(usage(format!("timeout must be >= 10ms (got {ms})"))),
+        _ => {}
+    }
+    match a.repeat {
+        Some(0) => return Err(usage("-r 0 (repeat forever) is not supported".into())),
+        Some(n) if n > 1 && a.command.is_empty() => {
+            return Err(usage("-r needs a command to run again".into()))
+        }
+        Some(n) if n > 1 && a.interval.is_some() => {
+            return Err(usage("-r with -I is not supported".into()))
+        }
         _ => {}
     }
     match a.delay {
@@ -441,6 +451,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         csv_summary_prefix: !a.no_csv_summary,
         null_run: a.null_run,
         interval_clear: a.interval_clear,
+        runs: a.repeat.unwrap_or(1),
     })
 }
 
@@ -449,7 +460,9 @@ struct Session<'a, 'obj> {
     args: &'a StatArgs,
     plan: &'a Plan,
     counter: Counter<'obj>,
-    report: Report<Box<dyn Write>>,
+    report: &'a mut Report<Box<dyn Write>>,
+    /// A signal came: no more runs of -r.
+    interrupted: bool,
     /// The output's name, for errors.
     output: String,
     start: Instant,
@@ -511,10 +524,14 @@ impl Session<'_, '_> {
                 // Stop the command too (after Ctrl-C it has usually had SIGINT already);
                 // the summary follows once it has exited, with its status.
                 Some(Wake::Signal(_)) if child.is_some() => {
+                    self.interrupted = true;
                     child.into_iter().for_each(|c| c.signal(Signal::TERM));
                     continue;
                 }
-                Some(Wake::Signal(sig)) => Ended::Signal(sig),
+                Some(Wake::Signal(sig)) => {
+                    self.interrupted = true;
+                    Ended::Signal(sig)
+                }
                 Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
                 None => {
                     self.print_interval()?;
@@ -537,26 +554,125 @@ impl Session<'_, '_> {
         }
     }
 
-    /// The counts of the whole run, and the footer.
-    fn print_summary(&mut self, ended: &Ended) -> Result<()> {
+    /// The counts of the whole run.
+    fn finish(mut self, ended: Ended) -> Result<Measured> {
         let elapsed = self.start.elapsed();
         let total = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
         let counter = &self.counter;
         let lines = self
             .plan
             .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
+        Ok(Measured {
+            lines,
+            elapsed,
+            ended,
+            interrupted: self.interrupted,
+        })
+    }
+}
+
+/// What one run measured.
+struct Measured {
+    lines: Vec<Line>,
+    elapsed: Duration,
+    ended: Ended,
+    interrupted: bool,
+}
+
+/// The mean of `xs` and its standard error in % of it (0 for one value or a mean of 0),
+/// as perf's stats compute them.
+fn mean_and_noise(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    if xs.len() < 2 || mean == 0.0 {
+        return (mean, 0.0);
+    }
+    let variance = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, 100.0 * (variance / n).sqrt() / mean)
+}
+
+/// The mean of each line over the runs, and its noise in %.
+fn mean_lines(runs: &[Measured]) -> (Vec<Line>, Vec<f64>) {
+    let first = &runs[0].lines;
+    let mut noise = Vec::with_capacity(first.len());
+    let lines = first
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let readings: Vec<Reading> = runs
+                .iter()
+                .filter_map(|r| match r.lines[i].value {
+                    Value::Counted(r) => Some(r),
+                    Value::NotSupported => None,
+                })
+                .collect();
+            let scaled: Vec<f64> = readings.iter().map(|r| r.scaled().unwrap_or(0.0)).collect();
+            let value = match readings.is_empty() {
+                true => Value::NotSupported,
+                false => {
+                    let mean = |f: fn(&Reading) -> u64| {
+                        mean_and_noise(&readings.iter().map(|r| f(r) as f64).collect::<Vec<_>>()).0
+                            as u64
+                    };
+                    Value::Counted(Reading {
+                        counter: mean(|r| r.counter),
+                        enabled: mean(|r| r.enabled),
+                        running: mean(|r| r.running),
+                    })
+                }
+            };
+            noise.push(if scaled.is_empty() {
+                0.0
+            } else {
+                mean_and_noise(&scaled).1
+            });
+            Line {
+                value,
+                ..line.clone()
+            }
+        })
+        .collect();
+    (lines, noise)
+}
+
+/// Prints the summary of the runs; returns bperf's exit code.
+fn print_runs(
+    plan: &Plan,
+    report: &mut Report<Box<dyn Write>>,
+    output: &str,
+    runs: &[Measured],
+) -> Result<i32> {
+    let last = runs.last().expect("at least one run");
+    let written = if runs.len() == 1 {
         // As perf: user and system time only for a command counted on its own.
-        let rusage = match ended {
-            Ended::Command(_, ru) if self.plan.task_mode => {
+        let rusage = match &last.ended {
+            Ended::Command(_, ru) if plan.task_mode => {
                 Some((process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)))
             }
             _ => None,
         };
-        self.report
-            .summary(&self.plan.events, &lines, &Footer { elapsed, rusage })
-            .and_then(|_| self.report.out.flush())
-            .with_context(|| format!("cannot write to {}", self.output))
-    }
+        let footer = Footer {
+            elapsed: last.elapsed,
+            elapsed_error: None,
+            rusage,
+        };
+        report.summary(&plan.events, &last.lines, &footer)
+    } else {
+        report.opts.runs = runs.len();
+        let secs: Vec<f64> = runs.iter().map(|r| r.elapsed.as_secs_f64()).collect();
+        let (mean, pct) = mean_and_noise(&secs);
+        let footer = Footer {
+            elapsed: Duration::from_secs_f64(mean),
+            elapsed_error: Some(Duration::from_secs_f64(mean * pct / 100.0)),
+            rusage: None,
+        };
+        let (lines, noise) = mean_lines(runs);
+        report.summary_of_runs(&plan.events, &lines, &noise, &footer)
+    };
+    written
+        .and_then(|_| report.out.flush())
+        .with_context(|| format!("cannot write to {output}"))?;
+    Ok(last.ended.exit_code())
 }
 
 /// Runs `bperf stat`; returns the process exit code.
@@ -569,34 +685,85 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     }
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone())?;
+    let mut report = Report::new(options, out);
+    let mut runs = Vec::new();
+    for run in 0..a.repeat.unwrap_or(1) {
+        let io = RunIo {
+            wakes: &wakes,
+            tx: &tx,
+            report: &mut report,
+            output: &output,
+        };
+        let Some(measured) = run_once(a, &mut plan, io, run == 0)? else {
+            return Ok(255);
+        };
+        let interrupted = measured.interrupted;
+        runs.push(measured);
+        if interrupted {
+            break;
+        }
+    }
+    print_runs(&plan, &mut report, &output, &runs)
+}
+
+/// Where one run takes its wakes from and prints to.
+struct RunIo<'a> {
+    wakes: &'a mpsc::Receiver<Wake>,
+    tx: &'a mpsc::Sender<Wake>,
+    report: &'a mut Report<Box<dyn Write>>,
+    output: &'a str,
+}
+
+/// The counter of one run, on `task` or the CPUs. The first run names the events perf's
+/// way when the kernel let them count user space only.
+fn open_counter<'obj>(
+    a: &StatArgs,
+    plan: &mut Plan,
+    task: Option<libc::pid_t>,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    first: bool,
+) -> Result<Counter<'obj>> {
+    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
+    let setup = Setup {
+        events: &plan.events,
+        cpus: &plan.cpus,
+        task,
+        inherit: !a.no_inherit,
+        cgroups: &ids,
+        cgroup_v1: plan.cgroup_v1,
+        verbose: a.verbose,
+    };
+    let counter = Counter::open(&setup, storage)?;
+    for (i, event) in plan.events.iter_mut().enumerate() {
+        if first && counter.user_only(i) {
+            event.name = event.user_only_name();
+        }
+    }
+    Ok(counter)
+}
+
+/// One run: the command started and counted (intervals printed) until it ends. None
+/// when the command could not be run (said on stderr).
+fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Option<Measured>> {
+    let RunIo {
+        wakes,
+        tx,
+        report,
+        output,
+    } = io;
+    let tx = tx.clone();
     // The command is forked first and held before exec, so that a task counter can be
     // attached to it and every counter sees it from its first instruction.
     let workload = match a.command.is_empty() {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
     };
-    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let mut storage = MaybeUninit::uninit();
-    let mut counter = Counter::open(
-        &Setup {
-            events: &plan.events,
-            cpus: &plan.cpus,
-            task: workload
-                .as_ref()
-                .filter(|_| plan.task_mode)
-                .map(Workload::pid),
-            inherit: !a.no_inherit,
-            cgroups: &ids,
-            cgroup_v1: plan.cgroup_v1,
-            verbose: a.verbose,
-        },
-        &mut storage,
-    )?;
-    for (i, event) in plan.events.iter_mut().enumerate() {
-        if counter.user_only(i) {
-            event.name = event.user_only_name();
-        }
-    }
+    let task = workload
+        .as_ref()
+        .filter(|_| plan.task_mode)
+        .map(Workload::pid);
+    let mut counter = open_counter(a, plan, task, &mut storage, first)?;
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
     if delay.is_some() && !a.quiet {
         eprintln!("Events disabled");
@@ -606,7 +773,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
-            return Ok(255);
+            return Ok(None);
         }
         Some(Ok(child)) => Some(child),
         None => None,
@@ -614,32 +781,30 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     // A command that ends, or a signal, during the delay ends it early.
     let mut early = None;
     if let Some(ms) = delay {
-        early = wait(
-            &wakes,
-            Instant::now().checked_add(Duration::from_millis(ms)),
-        );
+        early = wait(wakes, Instant::now().checked_add(Duration::from_millis(ms)));
         counter.restart()?;
         if !a.quiet {
             eprintln!("Events enabled");
         }
         start = Instant::now();
     }
+    let plan = &*plan;
     let mut session = Session {
         args: a,
-        plan: &plan,
+        plan,
         prev: Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.cpus.len()),
         counter,
-        report: Report::new(options, out),
-        output,
+        report,
+        interrupted: false,
+        output: output.to_string(),
         start,
     };
-    let ended = session.count(early, &wakes, child.as_ref())?;
+    let ended = session.count(early, wakes, child.as_ref())?;
     if let (Ended::Command(st, _), false) = (&ended, a.quiet) {
         // As perf's psignal(3): which signal ended the command.
         if let Some(sig) = st.signal() {
             eprintln!("{}: {}", a.command[0], kernel::signal_description(sig));
         }
     }
-    session.print_summary(&ended)?;
-    Ok(ended.exit_code())
+    session.finish(ended).map(Some)
 }

@@ -240,3 +240,23 @@ fn run_control_refusals() {
         );
     }
 }
+
+/// -r N runs the command N times and prints the mean, with perf's header and error.
+#[test]
+fn repeat_runs_the_command_n_times() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let log = TempFile::new("repeat");
+    let script = format!("echo run >> {}; exit 3", log.0.display());
+    let o = stat(&["-r", "3", "-e", "task-clock", "--", "sh", "-c", &script]);
+    let err = stderr(&o);
+    assert_eq!(log.read().lines().count(), 3, "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("' (3 runs):"), "{err}");
+    assert!(
+        err.contains(" +- ") && err.contains("seconds time elapsed  ( +-"),
+        "{err}"
+    );
+}

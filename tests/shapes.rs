@@ -171,6 +171,38 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     ("null", &["-n", "--", "sleep", "0.1"]),
     (
+        "repeat",
+        &[
+            "-r",
+            "3",
+            "-e",
+            "task-clock,context-switches,cycles",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "repeat-csv",
+        &[
+            "-r",
+            "2",
+            "-a",
+            "-x,",
+            "-e",
+            "task-clock,cycles",
+            "--for-each-cgroup",
+            "/",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "repeat-json",
+        &["-r", "2", "-j", "-e", "task-clock", "--", "sleep", "0.05"],
+    ),
+    (
         "no-inherit",
         &["-i", "-e", "task-clock,page-faults", "--", "sleep", "0.1"],
     ),
@@ -194,6 +226,13 @@ fn shape(text: &str) -> Vec<(String, Option<usize>)> {
     let spaces = regex::Regex::new(r" +").unwrap();
     text.lines()
         .map(|l| {
+            // With -r, an event's error is left out when it is 0, which depends on the
+            // counts; the time's error has as many decimals as it needs.
+            let elapsed_error = l.contains(" +- ") && l.contains("seconds time elapsed");
+            let l = match l.find("  ( +-") {
+                Some(i) if !elapsed_error => &l[..i],
+                _ => l,
+            };
             // Rates carry a prefix for their size: /sec, K/sec, M/sec, G/sec.
             let l = l
                 .replace("K/sec", " /sec")
@@ -201,7 +240,7 @@ fn shape(text: &str) -> Vec<(String, Option<usize>)> {
                 .replace("G/sec", " /sec");
             let s = number.replace_all(&l, "N");
             let s = spaces.replace_all(&s, " ").into_owned();
-            let table = !l.starts_with('{') && !l.contains([',', ';']);
+            let table = !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error;
             (s, table.then_some(l.len()))
         })
         .collect()

@@ -66,6 +66,8 @@ pub struct Options {
     pub null_run: bool,
     /// --interval-clear: clear the screen and print the header before each interval.
     pub interval_clear: bool,
+    /// -r: how many runs the summary averages (1 or 0: one run, no noise shown).
+    pub runs: usize,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -74,7 +76,10 @@ const CONSOLE_CLEAR: &str = "\x1b[H\x1b[2J";
 /// What the summary's footer reports.
 #[derive(Clone, Debug, Default)]
 pub struct Footer {
+    /// The time elapsed (with -r, the mean over the runs).
     pub elapsed: Duration,
+    /// With -r, the standard error of that mean.
+    pub elapsed_error: Option<Duration>,
     /// User and system time of the workload, when there was one.
     pub rusage: Option<(Duration, Duration)>,
 }
@@ -105,6 +110,8 @@ struct Fields<'a> {
     /// Show ` (xx.xx%)`: the event ran less than it was enabled.
     multiplexed: bool,
     metric: Option<Metric>,
+    /// With -r: the standard error of the mean over the runs, in % of the mean.
+    noise: Option<f64>,
 }
 
 fn fields<'a>(
@@ -112,6 +119,7 @@ fn fields<'a>(
     siblings: &Siblings,
     line: &'a Line,
     wall_ns: f64,
+    noise: Option<f64>,
 ) -> Fields<'a> {
     let ev = &events[line.event];
     let (value, status, run_ns, pct, multiplexed) = match line.value {
@@ -138,7 +146,17 @@ fn fields<'a>(
         pct,
         multiplexed,
         metric: metric::metric(events, siblings, line, wall_ns),
+        noise,
     }
+}
+
+/// The decimal places that show `num`'s first significant digit (0 from 1 up), as perf
+/// prints a time with its error.
+fn precision(num: f64) -> usize {
+    if num > 1.0 || num <= 0.0 {
+        return 0;
+    }
+    (-num.log10()).ceil() as usize
 }
 
 /// Writes a plain decimal number with its integer part grouped in thousands by `sep`:
@@ -229,7 +247,7 @@ impl<W: Write> Report<W> {
         let wall_ns = wall.as_nanos() as f64;
         let siblings = Siblings::new(events, lines);
         for line in lines {
-            let f = fields(events, &siblings, line, wall_ns);
+            let f = fields(events, &siblings, line, wall_ns, None);
             self.print(Some(ts), &f)?;
         }
         self.out.flush()
@@ -239,6 +257,18 @@ impl<W: Write> Report<W> {
     /// prints nothing more (the intervals were the output) unless asked for a summary,
     /// which then has no header, and its CSV lines start with `summary`.
     pub fn summary(&mut self, events: &[Event], lines: &[Line], footer: &Footer) -> io::Result<()> {
+        self.summary_of_runs(events, lines, &[], footer)
+    }
+
+    /// The summary of -r's runs: `lines` hold the mean counts, `noise` each line's
+    /// standard error of the mean in % of it.
+    pub fn summary_of_runs(
+        &mut self,
+        events: &[Event],
+        lines: &[Line],
+        noise: &[f64],
+        footer: &Footer,
+    ) -> io::Result<()> {
         let after_intervals = self.opts.interval.is_some();
         if after_intervals && !self.opts.summary {
             return self.out.flush();
@@ -249,7 +279,11 @@ impl<W: Write> Report<W> {
                 Some(cmd) => cmd.as_str(),
                 None => "system wide",
             };
-            write!(self.out, "\n Performance counter stats for '{target}':\n\n")?;
+            write!(self.out, "\n Performance counter stats for '{target}'")?;
+            if self.opts.runs > 1 {
+                write!(self.out, " ({} runs)", self.opts.runs)?;
+            }
+            write!(self.out, ":\n\n")?;
         }
         let prefix = match &self.opts.format {
             Format::Csv(sep) if after_intervals && self.opts.csv_summary_prefix => {
@@ -259,8 +293,9 @@ impl<W: Write> Report<W> {
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
         let siblings = Siblings::new(events, lines);
-        for line in lines {
-            let f = fields(events, &siblings, line, wall_ns);
+        for (i, line) in lines.iter().enumerate() {
+            let noise = noise.get(i).copied().filter(|_| self.opts.runs > 1);
+            let f = fields(events, &siblings, line, wall_ns, noise);
             self.out.write_all(prefix.as_bytes())?;
             self.print(None, &f)?;
         }
@@ -277,10 +312,31 @@ impl<W: Write> Report<W> {
         if !self.opts.null_run {
             writeln!(self.out)?;
         }
-        write!(self.out, " {elapsed:17.9} seconds time elapsed")?;
-        if let Some((user, sys)) = footer.rusage {
-            write!(self.out, "\n\n {:17.9} seconds user\n", user.as_secs_f64())?;
-            writeln!(self.out, " {:17.9} seconds sys", sys.as_secs_f64())?;
+        match footer.elapsed_error {
+            Some(error) => {
+                // perf's: two digits more than the error's first significant one.
+                let error = error.as_secs_f64();
+                let digits = precision(error) + 2;
+                write!(
+                    self.out,
+                    " {elapsed:17.digits$} +- {error:.digits$} seconds time elapsed"
+                )?;
+                let pct = if elapsed > 0.0 {
+                    100.0 * error / elapsed
+                } else {
+                    0.0
+                };
+                if pct != 0.0 {
+                    write!(self.out, "  ( +-{pct:6.2}% )")?;
+                }
+            }
+            None => {
+                write!(self.out, " {elapsed:17.9} seconds time elapsed")?;
+                if let Some((user, sys)) = footer.rusage {
+                    write!(self.out, "\n\n {:17.9} seconds user\n", user.as_secs_f64())?;
+                    writeln!(self.out, " {:17.9} seconds sys", sys.as_secs_f64())?;
+                }
+            }
         }
         write!(self.out, "\n\n")
     }
@@ -368,6 +424,9 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
     if f.multiplexed {
         let _ = write!(s, "  ({:.2}%)", f.pct);
     }
+    if let Some(pct) = f.noise.filter(|&p| p != 0.0) {
+        let _ = write!(s, "  ( +-{pct:6.2}% )");
+    }
 }
 
 fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
@@ -383,6 +442,9 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     cols.push(f.event.to_string());
     if let Some(cg) = f.cgroup {
         cols.push(cg.to_string());
+    }
+    if let Some(pct) = f.noise {
+        cols.push(format!("{pct:.2}%"));
     }
     cols.push(f.run_ns.to_string());
     cols.push(format!("{:.2}", f.pct));
@@ -421,6 +483,9 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     parts.push(format!("\"event\" : {}", q(f.event)));
     if let Some(cg) = f.cgroup {
         parts.push(format!("\"cgroup\" : {}", q(cg)));
+    }
+    if let Some(pct) = f.noise {
+        parts.push(format!("\"variance\" : {pct:.2}"));
     }
     parts.push(format!("\"event-runtime\" : {}", f.run_ns));
     parts.push(format!("\"pcnt-running\" : {:.2}", f.pct));
@@ -482,6 +547,7 @@ mod tests {
             csv_summary_prefix: true,
             null_run: false,
             interval_clear: false,
+            runs: 1,
         }
     }
 
@@ -497,6 +563,7 @@ mod tests {
         let l = lines(None);
         let footer = Footer {
             elapsed: Duration::from_millis(500),
+            elapsed_error: None,
             rusage: None,
         };
         let out = render(opts(Format::Table), |r| {
@@ -527,6 +594,7 @@ mod tests {
         });
         let footer = Footer {
             elapsed: Duration::from_secs(1),
+            elapsed_error: None,
             rusage: Some((Duration::from_millis(1), Duration::from_micros(1382))),
         };
         let mut o = opts(Format::Table);
@@ -613,6 +681,7 @@ mod tests {
         let l = lines(Some("web"));
         let footer = Footer {
             elapsed: Duration::from_secs(1),
+            elapsed_error: None,
             rusage: None,
         };
         let out = render(opts(Format::Csv(",".into())), |r| {
@@ -642,6 +711,7 @@ mod tests {
         let l = lines(Some("web"));
         let footer = Footer {
             elapsed: Duration::from_secs(1),
+            elapsed_error: None,
             rusage: None,
         };
         let out = render(opts(Format::Json), |r| r.summary(&ev, &l, &footer).unwrap());
