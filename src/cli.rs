@@ -174,6 +174,34 @@ pub struct StatArgs {
     #[arg(short = 'r', long = "repeat", value_name = "N")]
     pub repeat: Option<usize>,
 
+    /// With -r, also print the time of each run and its difference from the mean.
+    #[arg(long = "table")]
+    pub table: bool,
+
+    /// Run this shell command before each run (a failure stops bperf with its status).
+    #[arg(long = "pre", value_name = "COMMAND")]
+    pub pre: Option<String>,
+
+    /// Run this shell command after each run (a failure stops bperf with its status).
+    #[arg(long = "post", value_name = "COMMAND")]
+    pub post: Option<String>,
+
+    /// Call sync() before each run.
+    #[arg(short = 'S', long = "sync")]
+    pub sync: bool,
+
+    /// Scale counts by the time their event was running, as perf does (the default).
+    #[arg(long = "scale", overrides_with = "no_scale")]
+    pub scale: bool,
+
+    /// Print counts as read, not scaled for multiplexing.
+    #[arg(long = "no-scale", overrides_with = "scale")]
+    pub no_scale: bool,
+
+    /// Write the counts to this open file descriptor instead of stderr.
+    #[arg(long = "log-fd", value_name = "FD", conflicts_with = "output")]
+    pub log_fd: Option<i32>,
+
     /// Children of the command are not counted.
     #[arg(short = 'i', long = "no-inherit")]
     pub no_inherit: bool,

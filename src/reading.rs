@@ -27,6 +27,11 @@ impl Reading {
         Some(self.counter as f64 * self.enabled as f64 / self.running as f64)
     }
 
+    /// The count as read, not scaled (--no-scale); `None` when the event never ran.
+    pub fn raw(&self) -> Option<f64> {
+        (self.running > 0 || self.counter > 0).then_some(self.counter as f64)
+    }
+
     /// Share of the enabled time the event was running, in percent (100 with no
     /// enabled time yet: nothing was multiplexed).
     pub fn pct_running(&self) -> f64 {

@@ -167,6 +167,12 @@ fn check_timing(a: &StatArgs) -> Result<()> {
         Some(ms) if ms < 10 => return Err(usage(format!("timeout must be >= 10ms (got {ms})"))),
         _ => {}
     }
+    if a.table && a.repeat.unwrap_or(1) <= 1 {
+        return Err(usage("--table is only supported with -r".into()));
+    }
+    if a.log_fd.is_some_and(|fd| fd <= 0) {
+        return Err(usage("argument to --log-fd must be a > 0".into()));
+    }
     match a.repeat {
         Some(0) => return Err(usage("-r 0 (repeat forever) is not supported".into())),
         Some(n) if n > 1 && a.command.is_empty() => {
@@ -379,12 +385,14 @@ fn forward_signals(tx: mpsc::Sender<Wake>) -> Result<()> {
     Ok(())
 }
 
-/// One flush-and-read of every counter; with -v, says how long it took (the benchmark
-/// reads this line).
+/// One flush-and-read of every counter; with -v or BPERF_TIME_READS=1, says how long it
+/// took (the benchmark reads this line, with the variable: -v would also print every
+/// count, as perf does).
 fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapshot> {
     let t = Instant::now();
     let snap = counter.read()?;
-    if verbose > 0 {
+    let asked = std::env::var_os("BPERF_TIME_READS").is_some_and(|v| v == "1");
+    if verbose > 0 || asked {
         eprintln!(
             "bperf: flush+read of {} cgroups x {} events took {} us",
             plan.cgroups.len(),
@@ -404,6 +412,10 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     // As perf: the clearing is for a terminal.
     if a.interval_clear && (a.output.is_some() || !io::stderr().is_terminal()) {
         return Err(usage("--interval-clear does not work with output".into()));
+    }
+    if let Some(fd) = a.log_fd {
+        let file = kernel::file_from_fd(fd).with_context(|| format!("--log-fd {fd}"))?;
+        return Ok((Box::new(io::BufWriter::new(file)), format!("fd {fd}")));
     }
     let Some(path) = &a.output else {
         return Ok((Box::new(io::BufWriter::new(io::stderr())), "stderr".into()));
@@ -452,6 +464,9 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         null_run: a.null_run,
         interval_clear: a.interval_clear,
         runs: a.repeat.unwrap_or(1),
+        no_scale: a.no_scale,
+        verbose: a.verbose > 0,
+        run_table: Vec::new(),
     })
 }
 
@@ -688,6 +703,12 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let mut report = Report::new(options, out);
     let mut runs = Vec::new();
     for run in 0..a.repeat.unwrap_or(1) {
+        if let Some(code) = shell_step(a.pre.as_deref())? {
+            return Ok(code);
+        }
+        if a.sync {
+            kernel::sync();
+        }
         let io = RunIo {
             wakes: &wakes,
             tx: &tx,
@@ -699,11 +720,27 @@ pub fn run(a: &StatArgs) -> Result<i32> {
         };
         let interrupted = measured.interrupted;
         runs.push(measured);
+        if let Some(code) = shell_step(a.post.as_deref())? {
+            return Ok(code);
+        }
         if interrupted {
             break;
         }
     }
+    if a.table {
+        report.opts.run_table = runs.iter().map(|r| r.elapsed).collect();
+    }
     print_runs(&plan, &mut report, &output, &runs)
+}
+
+/// Runs --pre's or --post's command, if any; its status when it failed, which ends
+/// bperf as it ends perf.
+fn shell_step(command: Option<&str>) -> Result<Option<i32>> {
+    let Some(command) = command else {
+        return Ok(None);
+    };
+    let code = kernel::shell(command).with_context(|| format!("cannot run '{command}'"))?;
+    Ok((code != 0).then_some(code))
 }
 
 /// Where one run takes its wakes from and prints to.

@@ -260,3 +260,101 @@ fn repeat_runs_the_command_n_times() {
         "{err}"
     );
 }
+
+/// --pre and --post run around each run, in order, and a failing one ends bperf with
+/// its status; --table lists each run's time.
+#[test]
+fn pre_post_and_table_around_each_run() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let log = TempFile::new("prepost");
+    let (pre, post) = (
+        format!("echo pre >> {}", log.0.display()),
+        format!("echo post >> {}", log.0.display()),
+    );
+    let cmd = format!("echo run >> {}", log.0.display());
+    let o = stat(&[
+        "-r",
+        "2",
+        "--table",
+        "-S",
+        "--pre",
+        &pre,
+        "--post",
+        &post,
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(log.read(), "pre\nrun\npost\npre\nrun\npost\n");
+    let table = err
+        .split("# Table of individual measurements:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table: {err}"));
+    let rows = table.lines().take_while(|l| !l.is_empty()).count();
+    assert_eq!(rows, 2, "{err}");
+    assert!(err.contains("# Final result:\n"), "{err}");
+
+    let o = stat(&[
+        "--pre",
+        "exit 7",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(
+        log.read().lines().count(),
+        6,
+        "the command ran after a failed --pre"
+    );
+}
+
+/// -v prints perf's `name: count enabled running` lines; --log-fd writes the counts to
+/// a descriptor the caller opened.
+#[test]
+fn verbose_counts_and_log_fd() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let o = stat(&["-v", "-e", "task-clock,cs", "--", "true"]);
+    let err = stderr(&o);
+    let counts: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("task-clock: ") || l.starts_with("cs: "))
+        .collect();
+    assert_eq!(counts.len(), 2, "{err}");
+    for l in counts {
+        let numbers: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(numbers.len(), 3, "{l}");
+    }
+    let file = TempFile::new("logfd");
+    let script = format!(
+        "exec 3>{}; exec {} stat --log-fd 3 -x, -e task-clock -- true",
+        file.0.display(),
+        env!("CARGO_BIN_EXE_bperf")
+    );
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert!(file.read().contains(",task-clock,"), "{}", file.read());
+}

@@ -68,6 +68,13 @@ pub struct Options {
     pub interval_clear: bool,
     /// -r: how many runs the summary averages (1 or 0: one run, no noise shown).
     pub runs: usize,
+    /// --no-scale: counts as read, not scaled for multiplexing.
+    pub no_scale: bool,
+    /// -v: each line's count, enabled and running times before the lines, as perf's
+    /// `name: count enabled running`.
+    pub verbose: bool,
+    /// --table with -r: each run's time elapsed before the mean.
+    pub run_table: Vec<Duration>,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -120,11 +127,12 @@ fn fields<'a>(
     line: &'a Line,
     wall_ns: f64,
     noise: Option<f64>,
+    scale: bool,
 ) -> Fields<'a> {
     let ev = &events[line.event];
     let (value, status, run_ns, pct, multiplexed) = match line.value {
         Value::NotSupported => (None, "<not supported>", 0, 100.0, false),
-        Value::Counted(r) => match r.scaled() {
+        Value::Counted(r) => match if scale { r.scaled() } else { r.raw() } {
             None => (None, "<not counted>", 0, 100.0, false),
             Some(v) => (
                 Some(metric::shown(&ev.attr, v)),
@@ -245,9 +253,10 @@ impl<W: Write> Report<W> {
         }
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
+        self.verbose_counts(events, lines)?;
         let siblings = Siblings::new(events, lines);
         for line in lines {
-            let f = fields(events, &siblings, line, wall_ns, None);
+            let f = fields(events, &siblings, line, wall_ns, None, !self.opts.no_scale);
             self.print(Some(ts), &f)?;
         }
         self.out.flush()
@@ -292,10 +301,11 @@ impl<W: Write> Report<W> {
             _ => String::new(),
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
+        self.verbose_counts(events, lines)?;
         let siblings = Siblings::new(events, lines);
         for (i, line) in lines.iter().enumerate() {
             let noise = noise.get(i).copied().filter(|_| self.opts.runs > 1);
-            let f = fields(events, &siblings, line, wall_ns, noise);
+            let f = fields(events, &siblings, line, wall_ns, noise, !self.opts.no_scale);
             self.out.write_all(prefix.as_bytes())?;
             self.print(None, &f)?;
         }
@@ -303,6 +313,43 @@ impl<W: Write> Report<W> {
             self.footer(footer)?;
         }
         self.out.flush()
+    }
+
+    /// --table: each run's time and its difference from the mean, with a bar of one `#`
+    /// and one more per 5% of difference, then the heading of the mean.
+    fn run_table(&mut self, mean: f64, digits: usize) -> io::Result<()> {
+        if self.opts.run_table.is_empty() {
+            return Ok(());
+        }
+        let indent = format!(" {mean:17.digits$}").len() - format!("{mean:.digits$}").len();
+        let pad = " ".repeat(indent);
+        writeln!(self.out, "{pad}# Table of individual measurements:")?;
+        for run in self.opts.run_table.clone() {
+            let run = run.as_secs_f64();
+            let diff = run - mean;
+            let bars = 1 + ((100.0 * diff / run) as i64).unsigned_abs() / 5;
+            let bar = "#".repeat(bars as usize);
+            writeln!(self.out, " {run:17.digits$} ({diff:+.digits$}) {bar}")?;
+        }
+        write!(self.out, "\n{pad}# Final result:\n")
+    }
+
+    /// With -v, perf's `name: count enabled running` for each line that was read.
+    fn verbose_counts(&mut self, events: &[Event], lines: &[Line]) -> io::Result<()> {
+        if !self.opts.verbose {
+            return Ok(());
+        }
+        for line in lines.iter().filter(|l| l.cpu.is_none()) {
+            if let Value::Counted(r) = line.value {
+                let name = &events[line.event].name;
+                writeln!(
+                    self.out,
+                    "{name}: {} {} {}",
+                    r.counter, r.enabled, r.running
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// perf's footer: the time elapsed and, for a command counted on its own, its user
@@ -317,6 +364,7 @@ impl<W: Write> Report<W> {
                 // perf's: two digits more than the error's first significant one.
                 let error = error.as_secs_f64();
                 let digits = precision(error) + 2;
+                self.run_table(elapsed, digits)?;
                 write!(
                     self.out,
                     " {elapsed:17.digits$} +- {error:.digits$} seconds time elapsed"
@@ -548,6 +596,9 @@ mod tests {
             null_run: false,
             interval_clear: false,
             runs: 1,
+            no_scale: false,
+            verbose: false,
+            run_table: Vec::new(),
         }
     }
 

@@ -117,3 +117,31 @@ pub fn signal_description(sig: i32) -> String {
         }
     }
 }
+
+/// The open file descriptor `fd` the user handed bperf (--log-fd), as a file bperf now
+/// owns; an error if it is not open.
+pub fn file_from_fd(fd: i32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFD only asks whether fd is open.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is open, and nothing else in bperf uses it: the user passed it on for
+    // bperf to write to.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// sync(2): flush the file systems' caches (-S).
+pub fn sync() {
+    rustix::fs::sync();
+}
+
+/// Runs `command` with `sh -c` and waits for it; its exit code (128 + signal if killed).
+pub fn shell(command: &str) -> std::io::Result<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .status()?;
+    Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)))
+}
