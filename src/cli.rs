@@ -94,6 +94,18 @@ pub struct StatArgs {
     #[arg(short = 'a', long = "all-cpus")]
     pub all_cpus: bool,
 
+    /// Count these processes (every thread of each), which run already: PID[,PID...].
+    #[arg(short = 'p', long = "pid", value_name = "PIDS", conflicts_with = "tid")]
+    pub pid: Option<String>,
+
+    /// Count these threads, which run already: TID[,TID...].
+    #[arg(short = 't', long = "tid", value_name = "TIDS")]
+    pub tid: Option<String>,
+
+    /// With -p or -t, one line per thread (perf's comm-tid column).
+    #[arg(long = "per-thread")]
+    pub per_thread: bool,
+
     /// Count only on these CPUs, e.g. 0-2,5.
     #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
     pub cpu: Option<String>,

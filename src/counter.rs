@@ -37,6 +37,8 @@ pub struct Setup<'a> {
     pub task: Option<libc::pid_t>,
     /// With the task, its children too (perf's default; -i turns it off).
     pub inherit: bool,
+    /// Count these threads, which run already (-p, -t), instead of the CPUs.
+    pub threads: &'a [libc::pid_t],
     /// Monitored cgroup ids; empty means no BPF, plain per-CPU counting.
     pub cgroups: &'a [u64],
     /// perf_event controller on cgroup v1.
@@ -73,6 +75,9 @@ impl<'obj> Counter<'obj> {
         }
         let targets: Vec<Target> = match setup.task {
             Some(pid) => vec![Target::Task(pid)],
+            None if !setup.threads.is_empty() => {
+                setup.threads.iter().map(|&t| Target::Thread(t)).collect()
+            }
             None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
         };
         // With cgroups, some context-switches are read by the BPF side from the run
@@ -226,6 +231,13 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
                     per_cpu.push(Some(fd));
                 }
                 Err(e) if perf_event::is_permission(&e) => return Err(OpenError::Denied(i, e)),
+                // A thread that ended since it was listed counts nothing.
+                Err(e)
+                    if e.raw_os_error() == Some(libc::ESRCH)
+                        && matches!(target, Target::Thread(_)) =>
+                {
+                    per_cpu.push(None)
+                }
                 Err(e) if perf_event::is_unsupported(&e) => {
                     per_cpu.clear();
                     break;
@@ -293,9 +305,10 @@ fn open_one(
     }
 }
 
-/// Starts the groups opened on CPUs, which start disabled (see RawAttr::for_target).
+/// Starts the groups opened on CPUs or threads, which start disabled (see
+/// perf_event::counting_attr).
 fn enable_cpu_groups(events: &[Event], targets: &[Target], fds: &Fds) -> Result<()> {
-    if !targets.iter().all(|t| matches!(t, Target::Cpu(_))) {
+    if targets.iter().any(|t| matches!(t, Target::Task(_))) {
         return Ok(());
     }
     for (i, ev) in events.iter().enumerate() {
@@ -480,6 +493,7 @@ mod tests {
             cpus: &cpus,
             task: None,
             inherit: true,
+            threads: &[],
             cgroups,
             cgroup_v1: false,
             verbose: 0,

@@ -35,6 +35,13 @@ pub struct Plan {
     pub cgroup_v1: bool,
     /// Count only the workload and its children (perf's default without -a, -C or cgroups).
     pub task_mode: bool,
+    /// -p, -t: the threads counted, as (thread id, command name).
+    pub threads: Vec<Thread>,
+    /// -p, -t: the processes or threads whose end ends counting (without a command).
+    pub watched: Vec<libc::pid_t>,
+    /// What the header says is counted: perf's `'system wide'`, `'CMD'`, `process id
+    /// 'PIDS'` or `thread id 'TIDS'`.
+    pub target: String,
     /// What to print, in order: which event, for which slot.
     pub series: Vec<Series>,
 }
@@ -151,6 +158,43 @@ impl CgroupRows {
     }
 }
 
+/// A thread: its id and command name.
+type Thread = (libc::pid_t, String);
+
+/// The threads of -p's processes, or -t's threads, and the ids whose end ends counting.
+fn parse_threads(a: &StatArgs) -> Result<(Vec<Thread>, Vec<libc::pid_t>)> {
+    let (list, of_process) = match (&a.pid, &a.tid) {
+        (Some(p), _) => (p, true),
+        (_, Some(t)) => (t, false),
+        _ => return Ok((Vec::new(), Vec::new())),
+    };
+    let mut threads = Vec::new();
+    let mut ids = Vec::new();
+    for item in list.split(',') {
+        let id: libc::pid_t = item
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&id| id > 0)
+            .ok_or_else(|| usage(format!("'{item}' is not a process or thread id")))?;
+        let found = match of_process {
+            true => process::threads_of(id),
+            false => process::thread(id).map(|t| vec![t]),
+        };
+        let found = found.map_err(|_| {
+            usage(format!(
+                "Problems finding threads of monitor: no {} {id}",
+                if of_process { "process" } else { "thread" }
+            ))
+        })?;
+        threads.extend(found);
+        ids.push(id);
+    }
+    threads.sort();
+    threads.dedup();
+    Ok((threads, ids))
+}
+
 /// The options about when counting runs, checked as perf checks them.
 fn check_timing(a: &StatArgs) -> Result<()> {
     if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
@@ -265,13 +309,20 @@ impl Plan {
     pub fn from_args(a: &StatArgs) -> Result<Plan> {
         check_timing(a)?;
         let per_cpu_target = a.all_cpus || a.cpu.is_some();
+        let thread_target = a.pid.is_some() || a.tid.is_some();
+        if thread_target && per_cpu_target {
+            return Err(usage("-p and -t cannot be used with -a or -C".into()));
+        }
+        if a.per_thread && !thread_target {
+            return Err(usage("--per-thread needs -p or -t".into()));
+        }
         let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
         if (cgroup_opts || a.no_aggr) && !per_cpu_target {
             return Err(usage(
                 "both cgroup and no-aggregation modes only available in system-wide mode (add -a or -C)".into(),
             ));
         }
-        if !per_cpu_target && a.command.is_empty() {
+        if !per_cpu_target && !thread_target && a.command.is_empty() {
             return Err(usage(
                 "nothing to count: give a command, or -a or -C to count CPUs".into(),
             ));
@@ -283,22 +334,44 @@ impl Plan {
         };
         let cpus = parse_cpus(a)?;
         let cg = parse_cgroups(a, events.len())?;
+        let (threads, watched) = parse_threads(a)?;
+        let task_mode = !per_cpu_target && !thread_target && !a.command.is_empty();
+        let target = match (&a.pid, &a.tid) {
+            (Some(p), _) => format!("process id '{p}'"),
+            (_, Some(t)) => format!("thread id '{t}'"),
+            _ if task_mode => format!("'{}'", a.command.join(" ")),
+            _ => "'system wide'".into(),
+        };
         Ok(Plan {
             events,
             cpus,
             cgroups: cg.cgroups,
             cgroup_v1: cg.v1,
-            task_mode: !per_cpu_target && !a.command.is_empty(),
+            task_mode,
+            threads,
+            watched,
+            target,
             series: cg.rows,
         })
     }
 
-    /// The report's lines for a snapshot, in perf's order (row, then CPU with -A).
+    /// How many places the counter reads: threads with -p or -t, else CPUs (one for a
+    /// command, whose readings are summed the same way).
+    pub fn nr_targets(&self) -> usize {
+        match self.threads.len() {
+            0 => self.cpus.len(),
+            n => n,
+        }
+    }
+
+    /// The report's lines for a snapshot, in perf's order (row, then CPU with -A, or
+    /// thread with --per-thread).
     pub fn lines(
         &self,
         snap: &Snapshot,
         supported: &dyn Fn(usize) -> bool,
         per_cpu: bool,
+        per_thread: bool,
     ) -> Vec<Line> {
         let mut out = Vec::new();
         for row in &self.series {
@@ -315,6 +388,17 @@ impl Plan {
                         event: row.event,
                         cgroup: row.cgroup.clone(),
                         cpu: Some(cpu),
+                        thread: None,
+                        value: value(snap.get(row.slot, row.event, pos)),
+                    });
+                }
+            } else if per_thread {
+                for (pos, (tid, comm)) in self.threads.iter().enumerate() {
+                    out.push(Line {
+                        event: row.event,
+                        cgroup: None,
+                        cpu: None,
+                        thread: Some((comm.clone(), *tid)),
                         value: value(snap.get(row.slot, row.event, pos)),
                     });
                 }
@@ -323,6 +407,7 @@ impl Plan {
                     event: row.event,
                     cgroup: row.cgroup.clone(),
                     cpu: None,
+                    thread: None,
                     value: value(snap.total(row.slot, row.event)),
                 });
             }
@@ -335,6 +420,8 @@ impl Plan {
 enum Wake {
     Exited(ExitStatus, libc::rusage),
     Signal(i32),
+    /// What -p or -t count has all ended.
+    TargetsEnded,
 }
 
 /// The next wake, or None when `until` comes first.
@@ -458,7 +545,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         thousands,
         interval: a.interval.map(Duration::from_millis),
         per_cpu: a.no_aggr,
-        target: plan.task_mode.then(|| a.command.join(" ")),
+        target: Some(plan.target.clone()),
         summary: a.summary,
         csv_summary_prefix: !a.no_csv_summary,
         null_run: a.null_run,
@@ -494,6 +581,7 @@ impl Session<'_, '_> {
             &now.since(&self.prev),
             &|e| counter.supported(e),
             self.args.no_aggr,
+            self.args.per_thread,
         );
         self.report
             .interval(self.start.elapsed(), &self.plan.events, &lines)
@@ -548,6 +636,7 @@ impl Session<'_, '_> {
                     Ended::Signal(sig)
                 }
                 Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
+                Some(Wake::TargetsEnded) => Ended::Done,
                 None => {
                     self.print_interval()?;
                     ticks += 1;
@@ -574,9 +663,12 @@ impl Session<'_, '_> {
         let elapsed = self.start.elapsed();
         let total = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
         let counter = &self.counter;
-        let lines = self
-            .plan
-            .lines(&total, &|e| counter.supported(e), self.args.no_aggr);
+        let lines = self.plan.lines(
+            &total,
+            &|e| counter.supported(e),
+            self.args.no_aggr,
+            self.args.per_thread,
+        );
         Ok(Measured {
             lines,
             elapsed,
@@ -761,7 +853,9 @@ fn open_counter<'obj>(
     first: bool,
 ) -> Result<Counter<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
+    let threads: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
     let setup = Setup {
+        threads: &threads,
         events: &plan.events,
         cpus: &plan.cpus,
         task,
@@ -788,6 +882,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         report,
         output,
     } = io;
+    let io_tx = tx.clone();
     let tx = tx.clone();
     // The command is forked first and held before exec, so that a task counter can be
     // attached to it and every counter sees it from its first instruction.
@@ -815,6 +910,12 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         Some(Ok(child)) => Some(child),
         None => None,
     };
+    if child.is_none() && !plan.watched.is_empty() {
+        let ids = plan.watched.clone();
+        let tx = io_tx.clone();
+        process::when_all_end(ids, move || drop(tx.send(Wake::TargetsEnded)))
+            .context("watching the processes counted")?;
+    }
     // A command that ends, or a signal, during the delay ends it early.
     let mut early = None;
     if let Some(ms) = delay {
@@ -829,7 +930,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     let mut session = Session {
         args: a,
         plan,
-        prev: Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.cpus.len()),
+        prev: Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.nr_targets()),
         counter,
         report,
         interrupted: false,

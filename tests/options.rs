@@ -358,3 +358,64 @@ fn verbose_counts_and_log_fd() {
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     assert!(file.read().contains(",task-clock,"), "{}", file.read());
 }
+
+/// A running spinner, and the line it reports when it ends.
+fn spinner(ms: &str) -> std::process::Child {
+    std::process::Command::new(workload())
+        .args(["spin", ms])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// -p and -t count a process that runs already, until it ends: its task-clock from
+/// when bperf started, against its own.
+#[test]
+fn pid_and_tid_count_running_processes() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    for opt in ["-p", "-t"] {
+        let spin = spinner("600");
+        let pid = spin.id().to_string();
+        let t = Instant::now();
+        let o = stat(&[opt, &pid, "-x,", "-e", "task-clock"]);
+        let took = t.elapsed();
+        let own = spin.wait_with_output().unwrap();
+        let own = own_task_clock_ns(&String::from_utf8_lossy(&own.stderr), &["spin"]) / 1e6;
+        let counted = task_clock_ms(&stderr(&o));
+        assert!(o.status.success(), "{opt}: {}", stderr(&o));
+        assert!(
+            took < Duration::from_secs(3),
+            "{opt}: bperf outlived the process"
+        );
+        assert!(
+            counted <= own * 1.02 && counted >= own - 200.0,
+            "{opt}: {counted} ms of the spinner's {own} ms"
+        );
+    }
+}
+
+/// --per-thread: one line per thread, named comm-tid as perf names it.
+#[test]
+fn per_thread_lines() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let (a, b) = (spinner("300"), spinner("300"));
+    let pids = format!("{},{}", a.id(), b.id());
+    let o = stat(&["-p", &pids, "--per-thread", "-x,", "-e", "task-clock"]);
+    let err = stderr(&o);
+    for p in [a.id(), b.id()] {
+        let label = format!("workload-{p},");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&label))
+            .unwrap_or_else(|| panic!("no line for {label}: {err}"));
+        let ms: f64 = line.split(',').nth(1).unwrap().parse().unwrap();
+        assert!(ms > 100.0, "{line}");
+    }
+    let _ = (a.wait_with_output(), b.wait_with_output());
+}

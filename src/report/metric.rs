@@ -190,6 +190,7 @@ mod tests {
             event,
             cgroup: cgroup.map(str::to_string),
             cpu: None,
+            thread: None,
             value: Value::Counted(Reading {
                 counter,
                 enabled: 100,

@@ -31,6 +31,8 @@ pub struct Line {
     pub cgroup: Option<String>,
     /// CPU number, with -A/--no-aggr.
     pub cpu: Option<u32>,
+    /// The thread's command name and id, with --per-thread.
+    pub thread: Option<(String, i32)>,
     pub value: Value,
 }
 
@@ -55,7 +57,8 @@ pub struct Options {
     pub interval: Option<Duration>,
     /// -A: lines carry a CPU.
     pub per_cpu: bool,
-    /// What the header says was counted: `None` -> 'system wide', `Some(cmd)` -> the workload's command line.
+    /// What the header says was counted, as perf says it: `'sleep 1'`, `process id
+    /// '42'`; `None`: `'system wide'`.
     pub target: Option<String>,
     /// --summary: after the intervals, the counts of the whole run too.
     pub summary: bool,
@@ -106,6 +109,7 @@ pub struct Report<W: Write> {
 #[derive(Clone, Debug, PartialEq)]
 struct Fields<'a> {
     cpu: Option<u32>,
+    thread: Option<(&'a str, i32)>,
     /// `None` for `<not counted>` / `<not supported>` (see `status`).
     value: Option<f64>,
     status: &'static str,
@@ -145,6 +149,10 @@ fn fields<'a>(
     };
     Fields {
         cpu: line.cpu,
+        thread: line
+            .thread
+            .as_ref()
+            .map(|(comm, tid)| (comm.as_str(), *tid)),
         value,
         status,
         unit: metric::unit(&ev.attr),
@@ -284,11 +292,8 @@ impl<W: Write> Report<W> {
         }
         let table = self.opts.format == Format::Table;
         if table && !after_intervals {
-            let target = match &self.opts.target {
-                Some(cmd) => cmd.as_str(),
-                None => "system wide",
-            };
-            write!(self.out, "\n Performance counter stats for '{target}'")?;
+            let target = self.opts.target.as_deref().unwrap_or("'system wide'");
+            write!(self.out, "\n Performance counter stats for {target}")?;
             if self.opts.runs > 1 {
                 write!(self.out, " ({} runs)", self.opts.runs)?;
             }
@@ -445,6 +450,9 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
     if let Some(cpu) = f.cpu {
         let _ = write!(s, "CPU{cpu:<3} ");
     }
+    if let Some((comm, tid)) = f.thread {
+        let _ = write!(s, "{comm:>16}-{tid:<7} ");
+    }
     count.clear();
     write_count(count, digits, f, thousands);
     let width = count.chars().count();
@@ -485,6 +493,9 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     if let Some(cpu) = f.cpu {
         cols.push(format!("CPU{cpu}"));
     }
+    if let Some((comm, tid)) = f.thread {
+        cols.push(format!("{comm}-{tid}"));
+    }
     cols.push(count_text(f));
     cols.push(f.unit.to_string());
     cols.push(f.event.to_string());
@@ -521,6 +532,9 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     }
     if let Some(cpu) = f.cpu {
         parts.push(format!("\"cpu\" : \"{cpu}\""));
+    }
+    if let Some((comm, tid)) = f.thread {
+        parts.push(format!("\"thread\" : {}", q(&format!("{comm}-{tid}"))));
     }
     let value = match f.value {
         Some(v) => format!("{v:.6}"),
@@ -563,6 +577,7 @@ mod tests {
             event,
             cgroup: cg.map(str::to_string),
             cpu,
+            thread: None,
             value: Value::Counted(Reading {
                 counter,
                 enabled: 1_000_000_000,
@@ -579,6 +594,7 @@ mod tests {
                 event: 2,
                 cgroup: cg.map(str::to_string),
                 cpu: None,
+                thread: None,
                 value: Value::NotSupported,
             },
         ]
@@ -641,6 +657,7 @@ mod tests {
             event: 0,
             cgroup: Some("db".into()),
             cpu: None,
+            thread: None,
             value: Value::Counted(Reading::default()),
         });
         let footer = Footer {
@@ -650,7 +667,7 @@ mod tests {
         };
         let mut o = opts(Format::Table);
         o.thousands = None;
-        o.target = Some("sleep 1".into());
+        o.target = Some("'sleep 1'".into());
         let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
         let want = "
  Performance counter stats for 'sleep 1':

@@ -18,7 +18,10 @@ use crate::reading::Reading;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     Cpu(u32),
+    /// A command bperf started, counted from its exec.
     Task(libc::pid_t),
+    /// A thread that runs already (-p, -t), counted from now.
+    Thread(libc::pid_t),
 }
 
 /// An event's place in its group.
@@ -59,6 +62,12 @@ pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
             if role != Role::Member {
                 attr.set_disabled(1);
                 attr.set_enable_on_exec(1);
+            }
+        }
+        Target::Thread(_) => {
+            attr.set_inherit(1);
+            if role == Role::Leader {
+                attr.set_disabled(1);
             }
         }
         Target::Cpu(_) if role == Role::Leader => attr.set_disabled(1),
@@ -122,7 +131,7 @@ pub fn open(
 ) -> io::Result<OwnedFd> {
     let (pid, cpu) = match target {
         Target::Cpu(c) => (-1, c as libc::c_int),
-        Target::Task(p) => (p, -1),
+        Target::Task(p) | Target::Thread(p) => (p, -1),
     };
     let group_fd = group.map_or(-1, |g| g.as_raw_fd());
     let flags = PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
@@ -230,7 +239,7 @@ pub fn describe(a: &perf_event_attr) -> String {
 pub fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
     let (pid, cpu) = match target {
         Target::Cpu(c) => (-1, c as i64),
-        Target::Task(p) => (p, -1),
+        Target::Task(p) | Target::Thread(p) => (p, -1),
     };
     let head = format!(
         "sys_perf_event_open: pid {pid}  cpu {cpu}  group_fd {group}  flags {PERF_FLAG_FD_CLOEXEC:#x}"

@@ -191,3 +191,74 @@ pub fn wait4(pid: libc::pid_t) -> Option<(ExitStatus, libc::rusage)> {
 pub fn timeval(t: libc::timeval) -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)
 }
+
+/// The threads of process `pid` as (thread id, command name), by thread id; an error if
+/// there is no such process.
+pub fn threads_of(pid: libc::pid_t) -> io::Result<Vec<(libc::pid_t, String)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = entry?.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // A thread that has just gone is not counted.
+        if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
+            out.push((tid, comm.trim_end().to_string()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Thread `tid` as (thread id, command name); an error if there is no such thread.
+pub fn thread(tid: libc::pid_t) -> io::Result<(libc::pid_t, String)> {
+    let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))?;
+    Ok((tid, comm.trim_end().to_string()))
+}
+
+/// Whether the process or thread `id` still runs (a zombie has ended).
+pub fn alive(id: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{id}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+/// Calls `then` once every process or thread of `ids` has ended, from a thread of its
+/// own. Processes are watched through pidfds, which tell at once; a thread that is not
+/// a process's first has none before Linux 6.9, and is looked at every 20 ms.
+pub fn when_all_end(ids: Vec<libc::pid_t>, then: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    let mut pidfds = Vec::new();
+    let mut polled = Vec::new();
+    for id in ids {
+        match Pid::from_raw(id).map(|p| pidfd_open(p, PidfdFlags::empty())) {
+            Some(Ok(fd)) => pidfds.push(fd),
+            _ => polled.push(id),
+        }
+    }
+    std::thread::Builder::new()
+        .name("bperf-watch".into())
+        .spawn(move || {
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let every = Timespec {
+                tv_sec: 0,
+                tv_nsec: 20_000_000,
+            };
+            loop {
+                pidfds.retain(|fd| {
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                !matches!(poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
+            });
+                polled.retain(|&id| alive(id));
+                if pidfds.is_empty() && polled.is_empty() {
+                    then();
+                    return;
+                }
+                let mut fds: Vec<PollFd> = pidfds
+                    .iter()
+                    .map(|fd| PollFd::new(fd, PollFlags::IN))
+                    .collect();
+                let _ = poll(&mut fds, Some(&every));
+            }
+        })?;
+    Ok(())
+}
