@@ -59,7 +59,7 @@ fn interval_lines(cgroups: usize, nr_events: usize, cpus: usize) -> Vec<Line> {
                     event,
                     cgroup: Some(cgroup.clone()),
                     cpu: Some(cpu as u32),
-                    thread: None,
+                    place: None,
                     value: Value::Counted(Reading {
                         counter: n * 1_000,
                         enabled: 1_000_000_000,

@@ -262,6 +262,31 @@ pub struct StatArgs {
     #[arg(long = "quiet")]
     pub quiet: bool,
 
+    /// Counts summed per processor socket.
+    #[arg(long = "per-socket", group = "aggregation")]
+    pub per_socket: bool,
+
+    /// Counts summed per die.
+    #[arg(long = "per-die", group = "aggregation")]
+    pub per_die: bool,
+
+    /// Counts summed per cluster.
+    #[arg(long = "per-cluster", group = "aggregation")]
+    pub per_cluster: bool,
+
+    /// Counts summed per cache of level L (default: the last level), e.g. --per-cache=L2.
+    #[arg(long = "per-cache", value_name = "L", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", group = "aggregation")]
+    pub per_cache: Option<String>,
+
+    /// Counts summed per physical core.
+    #[arg(long = "per-core", group = "aggregation")]
+    pub per_core: bool,
+
+    /// Counts summed per NUMA node.
+    #[arg(long = "per-node", group = "aggregation")]
+    pub per_node: bool,
+
     /// Show what is opened (-vv: more).
     ///
     /// -v says how long each flush-and-read took and lets libbpf print its diagnostics;

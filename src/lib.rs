@@ -4,6 +4,7 @@
 //! -> counter (the kernel side: sys, bpf) -> counts -> report. Only `sys` and the BPF
 //! loader in `bpf` touch the kernel; everything else is plain Rust on their data.
 
+pub mod aggr;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;

@@ -11,15 +11,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::aggr;
 use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
 use crate::cli::StatArgs;
 use crate::counter::{Counter, Setup};
 use crate::event::{self, Event};
 use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
-use crate::report::{Line, Value};
+use crate::report::{Line, Place, Value};
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::process::{self, Child, Workload};
+use crate::sys::topology;
 use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
 use rustix::process::Signal;
@@ -42,6 +44,8 @@ pub struct Plan {
     /// What the header says is counted: perf's `'system wide'`, `'CMD'`, `process id
     /// 'PIDS'` or `thread id 'TIDS'`.
     pub target: String,
+    /// --per-socket and the like: the mode and its groups of CPUs.
+    pub aggr: Option<(aggr::Mode, Vec<aggr::Group>)>,
     /// What to print, in order: which event, for which slot.
     pub series: Vec<Series>,
 }
@@ -195,6 +199,35 @@ fn parse_threads(a: &StatArgs) -> Result<(Vec<Thread>, Vec<libc::pid_t>)> {
     Ok((threads, ids))
 }
 
+/// The aggregation mode asked for, if any (--per-cache=L2 and the like).
+fn aggr_mode(a: &StatArgs) -> Result<Option<aggr::Mode>> {
+    let mode = if a.per_socket {
+        aggr::Mode::Socket
+    } else if a.per_die {
+        aggr::Mode::Die
+    } else if a.per_cluster {
+        aggr::Mode::Cluster
+    } else if a.per_core {
+        aggr::Mode::Core
+    } else if a.per_node {
+        aggr::Mode::Node
+    } else if let Some(level) = &a.per_cache {
+        let parsed = level.trim_start_matches(['L', 'l']);
+        match (level.is_empty(), parsed.parse::<u32>()) {
+            (true, _) => aggr::Mode::Cache(None),
+            (false, Ok(l)) if l > 0 => aggr::Mode::Cache(Some(l)),
+            _ => {
+                return Err(usage(format!(
+                    "invalid cache level '{level}' (--per-cache=L2, say)"
+                )))
+            }
+        }
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(mode))
+}
+
 /// The options about when counting runs, checked as perf checks them.
 fn check_timing(a: &StatArgs) -> Result<()> {
     if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
@@ -317,7 +350,8 @@ impl Plan {
             return Err(usage("--per-thread needs -p or -t".into()));
         }
         let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
-        if (cgroup_opts || a.no_aggr) && !per_cpu_target {
+        let mode = aggr_mode(a)?;
+        if (cgroup_opts || a.no_aggr || mode.is_some()) && !per_cpu_target {
             return Err(usage(
                 "both cgroup and no-aggregation modes only available in system-wide mode (add -a or -C)".into(),
             ));
@@ -342,7 +376,12 @@ impl Plan {
             _ if task_mode => format!("'{}'", a.command.join(" ")),
             _ => "'system wide'".into(),
         };
+        let aggr = mode.map(|m| {
+            let topology = topology::read(&topology::system_root(), &cpus);
+            (m, aggr::groups(m, &topology))
+        });
         Ok(Plan {
+            aggr,
             events,
             cpus,
             cgroups: cg.cgroups,
@@ -353,6 +392,44 @@ impl Plan {
             target,
             series: cg.rows,
         })
+    }
+
+    /// The lines of --per-socket and the like: each group's, in perf's order (group,
+    /// then row), its CPUs' counts summed. An event the machine refused was counted on
+    /// no CPU.
+    fn group_lines(
+        &self,
+        snap: &Snapshot,
+        supported: &dyn Fn(usize) -> bool,
+        mode: aggr::Mode,
+        groups: &[aggr::Group],
+    ) -> Vec<Line> {
+        let mut out = Vec::new();
+        for g in groups {
+            for row in &self.series {
+                let mut sum = Reading::default();
+                g.cpus
+                    .iter()
+                    .for_each(|&pos| sum.add(&snap.get(row.slot, row.event, pos)));
+                let counted = supported(row.event);
+                out.push(Line {
+                    event: row.event,
+                    cgroup: row.cgroup.clone(),
+                    cpu: None,
+                    place: Some(Place::Group {
+                        mode,
+                        name: g.name.clone(),
+                        cpus: if counted { g.cpus.len() } else { 0 },
+                    }),
+                    value: if counted {
+                        Value::Counted(sum)
+                    } else {
+                        Value::NotSupported
+                    },
+                });
+            }
+        }
+        out
     }
 
     /// How many places the counter reads: threads with -p or -t, else CPUs (one for a
@@ -373,6 +450,9 @@ impl Plan {
         per_cpu: bool,
         per_thread: bool,
     ) -> Vec<Line> {
+        if let Some((mode, groups)) = &self.aggr {
+            return self.group_lines(snap, supported, *mode, groups);
+        }
         let mut out = Vec::new();
         for row in &self.series {
             let value = |r| {
@@ -388,7 +468,7 @@ impl Plan {
                         event: row.event,
                         cgroup: row.cgroup.clone(),
                         cpu: Some(cpu),
-                        thread: None,
+                        place: None,
                         value: value(snap.get(row.slot, row.event, pos)),
                     });
                 }
@@ -398,7 +478,10 @@ impl Plan {
                         event: row.event,
                         cgroup: None,
                         cpu: None,
-                        thread: Some((comm.clone(), *tid)),
+                        place: Some(Place::Thread {
+                            comm: comm.clone(),
+                            tid: *tid,
+                        }),
                         value: value(snap.get(row.slot, row.event, pos)),
                     });
                 }
@@ -407,7 +490,7 @@ impl Plan {
                     event: row.event,
                     cgroup: row.cgroup.clone(),
                     cpu: None,
-                    thread: None,
+                    place: None,
                     value: value(snap.total(row.slot, row.event)),
                 });
             }
@@ -545,6 +628,8 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         thousands,
         interval: a.interval.map(Duration::from_millis),
         per_cpu: a.no_aggr,
+        aggr: plan.aggr.as_ref().map(|(mode, _)| *mode),
+        per_thread: a.per_thread,
         target: Some(plan.target.clone()),
         summary: a.summary,
         csv_summary_prefix: !a.no_csv_summary,
@@ -661,7 +746,11 @@ impl Session<'_, '_> {
     /// The counts of the whole run.
     fn finish(mut self, ended: Ended) -> Result<Measured> {
         let elapsed = self.start.elapsed();
-        let total = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
+        // After intervals, the whole run is what they added up to (--summary), as perf.
+        let total = match self.args.interval {
+            Some(_) => self.prev.clone(),
+            None => timed_read(&mut self.counter, self.args.verbose, self.plan)?,
+        };
         let counter = &self.counter;
         let lines = self.plan.lines(
             &total,

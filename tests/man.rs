@@ -29,7 +29,12 @@ fn every_long_option_of_stat_is_in_its_man_page() {
     let longs: Vec<&str> = help
         .split_whitespace()
         .filter(|w| w.starts_with("--") && w.len() > 2)
-        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .map(|w| {
+            let end = w[2..]
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+                .map_or(w.len(), |i| i + 2);
+            &w[..end]
+        })
         .collect();
     assert!(longs.len() >= 15, "{help}");
     for long in longs {

@@ -190,7 +190,7 @@ mod tests {
             event,
             cgroup: cgroup.map(str::to_string),
             cpu: None,
-            thread: None,
+            place: None,
             value: Value::Counted(Reading {
                 counter,
                 enabled: 100,

@@ -31,9 +31,25 @@ pub struct Line {
     pub cgroup: Option<String>,
     /// CPU number, with -A/--no-aggr.
     pub cpu: Option<u32>,
-    /// The thread's command name and id, with --per-thread.
-    pub thread: Option<(String, i32)>,
+    /// What the line is of besides its event and cgroup: a thread or a group of CPUs.
+    pub place: Option<Place>,
     pub value: Value,
+}
+
+/// A thread (--per-thread) or a group of CPUs (--per-socket and the like).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    Thread {
+        comm: String,
+        tid: i32,
+    },
+    Group {
+        mode: crate::aggr::Mode,
+        /// perf's name for the group (`S0-D0-C1`).
+        name: String,
+        /// How many CPUs were counted in it.
+        cpus: usize,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -57,6 +73,10 @@ pub struct Options {
     pub interval: Option<Duration>,
     /// -A: lines carry a CPU.
     pub per_cpu: bool,
+    /// --per-socket and the like: lines carry a group of CPUs (for the interval header).
+    pub aggr: Option<crate::aggr::Mode>,
+    /// --per-thread: lines carry a thread (for the interval header).
+    pub per_thread: bool,
     /// What the header says was counted, as perf says it: `'sleep 1'`, `process id
     /// '42'`; `None`: `'system wide'`.
     pub target: Option<String>,
@@ -109,7 +129,7 @@ pub struct Report<W: Write> {
 #[derive(Clone, Debug, PartialEq)]
 struct Fields<'a> {
     cpu: Option<u32>,
-    thread: Option<(&'a str, i32)>,
+    place: Option<&'a Place>,
     /// `None` for `<not counted>` / `<not supported>` (see `status`).
     value: Option<f64>,
     status: &'static str,
@@ -149,10 +169,7 @@ fn fields<'a>(
     };
     Fields {
         cpu: line.cpu,
-        thread: line
-            .thread
-            .as_ref()
-            .map(|(comm, tid)| (comm.as_str(), *tid)),
+        place: line.place.as_ref(),
         value,
         status,
         unit: metric::unit(&ev.attr),
@@ -252,10 +269,15 @@ impl<W: Write> Report<W> {
         }
         let header = self.intervals % HEADER_EVERY == 0 || self.opts.interval_clear;
         if self.opts.format == Format::Table && header {
-            let cpu = if self.opts.per_cpu { " cpu   " } else { "" };
+            let place = match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
+                (true, _, _) => " cpu   ".to_string(),
+                (_, Some(mode), _) => format!(" {:<w$} cpus", mode.json_key(), w = mode.width()),
+                (_, _, true) => format!(" {:>16}-{:<7}", "comm", "pid"),
+                _ => String::new(),
+            };
             writeln!(
                 self.out,
-                "#{:>15}{cpu} {:>COUNTS_LEN$} unit events",
+                "#{:>15}{place} {:>COUNTS_LEN$} unit events",
                 "time", "counts"
             )?;
         }
@@ -450,8 +472,14 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
     if let Some(cpu) = f.cpu {
         let _ = write!(s, "CPU{cpu:<3} ");
     }
-    if let Some((comm, tid)) = f.thread {
-        let _ = write!(s, "{comm:>16}-{tid:<7} ");
+    match f.place {
+        Some(Place::Thread { comm, tid }) => {
+            let _ = write!(s, "{comm:>16}-{tid:<7} ");
+        }
+        Some(Place::Group { mode, name, cpus }) => {
+            let _ = write!(s, "{name:<w$} {cpus:>4} ", w = mode.width());
+        }
+        None => {}
     }
     count.clear();
     write_count(count, digits, f, thousands);
@@ -493,8 +521,13 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     if let Some(cpu) = f.cpu {
         cols.push(format!("CPU{cpu}"));
     }
-    if let Some((comm, tid)) = f.thread {
-        cols.push(format!("{comm}-{tid}"));
+    match f.place {
+        Some(Place::Thread { comm, tid }) => cols.push(format!("{comm}-{tid}")),
+        Some(Place::Group { name, cpus, .. }) => {
+            cols.push(name.clone());
+            cols.push(cpus.to_string());
+        }
+        None => {}
     }
     cols.push(count_text(f));
     cols.push(f.unit.to_string());
@@ -533,8 +566,15 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     if let Some(cpu) = f.cpu {
         parts.push(format!("\"cpu\" : \"{cpu}\""));
     }
-    if let Some((comm, tid)) = f.thread {
-        parts.push(format!("\"thread\" : {}", q(&format!("{comm}-{tid}"))));
+    match f.place {
+        Some(Place::Thread { comm, tid }) => {
+            parts.push(format!("\"thread\" : {}", q(&format!("{comm}-{tid}"))));
+        }
+        Some(Place::Group { mode, name, cpus }) => {
+            parts.push(format!("\"{}\" : {}", mode.json_key(), q(name)));
+            parts.push(format!("\"aggregate-number\" : {cpus}"));
+        }
+        None => {}
     }
     let value = match f.value {
         Some(v) => format!("{v:.6}"),
@@ -577,7 +617,7 @@ mod tests {
             event,
             cgroup: cg.map(str::to_string),
             cpu,
-            thread: None,
+            place: None,
             value: Value::Counted(Reading {
                 counter,
                 enabled: 1_000_000_000,
@@ -594,7 +634,7 @@ mod tests {
                 event: 2,
                 cgroup: cg.map(str::to_string),
                 cpu: None,
-                thread: None,
+                place: None,
                 value: Value::NotSupported,
             },
         ]
@@ -606,6 +646,8 @@ mod tests {
             thousands: Some(",".into()),
             interval: None,
             per_cpu: false,
+            aggr: None,
+            per_thread: false,
             target: None,
             summary: false,
             csv_summary_prefix: true,
@@ -657,7 +699,7 @@ mod tests {
             event: 0,
             cgroup: Some("db".into()),
             cpu: None,
-            thread: None,
+            place: None,
             value: Value::Counted(Reading::default()),
         });
         let footer = Footer {

@@ -6,6 +6,7 @@ pub mod cgroupfs;
 pub mod perf_event;
 pub mod process;
 pub mod sysfs;
+pub mod topology;
 
 use anyhow::Result;
 
