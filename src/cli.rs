@@ -287,6 +287,72 @@ pub struct StatArgs {
     #[arg(long = "per-node", group = "aggregation")]
     pub per_node: bool,
 
+    /// Count with bperf's BPF counters (perf's option; as the 'b' modifier, for every
+    /// event). With -a or -C, the CPUs are counted through the BPF program as the root
+    /// cgroup; with cgroups it is how bperf counts anyway.
+    #[arg(long = "bpf-counters")]
+    pub bpf_counters: bool,
+
+    /// Where perf shares its BPF counters between processes; refused: bperf does not
+    /// share counters across processes yet.
+    #[arg(long = "bpf-attr-map", value_name = "PATH")]
+    pub bpf_attr_map: Option<String>,
+
+    /// Count the BPF programs with these ids (perf's -b); refused: bperf does not count
+    /// BPF programs.
+    #[arg(short = 'b', long = "bpf-prog", value_name = "IDS")]
+    pub bpf_prog: Option<String>,
+
+    /// Add detailed events: -d L1 data cache and last-level cache loads and misses,
+    /// -dd also instruction cache and TLBs, -ddd also L1 data cache prefetches.
+    #[arg(short = 'd', long = "detailed", action = clap::ArgAction::Count)]
+    pub detailed: u8,
+
+    /// Topdown metrics: refused as perf refuses them where the metric groups are missing.
+    #[arg(long = "topdown")]
+    pub topdown: bool,
+
+    /// The level of --topdown's metrics (no effect without it).
+    #[arg(long = "td-level", value_name = "N")]
+    pub td_level: Option<u32>,
+
+    /// SMI cost: refused as perf refuses it where freeze_on_smi is missing.
+    #[arg(long = "smi-cost")]
+    pub smi_cost: bool,
+
+    /// I/O stacks' metrics: refused as perf refuses them without the uncore PMUs.
+    #[arg(long = "iostat", value_name = "MODE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "")]
+    pub iostat: Option<String>,
+
+    /// Transaction (TSX) metrics: refused as perf refuses them where they are missing.
+    #[arg(short = 'T', long = "transaction")]
+    pub transaction: bool,
+
+    /// Hybrid CPU type to count on: refused on machines without hybrid CPUs, as perf.
+    #[arg(long = "cputype", value_name = "TYPE")]
+    pub cputype: Option<String>,
+
+    /// Merge hybrid PMUs' counts (no effect without hybrid CPUs, as in perf).
+    #[arg(long = "hybrid-merge")]
+    pub hybrid_merge: bool,
+
+    /// With --per-core events, show each thread's counts (no effect without them).
+    #[arg(long = "percore-show-thread")]
+    pub percore_show_thread: bool,
+
+    /// Metrics: do not group their events (no effect without metrics, as in perf).
+    #[arg(long = "metric-no-group")]
+    pub metric_no_group: bool,
+
+    /// Metrics: do not share events between them (no effect without metrics).
+    #[arg(long = "metric-no-merge")]
+    pub metric_no_merge: bool,
+
+    /// Metrics: do not check thresholds (no effect without metrics).
+    #[arg(long = "metric-no-threshold")]
+    pub metric_no_threshold: bool,
+
     /// Show what is opened (-vv: more).
     ///
     /// -v says how long each flush-and-read took and lets libbpf print its diagnostics;

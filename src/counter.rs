@@ -472,6 +472,7 @@ mod tests {
                 ..Attr::default()
             },
             leader: None,
+            bpf: false,
         }
     }
 

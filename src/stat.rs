@@ -228,6 +228,38 @@ fn aggr_mode(a: &StatArgs) -> Result<Option<aggr::Mode>> {
     Ok(Some(mode))
 }
 
+/// Refuses, as perf does on a machine without them, what needs hardware or tables bperf
+/// does not have; and what bperf does not do yet.
+fn check_unavailable(a: &StatArgs) -> Result<()> {
+    let fail = |msg: &str| Err(anyhow::anyhow!("{msg}"));
+    if a.topdown {
+        return fail("Topdown requested but the topdown metric groups aren't present.");
+    }
+    if a.smi_cost {
+        return fail("freeze_on_smi is not supported.");
+    }
+    if a.transaction {
+        return fail("Missing transaction metrics");
+    }
+    if a.iostat.is_some() {
+        return Err(usage("Unsupported uncore pmu configuration".into()));
+    }
+    if let Some(t) = &a.cputype {
+        return Err(usage(format!("--cputype {t} is not supported!")));
+    }
+    if let Some(ids) = &a.bpf_prog {
+        return fail(&format!(
+            "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
+        ));
+    }
+    if a.bpf_attr_map.is_some() {
+        return Err(usage(
+            "--bpf-attr-map: bperf does not share counters across processes yet".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The options about when counting runs, checked as perf checks them.
 fn check_timing(a: &StatArgs) -> Result<()> {
     if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
@@ -271,11 +303,18 @@ fn check_timing(a: &StatArgs) -> Result<()> {
 
 /// The events from -e (perf's default set without it).
 fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
-    let list = if a.events.is_empty() {
-        event::DEFAULT_EVENTS.to_string()
+    let mut list = if a.events.is_empty() {
+        // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
+        match a.all_cpus || a.cpu.is_some() {
+            true => event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1),
+            false => event::DEFAULT_EVENTS.to_string(),
+        }
     } else {
         a.events.join(",")
     };
+    for extra in event::DETAILED_EVENTS.iter().take(a.detailed as usize) {
+        list = format!("{list},{extra}");
+    }
     let mut events =
         event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
     if events.is_empty() {
@@ -307,7 +346,7 @@ fn parse_cpus(a: &StatArgs) -> Result<Vec<u32>> {
 }
 
 /// The cgroups and rows from --for-each-cgroup, --all-cgroups and -G.
-fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
+fn parse_cgroups(a: &StatArgs, nr_events: usize, bpf: bool) -> Result<CgroupRows> {
     let for_each = !a.for_each_cgroup.is_empty();
     if !(for_each || a.all_cgroups || !a.cgroup.is_empty()) {
         let rows = (0..nr_events)
@@ -317,8 +356,18 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
                 cgroup: None,
             })
             .collect();
+        // --bpf-counters on CPUs: the BPF program counts them as the root cgroup, which
+        // sees everything; the lines have no cgroup column.
+        let cgroups = match bpf {
+            true => {
+                let tree = Cgroupfs::new(cgroupfs::discover()?)?;
+                vec![tree.resolve("/")?]
+            }
+            false => Vec::new(),
+        };
         return Ok(CgroupRows {
             rows,
+            cgroups,
             ..CgroupRows::default()
         });
     }
@@ -340,6 +389,7 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
 
 impl Plan {
     pub fn from_args(a: &StatArgs) -> Result<Plan> {
+        check_unavailable(a)?;
         check_timing(a)?;
         let per_cpu_target = a.all_cpus || a.cpu.is_some();
         let thread_target = a.pid.is_some() || a.tid.is_some();
@@ -367,7 +417,13 @@ impl Plan {
             false => parse_events(a)?,
         };
         let cpus = parse_cpus(a)?;
-        let cg = parse_cgroups(a, events.len())?;
+        let bpf = a.bpf_counters || events.iter().any(|e| e.bpf);
+        if bpf && !per_cpu_target {
+            return Err(usage(
+                "BPF counters (--bpf-counters, :b) count CPUs and cgroups (-a, -C); for a command or process they are not done yet".into(),
+            ));
+        }
+        let cg = parse_cgroups(a, events.len(), bpf)?;
         let (threads, watched) = parse_threads(a)?;
         let task_mode = !per_cpu_target && !thread_target && !a.command.is_empty();
         let target = match (&a.pid, &a.tid) {

@@ -359,13 +359,22 @@ fn verbose_counts_and_log_fd() {
     assert!(file.read().contains(",task-clock,"), "{}", file.read());
 }
 
-/// A running spinner, and the line it reports when it ends.
+/// A running spinner, and the line it reports when it ends; returned once it has
+/// exec'd (its command name is the workload's).
 fn spinner(ms: &str) -> std::process::Child {
-    std::process::Command::new(workload())
+    let child = std::process::Command::new(workload())
         .args(["spin", ms])
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let comm = format!("/proc/{}/comm", child.id());
+    for _ in 0..200 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "workload") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child
 }
 
 /// -p and -t count a process that runs already, until it ends: its task-clock from
@@ -418,4 +427,101 @@ fn per_thread_lines() {
         assert!(ms > 100.0, "{line}");
     }
     let _ = (a.wait_with_output(), b.wait_with_output());
+}
+
+/// What needs hardware or tables this machine has not, refused with perf's message and
+/// bperf's status for a counter that cannot be set up. No root needed.
+#[test]
+fn unavailable_features_are_refused_as_perf_refuses_them() {
+    for (opt, needle) in [
+        ("--topdown", "topdown metric groups aren't present"),
+        ("--smi-cost", "freeze_on_smi is not supported"),
+        ("-T", "Missing transaction metrics"),
+        ("-b", "bpf prog"),
+    ] {
+        let mut args = vec!["-a", opt];
+        if opt == "-b" {
+            args.push("7");
+        }
+        args.extend(["--", "true"]);
+        let o = stat(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(255), "{opt}: {err}");
+        assert!(
+            err.contains(needle) && err.lines().count() == 1,
+            "{opt}: {err}"
+        );
+    }
+}
+
+/// --bpf-counters and :b count the CPUs through the BPF program (loaded while counting),
+/// and each interval's cpu-clock is what the CPUs' clocks ran: CPUs x interval.
+#[test]
+fn bpf_counters_count_cpus_through_bpf() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    for events in ["cpu-clock", "cpu-clock:b"] {
+        let mut args = vec![
+            "stat",
+            "-a",
+            "-x,",
+            "-I",
+            "200",
+            "--interval-count",
+            "3",
+            "-e",
+            events,
+        ];
+        if !events.ends_with(":b") {
+            args.insert(1, "--bpf-counters");
+        }
+        let child = bperf()
+            .args(&args)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut loaded = false;
+        for _ in 0..100 {
+            loaded |= !loaded_bperf_programs().is_empty();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert!(
+            o.status.success() && loaded,
+            "{events}: programs loaded {loaded}: {err}"
+        );
+        let cpus = bperf::sys::online_cpus().unwrap().len() as f64;
+        let lines = parse_csv(&err, true);
+        assert_eq!(lines.len(), 3, "{err}");
+        for l in &lines {
+            let ms = l.value.unwrap();
+            assert!(
+                within(ms, cpus * 200.0, 5.0),
+                "{events}: {ms} ms in 200 ms on {cpus} CPUs"
+            );
+        }
+    }
+    assert!(bperf_programs().is_empty());
+}
+
+/// -d, -dd and -ddd add perf's detailed events: 4, 10 and 12 of them.
+#[test]
+fn detailed_adds_perfs_events() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    for (flag, added) in [("-d", 4), ("-dd", 10), ("-ddd", 12)] {
+        let o = stat(&["-a", flag, "-x,", "-e", "task-clock", "--", "true"]);
+        let err = stderr(&o);
+        assert_eq!(
+            err.lines().filter(|l| l.contains(',')).count(),
+            1 + added,
+            "{flag}: {err}"
+        );
+        assert!(err.contains(",LLC-load-misses,"), "{flag}: {err}");
+    }
 }

@@ -170,6 +170,12 @@ const CASES: &[(&str, &[&str])] = &[
         ],
     ),
     ("null", &["-n", "--", "sleep", "0.1"]),
+    ("default-system", &["-a", "--", "sleep", "0.05"]),
+    ("default-command", &["--", "sleep", "0.05"]),
+    (
+        "detailed",
+        &["-a", "-ddd", "-e", "task-clock", "--", "sleep", "0.05"],
+    ),
     (
         "per-socket",
         &[

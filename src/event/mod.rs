@@ -51,6 +51,8 @@ pub struct Event {
     pub attr: Attr,
     /// Index (into the parsed list) of this event's group leader; `None` when not in a group.
     pub leader: Option<usize>,
+    /// The `b` modifier: count it with BPF counters (perf's `-e cycles:b`).
+    pub bpf: bool,
 }
 
 impl Event {
@@ -73,6 +75,7 @@ impl Event {
                 ..Attr::default()
             },
             leader: None,
+            bpf: false,
         }
     }
 }
@@ -94,17 +97,25 @@ pub trait Sources {
 pub const DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
 
+/// What -d, -dd and -ddd add to the events, each level to the one before (perf's).
+pub const DETAILED_EVENTS: [&str; 3] = [
+    "L1-dcache-loads,L1-dcache-load-misses,LLC-loads,LLC-load-misses",
+    "L1-icache-loads,L1-icache-load-misses,dTLB-loads,dTLB-load-misses,iTLB-loads,iTLB-load-misses",
+    "L1-dcache-prefetches,L1-dcache-prefetch-misses",
+];
+
 /// Parses an -e list. Errors are one line and name the part that is wrong.
 pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     let mut events = vec![];
     for item in split_list(list)? {
         match item {
             Item::Event(s) => {
-                let (name, attr, _) = parse_event(s, sysfs)?;
+                let (name, attr, state) = parse_event(s, sysfs)?;
                 events.push(Event {
                     name,
                     attr,
                     leader: None,
+                    bpf: state.bpf,
                 });
             }
             Item::Group(members, mods) => {
@@ -119,10 +130,12 @@ pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                             .attr(attr, i == 0),
                         None => attr,
                     };
+                    let bpf = state.bpf || mods.is_some_and(|m| m.contains('b'));
                     events.push(Event {
                         name,
                         attr,
                         leader: Some(leader),
+                        bpf,
                     });
                 }
             }
@@ -220,9 +233,11 @@ struct Mods {
     pinned: bool,
     exclusive: bool,
     idle: bool,
+    /// b: count with BPF counters; not part of the attr.
+    bpf: bool,
 }
 
-const MODIFIER_CHARS: &str = "ukhGHpPDeIWS";
+const MODIFIER_CHARS: &str = "ukhGHpPDeIWSb";
 
 impl Mods {
     /// An event written without modifiers counts everything but guest mode.
@@ -278,6 +293,7 @@ impl Mods {
                 // P asks for the highest precision the PMU offers; counting ignores it,
                 // as do S (sample read) and W (weak group).
                 'P' | 'S' | 'W' => {}
+                'b' => self.bpf = true,
                 _ => bail!("unknown modifier '{c}' (modifiers are {MODIFIER_CHARS})"),
             }
         }
@@ -308,8 +324,13 @@ impl Mods {
 /// modifiers build on).
 fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods)> {
     let (body, mods, named) = resolve(s, sysfs)?;
+    // b alone changes how the event is counted, not what: the attr is an unmodified one.
     let state = match mods {
         None => Mods::unmodified(),
+        Some(m) if !m.is_empty() && m.chars().all(|c| c == 'b') => Mods {
+            bpf: true,
+            ..Mods::unmodified()
+        },
         Some(m) => Mods::default()
             .apply(m)
             .map_err(|e| anyhow!("bad modifier in event '{s}': {e}"))?,
