@@ -234,10 +234,11 @@ pub struct StatArgs {
     #[arg(long = "timeout", value_name = "MS")]
     pub timeout: Option<u64>,
 
-    /// Start counting MS milliseconds after the command starts.
+    /// Start counting MS milliseconds after the command starts (-1: once --control
+    /// says 'enable').
     ///
     /// bperf prints 'Events disabled' and, once counting starts, 'Events enabled', as
-    /// perf does. -D -1 (start disabled, enabled through --control) is not supported.
+    /// perf does.
     #[arg(
         short = 'D',
         long = "delay",
@@ -257,6 +258,12 @@ pub struct StatArgs {
     /// Clear the screen before each interval (not with -o).
     #[arg(long = "interval-clear", requires = "interval")]
     pub interval_clear: bool,
+
+    /// Take 'enable', 'disable', 'ping', 'stop', 'evlist' and 'snapshot' commands, one
+    /// per line, from fd:CTL or fifo:CTL, and answer 'ack' on ACK: fd:CTL[,ACK] or
+    /// fifo:CTL[,ACK], as perf does.
+    #[arg(long = "control", value_name = "SPEC")]
+    pub control: Option<String>,
 
     /// Print nothing: no counts, messages or warnings; only the exit status tells.
     #[arg(long = "quiet")]

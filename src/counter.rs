@@ -60,6 +60,8 @@ pub struct Counter<'obj> {
     user_only: Vec<bool>,
     /// Readings at start: what a read reports is counted from here.
     base: Snapshot,
+    /// The raw reading when counting was paused, while it is.
+    paused: Option<Snapshot>,
 }
 
 impl<'obj> Counter<'obj> {
@@ -121,6 +123,7 @@ impl<'obj> Counter<'obj> {
             user_only: opened.user_only,
             bpf,
             base: Snapshot::new(setup.cgroups.len(), nr_events, targets.len()),
+            paused: None,
         };
         c.base = c.read_raw()?;
         Ok(c)
@@ -143,9 +146,36 @@ impl<'obj> Counter<'obj> {
         Ok(())
     }
 
-    /// Counts since the counter was opened (or restarted).
+    /// Counts nothing until `resume` (-D -1): as if paused when it was opened.
+    pub fn start_paused(&mut self) {
+        self.paused = Some(self.base.clone());
+    }
+
+    /// Stops counting (--control's disable): reads return what was counted up to now
+    /// until `resume`.
+    pub fn pause(&mut self) -> Result<()> {
+        if self.paused.is_none() {
+            self.paused = Some(self.read_raw()?);
+        }
+        Ok(())
+    }
+
+    /// Counts again from now on, leaving out what happened while paused.
+    pub fn resume(&mut self) -> Result<()> {
+        if let Some(paused) = self.paused.take() {
+            let skipped = self.read_raw()?.since(&paused);
+            self.base = self.base.plus(&skipped);
+        }
+        Ok(())
+    }
+
+    /// Counts since the counter was opened (or restarted), less any pause.
     pub fn read(&mut self) -> Result<Snapshot> {
-        Ok(self.read_raw()?.since(&self.base))
+        let raw = match &self.paused {
+            Some(paused) => paused.clone(),
+            None => self.read_raw()?,
+        };
+        Ok(raw.since(&self.base))
     }
 
     fn read_raw(&mut self) -> Result<Snapshot> {

@@ -98,6 +98,23 @@ impl Snapshot {
         sum
     }
 
+    /// `self` with `more` counted on top.
+    pub fn plus(&self, more: &Snapshot) -> Snapshot {
+        Snapshot {
+            data: self
+                .data
+                .iter()
+                .zip(&more.data)
+                .map(|(a, b)| {
+                    let mut sum = *a;
+                    sum.add(b);
+                    sum
+                })
+                .collect(),
+            ..*self
+        }
+    }
+
     /// What was counted between `earlier` and `self`.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         Snapshot {

@@ -293,9 +293,10 @@ fn check_timing(a: &StatArgs) -> Result<()> {
         _ => {}
     }
     match a.delay {
-        Some(-1) => Err(usage(
-            "-D -1 (start disabled, enabled through --control) is not supported".into(),
+        Some(-1) if a.control.is_none() => Err(usage(
+            "-D -1 starts counting disabled: it needs --control to enable it".into(),
         )),
+        Some(-1) => Ok(()),
         Some(ms) if ms < -1 => Err(usage(format!("invalid delay -D {ms}"))),
         _ => Ok(()),
     }
@@ -561,6 +562,8 @@ enum Wake {
     Signal(i32),
     /// What -p or -t count has all ended.
     TargetsEnded,
+    /// A --control command.
+    Control(String),
 }
 
 /// The next wake, or None when `until` comes first.
@@ -595,6 +598,22 @@ impl Ended {
             Ended::Done => 0,
         }
     }
+}
+
+/// Opens --control's files and sends each command line to the counting loop; returns
+/// the file for acknowledgements.
+fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Option<std::fs::File>> {
+    use std::io::BufRead;
+    let (ctl, ack) =
+        kernel::open_control(spec).map_err(|e| usage(format!("--control {spec}: {e}")))?;
+    std::thread::spawn(move || {
+        for line in io::BufReader::new(ctl).lines().map_while(|l| l.ok()) {
+            if tx.send(Wake::Control(line.trim().to_string())).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(ack)
 }
 
 /// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
@@ -706,6 +725,8 @@ struct Session<'a, 'obj> {
     report: &'a mut Report<Box<dyn Write>>,
     /// A signal came: no more runs of -r.
     interrupted: bool,
+    /// --control's acknowledgements.
+    ack: Option<&'a mut std::fs::File>,
     /// The output's name, for errors.
     output: String,
     start: Instant,
@@ -778,6 +799,10 @@ impl Session<'_, '_> {
                 }
                 Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
                 Some(Wake::TargetsEnded) => Ended::Done,
+                Some(Wake::Control(cmd)) => {
+                    self.control(&cmd)?;
+                    continue;
+                }
                 None => {
                     self.print_interval()?;
                     ticks += 1;
@@ -797,6 +822,42 @@ impl Session<'_, '_> {
             }
             return Ok(ended);
         }
+    }
+
+    /// Carries out a --control command as perf stat does: enable and disable print an
+    /// interval with -I; all but snapshot and unknown ones are acknowledged.
+    fn control(&mut self, cmd: &str) -> Result<()> {
+        let quiet = self.args.quiet;
+        let answered = match cmd {
+            "enable" | "disable" => {
+                match cmd {
+                    "enable" => self.counter.resume()?,
+                    _ => self.counter.pause()?,
+                }
+                if !quiet {
+                    eprintln!("Events {cmd}d");
+                }
+                if self.args.interval.is_some() {
+                    self.print_interval()?;
+                }
+                true
+            }
+            "evlist" => {
+                if !quiet {
+                    self.plan
+                        .events
+                        .iter()
+                        .for_each(|e| eprintln!("{}", e.name));
+                }
+                true
+            }
+            "ping" | "stop" => true,
+            _ => false,
+        };
+        if let (true, Some(ack)) = (answered, self.ack.as_mut()) {
+            ack.write_all(b"ack\n").context("writing --control's ack")?;
+        }
+        Ok(())
     }
 
     /// The counts of the whole run.
@@ -938,6 +999,10 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone())?;
     let mut report = Report::new(options, out);
+    let mut ack = match &a.control {
+        Some(spec) => forward_control(spec, tx.clone())?,
+        None => None,
+    };
     let mut runs = Vec::new();
     for run in 0..a.repeat.unwrap_or(1) {
         if let Some(code) = shell_step(a.pre.as_deref())? {
@@ -947,6 +1012,7 @@ pub fn run(a: &StatArgs) -> Result<i32> {
             kernel::sync();
         }
         let io = RunIo {
+            ack: ack.as_mut(),
             wakes: &wakes,
             tx: &tx,
             report: &mut report,
@@ -982,6 +1048,7 @@ fn shell_step(command: Option<&str>) -> Result<Option<i32>> {
 
 /// Where one run takes its wakes from and prints to.
 struct RunIo<'a> {
+    ack: Option<&'a mut std::fs::File>,
     wakes: &'a mpsc::Receiver<Wake>,
     tx: &'a mpsc::Sender<Wake>,
     report: &'a mut Report<Box<dyn Write>>,
@@ -1022,6 +1089,7 @@ fn open_counter<'obj>(
 /// when the command could not be run (said on stderr).
 fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Option<Measured>> {
     let RunIo {
+        ack,
         wakes,
         tx,
         report,
@@ -1042,7 +1110,10 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         .map(Workload::pid);
     let mut counter = open_counter(a, plan, task, &mut storage, first)?;
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
-    if delay.is_some() && !a.quiet {
+    if a.delay == Some(-1) {
+        counter.start_paused();
+    }
+    if (delay.is_some() || a.delay == Some(-1)) && !a.quiet {
         eprintln!("Events disabled");
     }
     // Counting runs from before the command is let go (starting it waits for its exec).
@@ -1079,6 +1150,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         counter,
         report,
         interrupted: false,
+        ack,
         output: output.to_string(),
         start,
     };

@@ -221,7 +221,11 @@ fn run_control_refusals() {
             &["-a", "--timeout", "200", "-I", "100"][..],
             "not supported with interval-print",
         ),
-        (&["-D", "-1", "--", "true"][..], "-D -1"),
+        (&["-D", "-1", "--", "true"][..], "needs --control"),
+        (
+            &["-a", "--control", "bogus", "--", "true"][..],
+            "--control bogus",
+        ),
         (
             &["-a", "-I", "100", "--interval-clear", "-o", "/dev/null"][..],
             "does not work with output",
@@ -523,5 +527,87 @@ fn detailed_adds_perfs_events() {
             "{flag}: {err}"
         );
         assert!(err.contains(",LLC-load-misses,"), "{flag}: {err}");
+    }
+}
+
+/// --control with -D -1: nothing counted until 'enable', CPUs x interval while enabled,
+/// nothing after 'disable'; every command acknowledged, as perf does.
+#[test]
+fn control_enables_and_disables_counting() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let dir = RemovedDir(TempFile::new("control").0.clone());
+    std::fs::create_dir(&dir.0).unwrap();
+    let (ctl, ack) = (dir.0.join("ctl"), dir.0.join("ack"));
+    for f in [&ctl, &ack] {
+        assert!(std::process::Command::new("mkfifo")
+            .arg(f)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let spec = format!("fifo:{},{}", ctl.display(), ack.display());
+    let child = bperf()
+        .args([
+            "stat",
+            "-a",
+            "-x,",
+            "-I",
+            "100",
+            "--interval-count",
+            "9",
+            "-D",
+            "-1",
+        ])
+        .args(["--control", &spec, "-e", "cpu-clock"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let acks = std::thread::spawn({
+        let ack = ack.clone();
+        move || std::fs::read_to_string(ack).unwrap_or_default()
+    });
+    let send = |cmd: &str, after: u64| {
+        std::thread::sleep(Duration::from_millis(after));
+        std::fs::write(&ctl, format!("{cmd}\n")).unwrap();
+    };
+    send("enable", 250);
+    send("disable", 350);
+    send("ping", 100);
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    let cpus = bperf::sys::online_cpus().unwrap().len() as f64;
+    let (before, rest) = err.split_once("Events enabled\n").expect("enabled");
+    let (during, after) = rest.split_once("Events disabled\n").expect("disabled");
+    let values = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(",cpu-clock,"))
+            .map(|l| l.split(',').nth(1).unwrap().to_string())
+            .collect()
+    };
+    assert!(values(before).iter().all(|v| v == "<not counted>"), "{err}");
+    let full = values(during)
+        .iter()
+        .filter_map(|v| v.parse::<f64>().ok())
+        .filter(|ms| within(*ms, cpus * 100.0, 5.0))
+        .count();
+    assert!(full >= 2, "{err}");
+    assert!(
+        values(after).iter().skip(1).all(|v| v == "<not counted>"),
+        "{err}"
+    );
+    // bperf has ended: its end of the ack pipe is closed, and the reader sees the end.
+    let acks = acks.join().unwrap();
+    assert_eq!(acks, "ack\nack\nack\n", "{err}");
+}
+
+/// A directory a test made, removed with what is in it however the test ends.
+struct RemovedDir(std::path::PathBuf);
+
+impl Drop for RemovedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

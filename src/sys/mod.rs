@@ -146,3 +146,32 @@ pub fn shell(command: &str) -> std::io::Result<i32> {
         .status()?;
     Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)))
 }
+
+/// perf's --control: `fd:CTL[,ACK]` (descriptors the caller opened) or
+/// `fifo:CTL[,ACK]` (named pipes, opened here). Returns the command and the
+/// acknowledgement files.
+pub fn open_control(spec: &str) -> std::io::Result<(std::fs::File, Option<std::fs::File>)> {
+    use std::io::{Error, ErrorKind};
+    let bad = || {
+        Error::new(
+            ErrorKind::InvalidInput,
+            "expected fd:CTL[,ACK] or fifo:CTL[,ACK]",
+        )
+    };
+    let (kind, rest) = spec.split_once(':').ok_or_else(bad)?;
+    let mut parts = rest.splitn(2, ',');
+    let (ctl, ack) = (parts.next().ok_or_else(bad)?, parts.next());
+    let open = |name: &str| -> std::io::Result<std::fs::File> {
+        match kind {
+            "fd" => file_from_fd(name.parse().map_err(|_| bad())?),
+            // Read and write, so that the pipe neither blocks here nor ends when the
+            // controlling process closes its end.
+            "fifo" => std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(name),
+            _ => Err(bad()),
+        }
+    };
+    Ok((open(ctl)?, ack.map(open).transpose()?))
+}
