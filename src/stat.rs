@@ -316,10 +316,16 @@ fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
     for extra in event::DETAILED_EVENTS.iter().take(a.detailed as usize) {
         list = format!("{list},{extra}");
     }
-    let mut events =
-        event::parse_events(&list, &Sysfs::system()).map_err(|e| usage(e.to_string()))?;
+    let sysfs = Sysfs::system();
+    let mut events = event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?;
     if events.is_empty() {
         return Err(usage("no events to count".into()));
+    }
+    if a.no_aggr {
+        // As perf 6.12 names events it does not merge across CPUs.
+        for e in &mut events {
+            e.name = e.name_with_pmu(event::pmu_name(e.attr.type_, &sysfs).as_deref());
+        }
     }
     // As perf: --all-user, then --all-kernel, override what each event says.
     for e in &mut events {

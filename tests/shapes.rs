@@ -170,6 +170,48 @@ const CASES: &[(&str, &[&str])] = &[
         ],
     ),
     ("null", &["-n", "--", "sleep", "0.1"]),
+    (
+        "per-cpu",
+        &[
+            "-a",
+            "-A",
+            "-e",
+            "task-clock,cs,cycles,msr/tsc/,tsc",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "per-cpu-csv",
+        &[
+            "-a",
+            "-A",
+            "-x,",
+            "-e",
+            "task-clock,cycles",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "per-cpu-json",
+        &["-a", "-A", "-j", "-e", "task-clock", "--", "sleep", "0.05"],
+    ),
+    (
+        "per-cpu-interval",
+        &[
+            "-a",
+            "-A",
+            "-I",
+            "100",
+            "--interval-count",
+            "1",
+            "-e",
+            "task-clock,cs",
+        ],
+    ),
     ("default-system", &["-a", "--", "sleep", "0.05"]),
     ("default-command", &["--", "sleep", "0.05"]),
     (

@@ -97,6 +97,40 @@ pub trait Sources {
 pub const DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
 
+/// The name of the PMU that counts an event of perf type `type_`, as perf names it:
+/// software, tracepoint, the core PMU (`cpu`, where the machine has one) for hardware,
+/// cache and raw events, and the sysfs PMU of that type for the rest.
+pub fn pmu_name(type_: u32, sources: &dyn Sources) -> Option<String> {
+    match type_ {
+        TYPE_SOFTWARE => Some("software".into()),
+        TYPE_TRACEPOINT => Some("tracepoint".into()),
+        TYPE_HARDWARE | TYPE_HW_CACHE | TYPE_RAW => sources.pmu("cpu").map(|p| p.name),
+        _ => sources
+            .pmus()
+            .into_iter()
+            .find(|p| p.type_ == type_)
+            .map(|p| p.name),
+    }
+}
+
+impl Event {
+    /// The name perf 6.12 prints for the event with -A, where it adds the PMU's name
+    /// unless the name starts with it: `cs [software]`, `tsc [msr]`; a `pmu/.../` name
+    /// gets the PMU's own spelling before its first slash.
+    pub fn name_with_pmu(&self, pmu: Option<&str>) -> String {
+        let Some(pmu) = pmu else {
+            return self.name.clone();
+        };
+        if self.name.starts_with(pmu) {
+            return self.name.clone();
+        }
+        match self.name.find('/') {
+            Some(i) => format!("{pmu}{}", &self.name[i..]),
+            None => format!("{} [{pmu}]", self.name),
+        }
+    }
+}
+
 /// What -d, -dd and -ddd add to the events, each level to the one before (perf's).
 pub const DETAILED_EVENTS: [&str; 3] = [
     "L1-dcache-loads,L1-dcache-load-misses,LLC-loads,LLC-load-misses",

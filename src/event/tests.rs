@@ -255,3 +255,24 @@ fn fuzz_never_panics() {
         }
     }
 }
+
+/// perf 6.12's names with -A: the PMU added unless the name starts with it.
+#[test]
+fn names_with_their_pmu() {
+    let s = fixture("intel");
+    let name = |e: &str| {
+        let ev = &parse_events(e, &s).unwrap()[0];
+        ev.name_with_pmu(pmu_name(ev.attr.type_, &s).as_deref())
+    };
+    assert_eq!(name("cs"), "cs [software]");
+    assert_eq!(name("cycles"), "cycles [cpu]");
+    assert_eq!(name("msr/tsc/"), "msr/tsc/");
+    assert_eq!(name("tsc"), "tsc [msr]");
+    assert_eq!(
+        name("sched:sched_switch"),
+        "sched:sched_switch [tracepoint]"
+    );
+    let amd = fixture("amd");
+    let ev = &parse_events("ibs_op/cnt_ctl=1/", &amd).unwrap()[0];
+    assert_eq!(ev.name_with_pmu(Some("ibs_op")), "ibs_op/cnt_ctl=1/");
+}
