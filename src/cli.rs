@@ -63,13 +63,39 @@ terms of each PMU follow, with the bits of the attr word each one fills.";
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct ListArgs {
-    /// Show only events whose name contains this, or matches it as a glob (`L1*misses`).
+    /// What to list: perf's categories hw, sw, cache, tracepoint, pmu (and metric,
+    /// metricgroup: bperf has no metric tables), or events whose name contains this or
+    /// matches it as a glob (`L1*misses`).
     #[arg(value_name = "FILTER")]
-    pub filter: Option<String>,
+    pub filter: Vec<String>,
 
     /// Also list tracepoints (always searched when a filter is given).
     #[arg(long = "tracepoints")]
     pub tracepoints: bool,
+
+    /// Print the events as a JSON array, with perf's keys.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+
+    /// Write the list to FILE instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+
+    /// Only events of this PMU (`msr`, `software`, `tracepoint`).
+    #[arg(long = "unit", value_name = "PMU")]
+    pub unit: Option<String>,
+
+    /// Print each event's encoding too.
+    #[arg(long = "details")]
+    pub details: bool,
+
+    /// Print descriptions (perf's default; bperf's events have none beyond their kind).
+    #[arg(short = 'd', long = "desc")]
+    pub desc: bool,
+
+    /// Longer descriptions (as -d here).
+    #[arg(short = 'v', long = "long-desc")]
+    pub long_desc: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

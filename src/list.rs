@@ -3,32 +3,101 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::ListArgs;
 use crate::event::{self, Entry, Kind, Sources};
 use crate::sys::{perf_event, sysfs::Sysfs};
 
+/// perf list's category words and the kind of event each selects (metric and
+/// metricgroup select nothing: bperf has no metric tables).
+fn category(word: &str) -> Option<Option<Kind>> {
+    Some(match word {
+        "hw" | "hardware" => Some(Kind::Hardware),
+        "sw" | "software" => Some(Kind::Software),
+        "cache" | "hwcache" => Some(Kind::Cache),
+        "tracepoint" => Some(Kind::Tracepoint),
+        "pmu" => Some(Kind::Pmu),
+        "metric" | "metricgroup" => None,
+        _ => return None,
+    })
+}
+
+/// Whether `e` is selected by the filter words: a category, or a name or glob; no words
+/// select everything.
+fn selected(e: &Entry, words: &[String]) -> bool {
+    words.is_empty()
+        || words.iter().any(|w| match category(w) {
+            Some(kind) => kind == Some(e.kind),
+            None => std::iter::once(&e.name)
+                .chain(&e.aliases)
+                .any(|n| event::matches(w, n)),
+        })
+}
+
 pub fn run(a: &ListArgs) -> Result<i32> {
     let sysfs = Sysfs::system();
-    let filter = a.filter.as_deref();
+    let words = &a.filter;
     // Tracepoints run to thousands; like perf, list them, but only ask for them by filter
     // or by name so that the plain listing stays readable.
-    let tracepoints = filter.is_some() || a.tracepoints;
+    let tracepoints = !words.is_empty() || a.tracepoints;
     let entries: Vec<Entry> = event::entries(&sysfs, tracepoints)
         .into_iter()
+        .filter(|e| selected(e, words))
         .filter(|e| {
-            filter.is_none_or(|f| {
-                std::iter::once(&e.name)
-                    .chain(&e.aliases)
-                    .any(|n| event::matches(f, n))
-            })
+            a.unit
+                .as_deref()
+                .is_none_or(|u| event::pmu_name(e.attr.type_, &sysfs).as_deref() == Some(u))
         })
         .collect();
-    let mut out = std::io::stdout().lock();
+    // As perf: by kind, then by name.
+    let mut entries = entries;
+    entries.sort_by(|x, y| (x.kind, &x.name).cmp(&(y.kind, &y.name)));
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot open output file {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    match a.json {
+        true => write_json(&mut out, &entries)?,
+        false => write_table(&mut out, &entries, a, &sysfs)?,
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// perf list's JSON: an array of objects with EventName, EventAlias (the first) and
+/// EventType, and with --details or for tracepoints the Encoding.
+fn write_json(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
+    let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+    writeln!(out, "[")?;
+    for (i, e) in entries.iter().enumerate() {
+        let mut fields = vec![format!("\t\"EventName\": {}", q(&e.name))];
+        if let Some(alias) = e.aliases.first() {
+            fields.push(format!("\t\"EventAlias\": {}", q(alias)));
+        }
+        fields.push(format!("\t\"EventType\": {}", q(e.kind.label())));
+        if e.kind == Kind::Tracepoint {
+            fields.push(format!(
+                "\t\"Encoding\": {}",
+                q(&format!("tracepoint/config={:#x}/", e.attr.config))
+            ));
+        }
+        let comma = if i + 1 < entries.len() { "," } else { "" };
+        writeln!(out, "{{\n{}\n}}{comma}", fields.join(",\n"))?;
+    }
+    writeln!(out, "]")?;
+    Ok(())
+}
+
+/// The listing: one line per event as perf prints it, grouped by kind, with the ones
+/// this kernel refuses marked; without a filter, the PMUs' format terms after.
+fn write_table(out: &mut dyn Write, entries: &[Entry], a: &ListArgs, sysfs: &Sysfs) -> Result<()> {
     writeln!(out, "\nList of pre-defined events (to be used in -e):\n")?;
     let mut last = None;
-    for e in &entries {
+    for e in entries {
         if last.is_some() && last != Some(e.kind) {
             writeln!(out)?;
         }
@@ -36,33 +105,58 @@ pub fn run(a: &ListArgs) -> Result<i32> {
         // Tracepoints are not opened just to list them (there are thousands).
         let refused = e.kind != Kind::Tracepoint && !perf_event::probe(&e.attr);
         writeln!(out, "{}", line(e, refused))?;
-    }
-    if filter.is_none() {
-        let pmus: Vec<_> = sysfs
-            .pmus()
-            .into_iter()
-            .filter(|p| !p.formats.is_empty())
-            .collect();
-        if !pmus.is_empty() {
-            writeln!(out, "\nPMU format terms (pmu/term=value,.../):\n")?;
-            for p in pmus {
-                let terms: Vec<String> = p
-                    .formats
-                    .iter()
-                    .map(|f| format!("{}={}", f.name, f.describe()))
-                    .collect();
-                writeln!(out, "  {:<16} {}", p.name, terms.join(" "))?;
-            }
+        if a.details {
+            writeln!(out, "       [{}]", encoding(e))?;
         }
-        writeln!(out, "\n  rNNN                                               [Raw hardware event descriptor]")?;
-        writeln!(
-            out,
-            "  pmu/config=N,config1=N,config2=N,<format>=N/       [Raw PMU event]"
-        )?;
-        writeln!(out, "  sys:name                                           [Tracepoint event; 'bperf list --tracepoints']")?;
+    }
+    if a.filter.is_empty() && a.unit.is_none() {
+        write_formats(out, sysfs)?;
     }
     writeln!(out)?;
-    Ok(0)
+    Ok(())
+}
+
+/// The event's perf_event_attr identity, as --details shows it.
+fn encoding(e: &Entry) -> String {
+    let a = &e.attr;
+    let mut s = format!("type={},config={:#x}", a.type_, a.config);
+    if a.config1 != 0 {
+        s.push_str(&format!(",config1={:#x}", a.config1));
+    }
+    if a.config2 != 0 {
+        s.push_str(&format!(",config2={:#x}", a.config2));
+    }
+    s
+}
+
+/// The PMUs' format terms, and how raw and tracepoint events are written.
+fn write_formats(out: &mut dyn Write, sysfs: &Sysfs) -> Result<()> {
+    let pmus: Vec<_> = sysfs
+        .pmus()
+        .into_iter()
+        .filter(|p| !p.formats.is_empty())
+        .collect();
+    if !pmus.is_empty() {
+        writeln!(out, "\nPMU format terms (pmu/term=value,.../):\n")?;
+        for p in pmus {
+            let terms: Vec<String> = p
+                .formats
+                .iter()
+                .map(|f| format!("{}={}", f.name, f.describe()))
+                .collect();
+            writeln!(out, "  {:<16} {}", p.name, terms.join(" "))?;
+        }
+    }
+    writeln!(
+        out,
+        "\n  rNNN                                               [Raw hardware event descriptor]"
+    )?;
+    writeln!(
+        out,
+        "  pmu/config=N,config1=N,config2=N,<format>=N/       [Raw PMU event]"
+    )?;
+    writeln!(out, "  sys:name                                           [Tracepoint event; 'bperf list --tracepoints']")?;
+    Ok(())
 }
 
 /// One line as perf prints it: `  name OR alias   [Kind]`, and ours: `<not supported>`

@@ -225,3 +225,61 @@ fn bad_events_are_one_line() {
         assert!(!err.contains("panicked"), "{ev}: {err}");
     }
 }
+
+/// perf list's categories, JSON and options: `hw`, `sw`, `cache`, `pmu`, `tracepoint`
+/// select kinds, `metric` selects nothing here, -j prints perf's keys, --unit one PMU,
+/// -o a file. No root needed.
+#[test]
+fn list_categories_json_and_options() {
+    let list = |args: &[&str]| -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+            .arg("list")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let kinds = |text: &str| -> Vec<String> {
+        let mut k: Vec<String> = text
+            .lines()
+            .filter_map(|l| Some(l.split_once('[')?.1.split(']').next()?.to_string()))
+            .collect();
+        k.dedup();
+        k
+    };
+    assert_eq!(kinds(&list(&["sw"])), ["Software event"]);
+    assert_eq!(kinds(&list(&["hw"])), ["Hardware event"]);
+    assert_eq!(kinds(&list(&["cache"])), ["Hardware cache event"]);
+    assert_eq!(
+        kinds(&list(&["sw", "hw"])),
+        ["Hardware event", "Software event"]
+    );
+    assert!(kinds(&list(&["metric"])).is_empty());
+    let json: serde_json::Value = serde_json::from_str(&list(&["-j", "sw"])).unwrap();
+    let cs = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["EventName"] == "context-switches")
+        .unwrap();
+    assert_eq!(
+        (&cs["EventAlias"], &cs["EventType"]),
+        (&"cs".into(), &"Software event".into())
+    );
+    let sw = list(&["sw"]);
+    let names: Vec<&str> = sw.lines().filter(|l| l.contains('[')).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "perf lists a kind's events by name");
+    assert!(list(&["--unit", "software"]).contains("task-clock"));
+    assert!(!list(&["--unit", "software"]).contains("[Hardware event]"));
+    let file = TempFile::new("list.txt");
+    let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+        .args(["list", "sw", "-o"])
+        .arg(&file.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success() && o.stdout.is_empty());
+    assert!(file.read().contains("page-faults OR faults"));
+}

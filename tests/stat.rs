@@ -82,7 +82,7 @@ fn check_accounting(env: &[(&str, &str)]) {
             "-e",
             "task-clock,context-switches,page-faults,cpu-clock",
             "--for-each-cgroup",
-            &format!("{},{},{},{}", a.name, b.name, bc.name, f.name),
+            &format!("/,{},{},{},{}", a.name, b.name, bc.name, f.name),
         ],
         &mut sh(&script),
         env,
@@ -162,9 +162,16 @@ fn check_accounting(env: &[(&str, &str)]) {
         "B cs {cs_b} vs ping-pong rusage {pp_cs}\n{csv}\n{stderr}"
     );
     let pf = value(&lines, "page-faults", &f.name);
+    let own = fault_faults as f64;
+    // At a switch the tracepoint did not report (switch_to in bperf.bpf.c), counts other
+    // than time are split between the two tasks' cgroups in proportion to their time, an
+    // estimate: some of F's faults can go to the cgroup of a task that ran unseen before
+    // it, outside the monitored ones. Then they are in the root, outside A, B and F.
+    let faults = |cg: &str| value(&lines, "page-faults", cg);
+    let outside = faults("/") - faults(&a.name) - faults(&b.name) - pf;
     assert!(
-        within(pf, fault_faults as f64, 3.0),
-        "F faults {pf} vs rusage {fault_faults}\n{csv}\n{stderr}"
+        within(pf, own, 3.0) || (pf <= own && own - pf <= outside && within(pf, own, 8.0)),
+        "F faults {pf} vs rusage {own}, {outside} outside the monitored cgroups\n{csv}\n{stderr}"
     );
 }
 

@@ -4,6 +4,7 @@ use super::{symbols, Attr, Sources};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
+    // In the order perf lists them.
     Hardware,
     Software,
     Cache,
