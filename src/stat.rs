@@ -484,11 +484,7 @@ impl Plan {
                         name: g.name.clone(),
                         cpus: if counted { g.cpus.len() } else { 0 },
                     }),
-                    value: if counted {
-                        Value::Counted(sum)
-                    } else {
-                        Value::NotSupported
-                    },
+                    value: value_of(counted, sum),
                 });
             }
         }
@@ -518,13 +514,7 @@ impl Plan {
         }
         let mut out = Vec::new();
         for row in &self.series {
-            let value = |r| {
-                if supported(row.event) {
-                    Value::Counted(r)
-                } else {
-                    Value::NotSupported
-                }
-            };
+            let value = |r| value_of(supported(row.event), r);
             if per_cpu {
                 for (pos, &cpu) in self.cpus.iter().enumerate() {
                     out.push(Line {
@@ -559,6 +549,14 @@ impl Plan {
             }
         }
         out
+    }
+}
+
+/// A line's value: the reading of an event the machine counts, or `<not supported>`.
+fn value_of(supported: bool, reading: Reading) -> Value {
+    match supported {
+        true => Value::Counted(reading),
+        false => Value::NotSupported,
     }
 }
 

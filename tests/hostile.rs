@@ -31,14 +31,8 @@ fn pid_in(pidfile: &TempFile) -> i32 {
 /// Whether `pid` is gone, or a zombie about to be reaped by init, within two seconds.
 fn ended(pid: i32) -> bool {
     for _ in 0..200 {
-        match fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return true,
-            Ok(stat) => {
-                let state = stat.rsplit_once(") ").map(|(_, r)| &r[..1]);
-                if state == Some("Z") {
-                    return true;
-                }
-            }
+        if !bperf::sys::process::alive(pid) {
+            return true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -235,14 +235,19 @@ fn run_control_refusals() {
             "-B option not supported with -x",
         ),
     ] {
-        let o = stat(args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(129), "{args:?}: {err}");
-        assert!(
-            err.contains(needle) && err.lines().count() == 1,
-            "{args:?}: {err}"
-        );
+        assert_refused(args, 129, needle);
     }
+}
+
+/// `bperf stat ARGS` exits `code` with one line on stderr that says `needle`.
+fn assert_refused(args: &[&str], code: i32, needle: &str) {
+    let o = stat(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    assert!(
+        err.contains(needle) && err.lines().count() == 1,
+        "{args:?}: {err}"
+    );
 }
 
 /// -r N runs the command N times and prints the mean, with perf's header and error.
@@ -448,13 +453,7 @@ fn unavailable_features_are_refused_as_perf_refuses_them() {
             args.push("7");
         }
         args.extend(["--", "true"]);
-        let o = stat(&args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(255), "{opt}: {err}");
-        assert!(
-            err.contains(needle) && err.lines().count() == 1,
-            "{opt}: {err}"
-        );
+        assert_refused(&args, 255, needle);
     }
 }
 

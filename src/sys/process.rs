@@ -244,20 +244,21 @@ pub fn when_all_end(ids: Vec<libc::pid_t>, then: impl FnOnce() + Send + 'static)
                 tv_nsec: 20_000_000,
             };
             loop {
-                pidfds.retain(|fd| {
-                let mut fds = [PollFd::new(fd, PollFlags::IN)];
-                !matches!(poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
-            });
                 polled.retain(|&id| alive(id));
                 if pidfds.is_empty() && polled.is_empty() {
                     then();
                     return;
                 }
+                // A pidfd reads as ready once its process has ended.
                 let mut fds: Vec<PollFd> = pidfds
                     .iter()
                     .map(|fd| PollFd::new(fd, PollFlags::IN))
                     .collect();
                 let _ = poll(&mut fds, Some(&every));
+                let ended: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+                drop(fds);
+                let mut ended = ended.into_iter();
+                pidfds.retain(|_| !ended.next().unwrap_or(false));
             }
         })?;
     Ok(())
