@@ -17,7 +17,7 @@ pub struct CpuTopology {
 }
 
 /// An aggregation mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     Socket,
     Die,

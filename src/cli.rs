@@ -341,6 +341,16 @@ pub struct StatArgs {
     #[arg(short = 'd', long = "detailed", action = clap::ArgAction::Count)]
     pub detailed: u8,
 
+    /// Count these metrics or metric groups (comma-separated), each shown on its first
+    /// event's line: perf's common metrics, such as CPUs_utilized, cs_per_second,
+    /// insn_per_cycle, branch_miss_rate, l1d_miss_rate (see `bperf list metric`).
+    #[arg(short = 'M', long = "metrics", value_name = "METRICS")]
+    pub metrics: Vec<String>,
+
+    /// Print only the metrics: one line per cgroup and CPU or group, no counts.
+    #[arg(long = "metric-only")]
+    pub metric_only: bool,
+
     /// Topdown metrics: refused as perf refuses them where the metric groups are missing.
     #[arg(long = "topdown")]
     pub topdown: bool,

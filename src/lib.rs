@@ -12,6 +12,7 @@ pub mod counter;
 pub mod cpus;
 pub mod event;
 pub mod list;
+pub mod metrics;
 pub mod reading;
 pub mod report;
 pub mod stat;

@@ -7,10 +7,11 @@ use anyhow::{Context, Result};
 
 use crate::cli::ListArgs;
 use crate::event::{self, Entry, Kind, Sources};
+use crate::metrics;
 use crate::sys::{perf_event, sysfs::Sysfs};
 
 /// perf list's category words and the kind of event each selects (metric and
-/// metricgroup select nothing: bperf has no metric tables).
+/// metricgroup select no event: they select the metrics and their groups).
 fn category(word: &str) -> Option<Option<Kind>> {
     Some(match word {
         "hw" | "hardware" => Some(Kind::Hardware),
@@ -60,19 +61,54 @@ pub fn run(a: &ListArgs) -> Result<i32> {
         )),
         None => Box::new(std::io::stdout().lock()),
     };
+    let metrics: Vec<&metrics::Def> = metrics::ALL
+        .iter()
+        .filter(|m| {
+            words.is_empty()
+                || words
+                    .iter()
+                    .any(|w| w == "metric" || event::matches(w, m.name))
+        })
+        .collect();
+    let groups = words.is_empty() || words.iter().any(|w| w == "metricgroup");
     match a.json {
-        true => write_json(&mut out, &entries)?,
-        false => write_table(&mut out, &entries, a, &sysfs)?,
+        true => write_json(&mut out, &entries, &metrics)?,
+        false => {
+            if !entries.is_empty() || metrics.is_empty() && !groups {
+                write_table(&mut out, &entries, a, &sysfs)?;
+            }
+            write_metrics(&mut out, &metrics, groups)?;
+        }
     }
     out.flush()?;
     Ok(0)
 }
 
+/// perf list's metrics, each with its description, then the names of their groups.
+fn write_metrics(out: &mut dyn Write, metrics: &[&metrics::Def], groups: bool) -> Result<()> {
+    if !metrics.is_empty() {
+        writeln!(out, "\nMetrics:\n")?;
+        for m in metrics {
+            writeln!(out, "  {}\n       [{}]", m.name, m.description)?;
+        }
+    }
+    if groups {
+        writeln!(out, "\nMetric Groups:\n")?;
+        let mut names: Vec<&str> = metrics::ALL.iter().map(|m| m.group).collect();
+        names.dedup();
+        for g in names {
+            writeln!(out, "{g}")?;
+        }
+    }
+    Ok(())
+}
+
 /// perf list's JSON: an array of objects with EventName, EventAlias (the first) and
 /// EventType, and with --details or for tracepoints the Encoding.
-fn write_json(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
+fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def]) -> Result<()> {
     let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
     writeln!(out, "[")?;
+    let total = entries.len() + metrics.len();
     for (i, e) in entries.iter().enumerate() {
         let mut fields = vec![format!("\t\"EventName\": {}", q(&e.name))];
         if let Some(alias) = e.aliases.first() {
@@ -85,7 +121,23 @@ fn write_json(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
                 q(&format!("tracepoint/config={:#x}/", e.attr.config))
             ));
         }
-        let comma = if i + 1 < entries.len() { "," } else { "" };
+        let comma = if i + 1 < total { "," } else { "" };
+        writeln!(out, "{{\n{}\n}}{comma}", fields.join(",\n"))?;
+    }
+    for (i, m) in metrics.iter().enumerate() {
+        let mut fields = vec![
+            format!("\t\"MetricGroup\": {}", q(m.group)),
+            format!("\t\"MetricName\": {}", q(m.name)),
+        ];
+        if let Some(unit) = m.scale_unit() {
+            fields.push(format!("\t\"ScaleUnit\": {}", q(&unit)));
+        }
+        fields.push(format!("\t\"BriefDescription\": {}", q(m.description)));
+        let comma = if entries.len() + i + 1 < total {
+            ","
+        } else {
+            ""
+        };
         writeln!(out, "{{\n{}\n}}{comma}", fields.join(",\n"))?;
     }
     writeln!(out, "]")?;

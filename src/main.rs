@@ -4,11 +4,13 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use bperf::{cli, list, stat, UsageError};
+use bperf::{cli, list, metrics, stat, UsageError};
 use clap::Parser;
 
 const EXIT_USAGE: u8 = 129;
 const EXIT_FAILURE: u8 = 255;
+/// What perf exits with for an argument it cannot use beyond parsing (-EINVAL).
+const EXIT_INVALID: u8 = 234;
 /// A closed output pipe: what a process killed by SIGPIPE reports, as perf does.
 const EXIT_BROKEN_PIPE: u8 = 141;
 
@@ -40,6 +42,8 @@ fn main() -> ExitCode {
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
+            } else if e.downcast_ref::<metrics::UnknownMetric>().is_some() {
+                ExitCode::from(EXIT_INVALID)
             } else {
                 ExitCode::from(EXIT_FAILURE)
             }

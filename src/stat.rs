@@ -16,6 +16,7 @@ use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
 use crate::cli::StatArgs;
 use crate::counter::{Counter, Setup};
 use crate::event::{self, Event};
+use crate::metrics;
 use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
 use crate::report::{Line, Place, Value};
@@ -48,6 +49,8 @@ pub struct Plan {
     pub aggr: Option<(aggr::Mode, Vec<aggr::Group>)>,
     /// What to print, in order: which event, for which slot.
     pub series: Vec<Series>,
+    /// -M: the metrics and which events they are worked out from.
+    pub metrics: Vec<metrics::Use>,
 }
 
 /// One event in one slot: the counts report::Line prints, one line per CPU with -A or
@@ -303,8 +306,9 @@ fn check_timing(a: &StatArgs) -> Result<()> {
 }
 
 /// The events from -e (perf's default set without it).
-fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
-    let mut list = if a.events.is_empty() {
+fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
+    let asked = metrics::parse_list(&a.metrics.join(","))?;
+    let mut list = if a.events.is_empty() && asked.is_empty() {
         // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
         match a.all_cpus || a.cpu.is_some() {
             true => event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1),
@@ -317,7 +321,15 @@ fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
         list = format!("{list},{extra}");
     }
     let sysfs = Sysfs::system();
-    let mut events = event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?;
+    let mut events = match list.is_empty() {
+        true => Vec::new(),
+        false => event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?,
+    };
+    let clock = match a.all_cpus || a.cpu.is_some() {
+        true => "cpu-clock",
+        false => "task-clock",
+    };
+    let uses = metric_events(&asked, clock, &mut events, &sysfs)?;
     if events.is_empty() {
         return Err(usage("no events to count".into()));
     }
@@ -336,7 +348,38 @@ fn parse_events(a: &StatArgs) -> Result<Vec<Event>> {
             (e.attr.exclude_kernel, e.attr.exclude_user) = (false, true);
         }
     }
-    Ok(events)
+    Ok((events, uses))
+}
+
+/// The events -M's metrics need, added to `events` where no event of the same name is
+/// counted yet (metrics share their events, as perf's do unless --metric-no-merge).
+fn metric_events(
+    asked: &[&'static metrics::Def],
+    clock: &'static str,
+    events: &mut Vec<Event>,
+    sysfs: &Sysfs,
+) -> Result<Vec<metrics::Use>> {
+    let mut uses = Vec::new();
+    for def in asked {
+        let mut operands = Vec::new();
+        for name in def.events(clock) {
+            let index = match events.iter().position(|e| e.name == name) {
+                Some(i) => i,
+                None => {
+                    let parsed =
+                        event::parse_events(name, sysfs).map_err(|e| usage(e.to_string()))?;
+                    events.extend(parsed);
+                    events.len() - 1
+                }
+            };
+            operands.push(index);
+        }
+        uses.push(metrics::Use {
+            def,
+            events: operands,
+        });
+    }
+    Ok(uses)
 }
 
 /// The CPUs from -C, all online CPUs without it.
@@ -419,8 +462,8 @@ impl Plan {
             ));
         }
         // A null run opens no counter.
-        let events = match a.null_run {
-            true => Vec::new(),
+        let (events, metrics) = match a.null_run {
+            true => Default::default(),
             false => parse_events(a)?,
         };
         let cpus = parse_cpus(a)?;
@@ -454,6 +497,7 @@ impl Plan {
             watched,
             target,
             series: cg.rows,
+            metrics,
         })
     }
 
@@ -718,6 +762,8 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         no_scale: a.no_scale,
         verbose: a.verbose > 0,
         run_table: Vec::new(),
+        metrics: plan.metrics.clone(),
+        metric_only: a.metric_only,
     })
 }
 

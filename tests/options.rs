@@ -610,3 +610,57 @@ impl Drop for RemovedDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// -M: each metric is worked out from the counts printed beside it, and CPUs_utilized
+/// over all CPUs is their number (each CPU's cpu-clock runs the whole time).
+#[test]
+fn named_metrics_follow_the_counts() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let o = stat(&[
+        "-a",
+        "-x,",
+        "-M",
+        "CPUs_utilized,cs_per_second,page_faults_per_second",
+        "--",
+        "sleep",
+        "0.3",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let err = stderr(&o);
+    let rows: Vec<Vec<&str>> = err.lines().map(|l| l.split(',').collect()).collect();
+    let count = |event: &str| -> f64 {
+        let r = rows.iter().find(|r| r[2] == event).expect(event);
+        r[0].parse().unwrap()
+    };
+    let metric = |unit: &str| -> f64 {
+        let r = rows.iter().find(|r| r.last() == Some(&unit)).expect(unit);
+        r[r.len() - 2].parse().unwrap()
+    };
+    let clock_ms = count("cpu-clock");
+    let cpus = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(within(metric("CPUs  CPUs_utilized"), cpus, 10.0), "{err}");
+    let cs = count("context-switches") * 1e3 / clock_ms;
+    assert!(
+        (metric("cs/sec  cs_per_second") - cs).abs() <= 0.051,
+        "{err}"
+    );
+    let pf = count("page-faults") * 1e3 / clock_ms;
+    assert!(
+        (metric("faults/sec  page_faults_per_second") - pf).abs() <= 0.051,
+        "{err}"
+    );
+}
+
+/// -M with a name perf does not know: perf's message and exit status.
+#[test]
+fn unknown_metric_is_refused_as_perf_refuses_it() {
+    let o = stat(&["-M", "no_such_metric", "true"]);
+    assert_eq!(o.status.code(), Some(234));
+    assert_eq!(
+        stderr(&o).trim(),
+        "bperf: Cannot find metric or group `no_such_metric'"
+    );
+}

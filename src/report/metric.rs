@@ -1,9 +1,12 @@
 //! perf's metric comments: derived values printed after `#`.
 
+use std::borrow::Cow;
+
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{Line, Value};
+use super::{Line, Place, Value};
 use crate::event::{Attr, Event};
+use crate::metrics::Use;
 
 const HW: u32 = 0;
 const SW: u32 = 1;
@@ -53,11 +56,13 @@ pub fn shown(a: &Attr, count: f64) -> f64 {
 }
 
 /// A metric: value and its unit text, and how the table prints the value.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Metric {
     pub value: f64,
-    pub unit: &'static str,
+    pub unit: Cow<'static, str>,
     style: Style,
+    /// Asked for with -M (perf's metric groups), not one perf adds by itself.
+    named: bool,
 }
 
 /// How the table prints a metric's value.
@@ -65,6 +70,8 @@ pub struct Metric {
 enum Style {
     /// `   0.345`
     Three,
+    /// `     0.3` (a named metric with a unit)
+    One,
     /// `    1.23` (insn per cycle)
     Two,
     /// `   5.00%`
@@ -73,19 +80,33 @@ enum Style {
 
 impl Metric {
     fn new(value: f64, unit: &'static str) -> Metric {
-        Metric {
-            value,
-            unit,
-            style: Style::Three,
-        }
+        Metric::styled(value, unit, Style::Three)
     }
 
     fn percent(value: f64, unit: &'static str) -> Metric {
+        Metric::styled(value, unit, Style::Percent)
+    }
+
+    fn styled(value: f64, unit: &'static str, style: Style) -> Metric {
         Metric {
             value,
-            unit,
-            style: Style::Percent,
+            unit: Cow::Borrowed(unit),
+            style,
+            named: false,
         }
+    }
+
+    /// Whether --metric-only shows it: as perf, not the rates per second nor the CPUs
+    /// utilized it adds by itself; every metric asked for with -M.
+    pub fn in_metric_only(&self) -> bool {
+        self.named || !(self.unit.contains("/sec") || self.unit.contains("CPUs utilized"))
+    }
+
+    /// The value as CSV and --metric-only JSON print it: the table's digits, without
+    /// padding or a percent sign.
+    pub fn digits(&self) -> String {
+        let s = self.to_string();
+        s.trim().trim_end_matches('%').to_string()
     }
 }
 
@@ -95,6 +116,7 @@ impl std::fmt::Display for Metric {
         let v = self.value;
         match self.style {
             Style::Three => write!(f, "{v:8.3}"),
+            Style::One => write!(f, "{v:8.1}"),
             Style::Two => write!(f, "{v:8.2}"),
             Style::Percent => write!(f, "{v:7.2}%"),
         }
@@ -105,28 +127,69 @@ impl std::fmt::Display for Metric {
 /// each kind of event, per cgroup and CPU. Built once per print, so that a print costs
 /// time in proportion to its lines.
 pub struct Siblings<'a> {
-    first: HashMap<(Option<&'a str>, Option<u32>, Kind), f64>,
+    first: HashMap<(Where<'a>, Kind), f64>,
+    /// With -M: the scaled count of each event, by where it was counted.
+    by_event: HashMap<(Where<'a>, usize), f64>,
+}
+
+/// Where a line's count was counted: its cgroup, CPU, and thread or group of CPUs.
+pub type Where<'a> = (Option<&'a str>, Option<u32>, Option<&'a Place>);
+
+pub fn where_of(l: &Line) -> Where<'_> {
+    (l.cgroup.as_deref(), l.cpu, l.place.as_ref())
 }
 
 impl<'a> Siblings<'a> {
-    pub fn new(events: &[Event], lines: &'a [Line]) -> Siblings<'a> {
+    pub fn new(events: &[Event], lines: &'a [Line], named: bool) -> Siblings<'a> {
         let mut first = HashMap::default();
+        let mut by_event = HashMap::default();
         for l in lines {
             if let Value::Counted(r) = l.value {
                 if let Some(v) = r.scaled() {
                     let k = kind(&events[l.event].attr);
-                    first.entry((l.cgroup.as_deref(), l.cpu, k)).or_insert(v);
+                    first.entry((where_of(l), k)).or_insert(v);
+                    if named {
+                        by_event.insert((where_of(l), l.event), v);
+                    }
                 }
             }
         }
-        Siblings { first }
+        Siblings { first, by_event }
     }
 
-    /// Scaled count of the first line of `want` in the same cgroup and CPU as `line`.
+    /// Scaled count of the first line of `want` counted where `line` was.
     fn of(&self, line: &Line, want: Kind) -> Option<f64> {
-        let key = (line.cgroup.as_deref(), line.cpu, want);
-        self.first.get(&key).copied()
+        self.first.get(&(where_of(line), want)).copied()
     }
+}
+
+/// The -M metrics shown on `line`'s line: those whose first event it counts, worked out
+/// from the counts of their events counted where it was.
+pub fn named(uses: &[Use], siblings: &Siblings, line: &Line, wall_ns: f64) -> Vec<Metric> {
+    let at = where_of(line);
+    let mut out = Vec::new();
+    for u in uses
+        .iter()
+        .filter(|u| u.events.first() == Some(&line.event))
+    {
+        let counts: Option<Vec<f64>> = u
+            .events
+            .iter()
+            .map(|e| siblings.by_event.get(&(at, *e)).copied())
+            .collect();
+        let value = counts.and_then(|c| u.def.value(&c, wall_ns));
+        out.push(Metric {
+            value: value.unwrap_or(f64::NAN),
+            unit: Cow::Owned(u.def.unit()),
+            style: if u.def.one_decimal() {
+                Style::One
+            } else {
+                Style::Two
+            },
+            named: true,
+        });
+    }
+    out
 }
 
 /// The metric perf prints for `line`, given the other lines of the same print and the
@@ -142,14 +205,9 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
     match k {
         Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
         Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),
-        Kind::Instructions => ratio(Kind::Cycles).map(|c| {
-            let v = count / c;
-            Metric {
-                value: v,
-                unit: "insn per cycle",
-                style: Style::Two,
-            }
-        }),
+        Kind::Instructions => {
+            ratio(Kind::Cycles).map(|c| Metric::styled(count / c, "insn per cycle", Style::Two))
+        }
         Kind::BranchMisses => {
             ratio(Kind::Branches).map(|b| Metric::percent(100.0 * count / b, "of all branches"))
         }
@@ -185,6 +243,12 @@ mod tests {
         Event::plain(name, type_, config)
     }
 
+    /// The metric of `lines[i]` over a second.
+    fn metric_of(events: &[Event], lines: &[Line], i: usize) -> Metric {
+        let siblings = Siblings::new(events, lines, false);
+        metric(events, &siblings, &lines[i], 1e9).unwrap()
+    }
+
     fn line(event: usize, counter: u64, cgroup: Option<&str>) -> Line {
         Line {
             event,
@@ -207,10 +271,10 @@ mod tests {
             line(1, 58, None),
             line(2, 4_890_000_000, None),
         ];
-        let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
-        assert_eq!((m(0).value, m(0).unit), (2.0, "CPUs utilized"));
+        let m = |i| metric_of(&events, &lines, i);
+        assert_eq!((m(0).value, &*m(0).unit), (2.0, "CPUs utilized"));
         assert_eq!(m(0).to_string(), "   2.000");
-        assert_eq!((m(1).value, m(1).unit), (29.0, "/sec"));
+        assert_eq!((m(1).value, &*m(1).unit), (29.0, "/sec"));
         assert_eq!(m(2).unit, "G/sec");
         assert!((m(2).value - 2.445).abs() < 1e-9);
     }
@@ -224,10 +288,22 @@ mod tests {
             line(0, 1_000_000_000, Some("b")),
             line(1, 1000, Some("b")),
         ];
-        let a = metric(&events, &Siblings::new(&events, &lines), &lines[1], 1e9).unwrap();
-        let b = metric(&events, &Siblings::new(&events, &lines), &lines[3], 1e9).unwrap();
-        assert_eq!((a.value, a.unit), (2.0, "K/sec"));
-        assert_eq!((b.value, b.unit), (1.0, "K/sec"));
+        let a = metric(
+            &events,
+            &Siblings::new(&events, &lines, false),
+            &lines[1],
+            1e9,
+        )
+        .unwrap();
+        let b = metric(
+            &events,
+            &Siblings::new(&events, &lines, false),
+            &lines[3],
+            1e9,
+        )
+        .unwrap();
+        assert_eq!((a.value, &*a.unit), (2.0, "K/sec"));
+        assert_eq!((b.value, &*b.unit), (1.0, "K/sec"));
     }
 
     #[test]
@@ -250,13 +326,13 @@ mod tests {
             line(5, 2000, None),
             line(6, 500, None),
         ];
-        let m = |i| metric(&events, &Siblings::new(&events, &lines), &lines[i], 1e9).unwrap();
-        assert_eq!((m(1).value, m(1).unit), (3.0, "GHz"));
-        assert_eq!((m(2).value, m(2).unit), (2.0, "insn per cycle"));
+        let m = |i| metric_of(&events, &lines, i);
+        assert_eq!((m(1).value, &*m(1).unit), (3.0, "GHz"));
+        assert_eq!((m(2).value, &*m(2).unit), (2.0, "insn per cycle"));
         assert_eq!(m(2).to_string(), "    2.00");
-        assert_eq!((m(4).value, m(4).unit), (5.0, "of all branches"));
+        assert_eq!((m(4).value, &*m(4).unit), (5.0, "of all branches"));
         assert_eq!(m(4).to_string(), "   5.00%");
-        assert_eq!((m(6).value, m(6).unit), (25.0, "of all cache refs"));
+        assert_eq!((m(6).value, &*m(6).unit), (25.0, "of all cache refs"));
         assert_eq!(m(3).unit, "M/sec");
     }
 
@@ -269,15 +345,30 @@ mod tests {
             ..line(2, 0, None)
         });
         assert_eq!(
-            metric(&events, &Siblings::new(&events, &lines), &lines[0], 1e9),
+            metric(
+                &events,
+                &Siblings::new(&events, &lines, false),
+                &lines[0],
+                1e9
+            ),
             None
         );
         assert_eq!(
-            metric(&events, &Siblings::new(&events, &lines), &lines[1], 1e9),
+            metric(
+                &events,
+                &Siblings::new(&events, &lines, false),
+                &lines[1],
+                1e9
+            ),
             None
         );
         assert_eq!(
-            metric(&events, &Siblings::new(&events, &lines), &lines[2], 1e9),
+            metric(
+                &events,
+                &Siblings::new(&events, &lines, false),
+                &lines[2],
+                1e9
+            ),
             None
         );
     }

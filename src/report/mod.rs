@@ -5,11 +5,13 @@
 //! printed by the printer of the chosen format.
 
 mod metric;
+mod metric_only;
 
 use std::io::{self, Write};
 use std::time::Duration;
 
 use crate::event::Event;
+use crate::metrics::Use;
 use crate::reading::Reading;
 use metric::{Metric, Siblings};
 
@@ -37,7 +39,7 @@ pub struct Line {
 }
 
 /// A thread (--per-thread) or a group of CPUs (--per-socket and the like).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
     Thread {
         comm: String,
@@ -98,6 +100,10 @@ pub struct Options {
     pub verbose: bool,
     /// --table with -r: each run's time elapsed before the mean.
     pub run_table: Vec<Duration>,
+    /// -M: the named metrics and the events they are worked out from.
+    pub metrics: Vec<Use>,
+    /// --metric-only: one line of metrics per cgroup and CPU or group, no counts.
+    pub metric_only: bool,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -140,13 +146,15 @@ struct Fields<'a> {
     pct: f64,
     /// Show ` (xx.xx%)`: the event ran less than it was enabled.
     multiplexed: bool,
-    metric: Option<Metric>,
+    /// perf's metric for the event, then the -M metrics it leads, each on its own line.
+    metrics: Vec<Metric>,
     /// With -r: the standard error of the mean over the runs, in % of the mean.
     noise: Option<f64>,
 }
 
 fn fields<'a>(
     events: &'a [Event],
+    uses: &[Use],
     siblings: &Siblings,
     line: &'a Line,
     wall_ns: f64,
@@ -178,7 +186,10 @@ fn fields<'a>(
         run_ns,
         pct,
         multiplexed,
-        metric: metric::metric(events, siblings, line, wall_ns),
+        metrics: metric::metric(events, siblings, line, wall_ns)
+            .into_iter()
+            .chain(metric::named(uses, siblings, line, wall_ns))
+            .collect(),
         noise,
     }
 }
@@ -268,28 +279,50 @@ impl<W: Write> Report<W> {
             println!("{CONSOLE_CLEAR}");
         }
         let header = self.intervals % HEADER_EVERY == 0 || self.opts.interval_clear;
-        if self.opts.format == Format::Table && header {
-            let place = match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
-                (true, _, _) => " cpu   ".to_string(),
-                (_, Some(mode), _) => format!(" {:<w$} cpus", mode.json_key(), w = mode.width()),
-                (_, _, true) => format!(" {:>16}-{:<7}", "comm", "pid"),
-                _ => String::new(),
-            };
-            writeln!(
-                self.out,
-                "#{:>15}{place} {:>COUNTS_LEN$} unit events",
-                "time", "counts"
-            )?;
-        }
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
         self.verbose_counts(events, lines)?;
-        let siblings = Siblings::new(events, lines);
-        for line in lines {
-            let f = fields(events, &siblings, line, wall_ns, None, !self.opts.no_scale);
-            self.print(Some(ts), &f)?;
+        let siblings = Siblings::new(events, lines, !self.opts.metrics.is_empty());
+        let all: Vec<Fields> = lines
+            .iter()
+            .map(|l| {
+                fields(
+                    events,
+                    &self.opts.metrics,
+                    &siblings,
+                    l,
+                    wall_ns,
+                    None,
+                    !self.opts.no_scale,
+                )
+            })
+            .collect();
+        if self.opts.metric_only {
+            return self.metric_only(Some(ts), header, &all);
+        }
+        if self.opts.format == Format::Table && header {
+            writeln!(
+                self.out,
+                "#{:>15}{} {:>COUNTS_LEN$} unit events",
+                "time",
+                self.interval_place_header(),
+                "counts"
+            )?;
+        }
+        for f in &all {
+            self.print(Some(ts), f)?;
         }
         self.out.flush()
+    }
+
+    /// The interval header's columns for what each line is of besides its event.
+    fn interval_place_header(&self) -> String {
+        match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
+            (true, _, _) => " cpu   ".to_string(),
+            (_, Some(mode), _) => format!(" {:<w$} cpus", mode.json_key(), w = mode.width()),
+            (_, _, true) => format!(" {:>16}-{:<7}", "comm", "pid"),
+            _ => String::new(),
+        }
     }
 
     /// The final summary; `lines` hold counts for the whole run. In interval mode perf
@@ -329,12 +362,31 @@ impl<W: Write> Report<W> {
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
         self.verbose_counts(events, lines)?;
-        let siblings = Siblings::new(events, lines);
-        for (i, line) in lines.iter().enumerate() {
-            let noise = noise.get(i).copied().filter(|_| self.opts.runs > 1);
-            let f = fields(events, &siblings, line, wall_ns, noise, !self.opts.no_scale);
-            self.out.write_all(prefix.as_bytes())?;
-            self.print(None, &f)?;
+        let siblings = Siblings::new(events, lines, !self.opts.metrics.is_empty());
+        let uses = &self.opts.metrics;
+        let all: Vec<Fields> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                let noise = noise.get(i).copied().filter(|_| self.opts.runs > 1);
+                fields(
+                    events,
+                    uses,
+                    &siblings,
+                    line,
+                    wall_ns,
+                    noise,
+                    !self.opts.no_scale,
+                )
+            })
+            .collect();
+        if self.opts.metric_only {
+            self.metric_only(None, !after_intervals, &all)?;
+        } else {
+            for f in &all {
+                self.out.write_all(prefix.as_bytes())?;
+                self.print(None, f)?;
+            }
         }
         if table {
             self.footer(footer)?;
@@ -456,16 +508,9 @@ struct Buffers {
     digits: String,
 }
 
-/// One table line into `b.line` (cleared first), without its newline, padded as perf
-/// 6.12 pads it.
-fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Option<&str>) {
+/// What a table line starts with: the time, and the CPU, thread or group of CPUs.
+fn push_where(s: &mut String, ts: Option<Duration>, f: &Fields) {
     use std::fmt::Write as _;
-    let Buffers {
-        line: s,
-        count,
-        digits,
-    } = b;
-    s.clear();
     if let Some(ts) = ts {
         let _ = write!(s, "{:6}.{:09} ", ts.as_secs(), ts.subsec_nanos());
     }
@@ -481,6 +526,22 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
         }
         None => {}
     }
+}
+
+/// How far perf indents a metric on a line of its own, after the line's start.
+const NEW_LINE_INDENT: usize = 49;
+
+/// One table line into `b.line` (cleared first), without its newline, padded as perf
+/// 6.12 pads it; each metric after the first on a line of its own.
+fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Option<&str>) {
+    let Buffers {
+        line: s,
+        count,
+        digits,
+    } = b;
+    s.clear();
+    push_where(s, ts, f);
+    let start_len = s.len();
     count.clear();
     write_count(count, digits, f, thousands);
     let width = count.chars().count();
@@ -496,24 +557,45 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
         s.push(' ');
         push_left(s, cg, CGROUP_LEN);
     }
-    match (&f.metric, f.value) {
-        (Some(m), Some(_)) => {
-            let start = s.len();
-            let _ = write!(s, " # {m} ");
-            let width = METRIC_LEN.saturating_sub(s.len() - start);
-            push_left(s, m.unit, width);
+    let shown = f.value.is_some();
+    match f.metrics.first().filter(|m| shown && !m.value.is_nan()) {
+        Some(m) => push_metric(s, m),
+        None => s.push_str(&SPACES[..METRIC_LEN]),
+    }
+    let start = s[..start_len].to_string();
+    for m in f
+        .metrics
+        .iter()
+        .skip(1)
+        .filter(|m| shown && !m.value.is_nan())
+    {
+        s.push('\n');
+        s.push_str(&start);
+        if f.cpu.is_some() {
+            s.push_str(&SPACES[..8]);
         }
-        _ => s.push_str(&SPACES[..METRIC_LEN]),
+        s.push_str(&SPACES[..NEW_LINE_INDENT]);
+        push_metric(s, m);
     }
     if f.multiplexed {
-        let _ = write!(s, "  ({:.2}%)", f.pct);
+        let _ = std::fmt::Write::write_fmt(s, format_args!("  ({:.2}%)", f.pct));
     }
     if let Some(pct) = f.noise.filter(|&p| p != 0.0) {
-        let _ = write!(s, "  ( +-{pct:6.2}% )");
+        let _ = std::fmt::Write::write_fmt(s, format_args!("  ( +-{pct:6.2}% )"));
     }
 }
 
-fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
+/// ` # value unit`, padded to perf's metric column.
+fn push_metric(s: &mut String, m: &Metric) {
+    use std::fmt::Write as _;
+    let start = s.len();
+    let _ = write!(s, " # {m} ");
+    let width = METRIC_LEN.saturating_sub(s.len() - start);
+    push_left(s, &m.unit, width);
+}
+
+/// The CSV columns before the count: the time, and the CPU, thread or group of CPUs.
+fn csv_where(ts: Option<Duration>, f: &Fields) -> Vec<String> {
     let mut cols: Vec<String> = Vec::new();
     if let Some(ts) = ts {
         cols.push(format!("{}.{:09}", ts.as_secs(), ts.subsec_nanos()));
@@ -529,6 +611,12 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
         }
         None => {}
     }
+    cols
+}
+
+fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
+    let mut cols = csv_where(ts, f);
+    let lead = cols.len();
     cols.push(count_text(f));
     cols.push(f.unit.to_string());
     cols.push(f.event.to_string());
@@ -540,9 +628,10 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     }
     cols.push(f.run_ns.to_string());
     cols.push(format!("{:.2}", f.pct));
-    match &f.metric {
+    let shown = |m: &&Metric| f.value.is_some() && !m.value.is_nan();
+    match f.metrics.first().filter(shown) {
         Some(m) => {
-            cols.push(format!("{:.3}", m.value));
+            cols.push(m.digits());
             cols.push(m.unit.to_string());
         }
         None => {
@@ -550,11 +639,27 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
             cols.push(String::new());
         }
     }
-    cols.join(sep)
+    let mut out = cols.join(sep);
+    // A further metric: perf's line of empty columns up to the metric's.
+    let empty = 5 + f.cgroup.is_some() as usize;
+    for m in f.metrics.iter().skip(1).filter(shown) {
+        let mut more = csv_where(ts, f);
+        more.truncate(lead);
+        more.extend(std::iter::repeat_n(String::new(), empty));
+        more.push(m.digits());
+        more.push(m.unit.to_string());
+        out.push('\n');
+        out.push_str(&more.join(sep));
+    }
+    out
 }
 
-fn json_line(ts: Option<Duration>, f: &Fields) -> String {
-    let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+fn json_quote(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// The JSON members before the count: the time, and the CPU, thread or group of CPUs.
+fn json_where(ts: Option<Duration>, f: &Fields) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
     if let Some(ts) = ts {
         parts.push(format!(
@@ -568,14 +673,23 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     }
     match f.place {
         Some(Place::Thread { comm, tid }) => {
-            parts.push(format!("\"thread\" : {}", q(&format!("{comm}-{tid}"))));
+            parts.push(format!(
+                "\"thread\" : {}",
+                json_quote(&format!("{comm}-{tid}"))
+            ));
         }
         Some(Place::Group { mode, name, cpus }) => {
-            parts.push(format!("\"{}\" : {}", mode.json_key(), q(name)));
+            parts.push(format!("\"{}\" : {}", mode.json_key(), json_quote(name)));
             parts.push(format!("\"aggregate-number\" : {cpus}"));
         }
         None => {}
     }
+    parts
+}
+
+fn json_line(ts: Option<Duration>, f: &Fields) -> String {
+    let q = json_quote;
+    let mut parts = json_where(ts, f);
     let value = match f.value {
         Some(v) => format!("{v:.6}"),
         None => f.status.to_string(),
@@ -591,13 +705,22 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     }
     parts.push(format!("\"event-runtime\" : {}", f.run_ns));
     parts.push(format!("\"pcnt-running\" : {:.2}", f.pct));
-    let (mv, mu) = match &f.metric {
-        Some(m) => (m.value, m.unit),
-        None => (0.0, ""),
+    let shown = |m: &&Metric| f.value.is_some() && !m.value.is_nan();
+    let metric_parts = |m: Option<&Metric>| {
+        let (mv, mu) = m.map_or((0.0, ""), |m| (m.value, &*m.unit));
+        [
+            format!("\"metric-value\" : \"{mv:.6}\""),
+            format!("\"metric-unit\" : {}", q(mu)),
+        ]
     };
-    parts.push(format!("\"metric-value\" : \"{mv:.6}\""));
-    parts.push(format!("\"metric-unit\" : {}", q(mu)));
-    format!("{{{}}}", parts.join(", "))
+    parts.extend(metric_parts(f.metrics.first().filter(shown)));
+    let mut out = format!("{{{}}}", parts.join(", "));
+    for m in f.metrics.iter().skip(1).filter(shown) {
+        let mut more = json_where(ts, f);
+        more.extend(metric_parts(Some(m)));
+        out.push_str(&format!("\n{{{}}}", more.join(", ")));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -657,6 +780,8 @@ mod tests {
             no_scale: false,
             verbose: false,
             run_table: Vec::new(),
+            metrics: Vec::new(),
+            metric_only: false,
         }
     }
 
@@ -849,6 +974,77 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             assert!(v.is_object());
         }
+    }
+
+    fn named(names: &str, events: &[usize]) -> Vec<Use> {
+        crate::metrics::parse_list(names)
+            .unwrap()
+            .into_iter()
+            .map(|def| Use {
+                def,
+                events: events.to_vec(),
+            })
+            .collect()
+    }
+
+    fn half_second() -> Footer {
+        Footer {
+            elapsed: Duration::from_millis(500),
+            ..Footer::default()
+        }
+    }
+
+    #[test]
+    fn named_metrics_on_lines_of_their_own() {
+        let (ev, l, footer) = (events(), lines(None), half_second());
+        let mut o = opts(Format::Table);
+        o.metrics = named("CPUs_utilized", &[0]);
+        o.metrics.extend(named("cs_per_second", &[1, 0]));
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        let want: Vec<&str> = out.lines().skip(3).take(4).collect();
+        assert_eq!(
+            want,
+            [
+                "          1,013.75 msec task-clock                       #    2.027 CPUs utilized             ",
+                "                                                  #      2.0 CPUs  CPUs_utilized       ",
+                "            75,000      cs                               #   73.983 K/sec                     ",
+                "                                                  #  73982.7 cs/sec  cs_per_second     ",
+            ]
+        );
+        o.format = Format::Csv(",".into());
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(out.lines().nth(1).unwrap(), ",,,,,2.0,CPUs  CPUs_utilized");
+        o.format = Format::Json;
+        let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            r#"{"metric-value" : "2.027500", "metric-unit" : "CPUs  CPUs_utilized"}"#
+        );
+    }
+
+    #[test]
+    fn metric_only_lines() {
+        let (ev, l, footer) = (events(), lines(None), half_second());
+        let mut o = opts(Format::Table);
+        o.metric_only = true;
+        o.metrics = named("CPUs_utilized", &[0]);
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        let want: Vec<&str> = out.lines().skip(3).take(2).collect();
+        // The /sec and CPUs utilized metrics perf adds are left out; cycles did not
+        // count, which leaves an empty column.
+        assert_eq!(
+            want,
+            [
+                "  CPUs  CPUs_utilized ",
+                "                 2.0                      ",
+            ]
+        );
+        o.format = Format::Csv(";".into());
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(out, "CPUs  CPUs_utilized;\n2.0;;\n");
+        o.format = Format::Json;
+        let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(out, "{\"CPUs  CPUs_utilized\" : \"2.0\"}\n");
     }
 
     #[test]

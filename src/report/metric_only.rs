@@ -1,0 +1,210 @@
+//! --metric-only: one line per cgroup and CPU, thread or group of CPUs, holding the
+//! metrics of all its events, under a header of their units (perf 6.12's layout).
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use super::{json_quote, json_where, push_where, Fields, Format, Report, CGROUP_LEN, SPACES};
+use crate::aggr::Mode;
+
+/// perf's narrowest metric column.
+const METRIC_ONLY_LEN: usize = 20;
+
+/// One column of a metric-only line: the metric's unit and its value as printed.
+struct Cell {
+    unit: String,
+    value: String,
+}
+
+/// The lines' fields, grouped by where they were counted, in order of first appearance.
+fn rows<'f, 'a>(all: &'f [Fields<'a>]) -> Vec<Vec<&'f Fields<'a>>> {
+    let mut rows: Vec<Vec<&Fields>> = Vec::new();
+    for f in all {
+        let key = (f.cgroup, f.cpu, f.place);
+        match rows
+            .iter_mut()
+            .find(|r| (r[0].cgroup, r[0].cpu, r[0].place) == key)
+        {
+            Some(row) => row.push(f),
+            None => rows.push(vec![f]),
+        }
+    }
+    rows
+}
+
+/// The columns of one line: an empty one for an event that did not count, as perf.
+fn cells(row: &[&Fields]) -> Vec<Cell> {
+    let mut out = Vec::new();
+    for f in row {
+        if f.value.is_none() {
+            out.push(Cell {
+                unit: String::new(),
+                value: String::new(),
+            });
+            continue;
+        }
+        for m in f.metrics.iter().filter(|m| m.in_metric_only()) {
+            // perf names the event in a share's unit: `branch-misses of all branches`.
+            let unit = match m.unit.starts_with("of all") {
+                true => format!("{} {}", f.event, m.unit),
+                false => m.unit.to_string(),
+            };
+            let value = match m.value.is_nan() {
+                true => String::new(),
+                false => m.to_string(),
+            };
+            out.push(Cell { unit, value });
+        }
+    }
+    out
+}
+
+/// The header's units: those of the metrics of the events of one line, whether or not
+/// the events counted, as perf.
+fn units(row: &[&Fields]) -> Vec<String> {
+    row.iter()
+        .flat_map(|f| f.metrics.iter())
+        .filter(|m| m.in_metric_only())
+        .map(|m| m.unit.to_string())
+        .collect()
+}
+
+impl<W: Write> Report<W> {
+    /// Prints the lines' metrics, with the header of units first when `header`.
+    pub(super) fn metric_only(
+        &mut self,
+        ts: Option<Duration>,
+        header: bool,
+        all: &[Fields],
+    ) -> io::Result<()> {
+        let rows = rows(all);
+        let lines: Vec<(&Fields, Vec<Cell>)> = rows.iter().map(|r| (r[0], cells(r))).collect();
+        if header {
+            let units = rows.first().map(|r| units(r)).unwrap_or_default();
+            let cgroups = all.iter().any(|f| f.cgroup.is_some());
+            self.metric_only_header(ts.is_some(), cgroups, &units)?;
+        }
+        for (first, cells) in &lines {
+            let line = match &self.opts.format {
+                Format::Table => table_row(ts, first, cells),
+                Format::Csv(sep) => csv_row(ts, first, cells, sep),
+                Format::Json => json_row(ts, first, cells),
+            };
+            writeln!(self.out, "{line}")?;
+        }
+        self.out.flush()
+    }
+
+    fn metric_only_header(
+        &mut self,
+        interval: bool,
+        cgroups: bool,
+        units: &[String],
+    ) -> io::Result<()> {
+        let mut s = String::new();
+        match &self.opts.format {
+            Format::Json => return Ok(()),
+            Format::Csv(sep) => {
+                if interval {
+                    s.push_str("time");
+                    s.push_str(sep);
+                }
+                for col in self.csv_place_header() {
+                    s.push_str(col);
+                    s.push_str(sep);
+                }
+                for u in units {
+                    s.push_str(u);
+                    s.push_str(sep);
+                }
+            }
+            Format::Table => {
+                if interval {
+                    s.push_str(&format!("#{:>15}{}", "time", self.interval_place_header()));
+                }
+                s.push(' ');
+                if !interval {
+                    s.push_str(&SPACES[..self.place_width() + cgroups as usize * (CGROUP_LEN + 1)]);
+                }
+                for u in units {
+                    s.push_str(&format!("{u:>METRIC_ONLY_LEN$} "));
+                }
+            }
+        }
+        writeln!(self.out, "{s}")
+    }
+
+    /// perf's width of what a line is of besides its event (0 without -A, --per-*).
+    fn place_width(&self) -> usize {
+        match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
+            (true, _, _) => 6,
+            (_, Some(mode), _) => mode.width(),
+            (_, _, true) => 16,
+            _ => 0,
+        }
+    }
+
+    /// perf's CSV header columns for what a line is of besides its event.
+    fn csv_place_header(&self) -> Vec<&'static str> {
+        match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
+            (true, _, _) => vec!["cpu"],
+            (_, Some(Mode::Node), _) => vec!["node"],
+            (_, Some(mode), _) => vec![mode.json_key(), "cpus"],
+            (_, _, true) => vec!["comm-pid"],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn table_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
+    let mut s = String::new();
+    push_where(&mut s, ts, f);
+    if let Some(cg) = f.cgroup {
+        s.push_str(&format!(" {cg:<CGROUP_LEN$}"));
+    }
+    for c in cells {
+        let width = METRIC_ONLY_LEN.max(c.unit.len() + 1);
+        s.push_str(&format!("{:>width$} ", c.value));
+    }
+    s
+}
+
+fn csv_row(ts: Option<Duration>, f: &Fields, cells: &[Cell], sep: &str) -> String {
+    let mut s = String::new();
+    for col in super::csv_where(ts, f) {
+        s.push_str(&col);
+        s.push_str(sep);
+    }
+    if let Some(cg) = f.cgroup {
+        // As perf: the cgroup after a separator. perf 6.12 then glues the first value
+        // to it; a separator keeps them apart.
+        s.push_str(sep);
+        s.push_str(cg);
+        if cells.first().is_some_and(|c| !c.value.is_empty()) {
+            s.push_str(sep);
+        }
+    }
+    for c in cells {
+        s.push_str(c.value.trim().trim_end_matches('%'));
+        s.push_str(sep);
+    }
+    s
+}
+
+fn json_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
+    let mut parts = json_where(ts, f);
+    if let Some(cg) = f.cgroup {
+        parts.push(format!("\"cgroup\" : {}", json_quote(cg)));
+    }
+    let metrics: Vec<String> = cells
+        .iter()
+        .map(|c| (c.unit.as_str(), c.value.trim().trim_end_matches('%')))
+        .filter(|(u, v)| !u.is_empty() && !v.is_empty())
+        .map(|(u, v)| format!("{} : \"{v}\"", json_quote(u)))
+        .collect();
+    match metrics.is_empty() {
+        true => parts.push("\"metric-value\" : \"none\"".to_string()),
+        false => parts.extend(metrics),
+    }
+    format!("{{{}}}", parts.join(", "))
+}
