@@ -227,7 +227,8 @@ fn bad_events_are_one_line() {
 }
 
 /// perf list's categories, JSON and options: `hw`, `sw`, `cache`, `pmu`, `tracepoint`
-/// select kinds, `metric` selects nothing here, -j prints perf's keys, --unit one PMU,
+/// select kinds, `metric` and `metricgroup` the metrics -M takes, -j prints perf's keys,
+/// --unit one PMU,
 /// -o a file. No root needed.
 #[test]
 fn list_categories_json_and_options() {
@@ -255,7 +256,19 @@ fn list_categories_json_and_options() {
         kinds(&list(&["sw", "hw"])),
         ["Hardware event", "Software event"]
     );
-    assert!(kinds(&list(&["metric"])).is_empty());
+    let metrics = list(&["metric"]);
+    assert!(
+        metrics.starts_with("\nMetrics:\n\n  CPUs_utilized\n       [Average CPU utilization]\n"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("Software event"), "{metrics}");
+    assert!(list(&["metricgroup"]).contains("\nMetric Groups:\n\nDefault\n"));
+    let json: serde_json::Value = serde_json::from_str(&list(&["-j", "metric"])).unwrap();
+    assert!(json
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["MetricName"] == "insn_per_cycle"));
     let json: serde_json::Value = serde_json::from_str(&list(&["-j", "sw"])).unwrap();
     let cs = json
         .as_array()
