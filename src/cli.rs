@@ -1,6 +1,7 @@
 //! Command-line types. Option names and meanings follow `perf stat`. The man pages and
 //! shell completions are generated from these definitions (see `man_pages`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -44,6 +45,54 @@ pub enum Command {
     },
 }
 
+/// What `bperf stat` is asked to do: count, or perf's `stat record` and `stat report`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatMode {
+    Count,
+    /// Count, and also write the counts to a perf.data file (-o, default perf.data).
+    Record,
+    /// Print the counts of a perf.data file written by `stat record`.
+    Report,
+}
+
+/// Takes perf's `record` or `report` word out of `args` when it follows `stat`; as perf,
+/// any start of the word of three letters or more.
+pub fn take_stat_mode(args: &mut Vec<OsString>) -> StatMode {
+    let word = match (args.get(1), args.get(2)) {
+        (Some(stat), Some(w)) if stat == "stat" => w.to_string_lossy().into_owned(),
+        _ => return StatMode::Count,
+    };
+    let mode = match word.len() > 2 {
+        true if "record".starts_with(&word) => StatMode::Record,
+        true if "report".starts_with(&word) => StatMode::Report,
+        _ => return StatMode::Count,
+    };
+    args.remove(2);
+    mode
+}
+
+/// `bperf stat report`: perf stat report's options.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bperf stat report",
+    about = "Print the counts a perf.data file holds, written by perf stat record or bperf stat record",
+    styles = clap::builder::Styles::plain()
+)]
+pub struct StatReportArgs {
+    /// The file to read.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "perf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Print the counts of each CPU, when the file has them.
+    #[arg(short = 'A', long = "no-aggr")]
+    pub no_aggr: bool,
+}
+
 const STAT_ABOUT: &str = "Counts the given events on every CPU (or the CPUs given with -C), \
 or, without -a and -C, in the given command and its children. With --for-each-cgroup, \
 --all-cgroups or -G, the counts are split between cgroups by a BPF program: a cgroup is \
@@ -52,7 +101,11 @@ while running, and each monitored cgroup also includes its descendants at any de
 With a command, counting lasts while it runs and bperf exits with its status. Without \
 one, counting lasts until Ctrl-C (SIGINT) or SIGTERM, after which the summary is \
 printed. A command bperf started ends with bperf, on every way out. Counts are printed \
-on standard error unless -o is given, as perf does.";
+on standard error unless -o is given, as perf does.\n\n\
+bperf stat record [OPTIONS] [COMMAND] counts as bperf stat does and also writes the \
+counts of the run to a perf.data file (-o FILE, perf.data without it) that perf stat \
+report reads; bperf stat report [-i FILE] [-A] prints the counts of such a file, \
+written by bperf or by perf.";
 
 const LIST_ABOUT: &str = "Lists the events that bperf stat -e accepts, grouped as perf list \
 groups them: hardware events, software events, hardware cache events, then the events \

@@ -13,6 +13,7 @@ pub mod cpus;
 pub mod event;
 pub mod list;
 pub mod metrics;
+pub mod perfdata;
 pub mod reading;
 pub mod report;
 pub mod stat;

@@ -15,26 +15,42 @@ const EXIT_INVALID: u8 = 234;
 const EXIT_BROKEN_PIPE: u8 = 141;
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    let mode = cli::take_stat_mode(&mut args);
+    if mode == cli::StatMode::Report {
+        return match cli::StatReportArgs::try_parse_from(&args[1..]) {
+            Ok(a) => exit(stat::report(&a)),
+            Err(e) => clap_exit(e),
+        };
+    }
+    let cli = match cli::Cli::try_parse_from(&args) {
         Ok(c) => c,
-        Err(e) if !e.use_stderr() => {
-            // --help, --version
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let _ = writeln!(io::stderr(), "bperf: {}", clap_one_line(&e));
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(e) => return clap_exit(e),
     };
     let result = match &cli.cmd {
-        cli::Command::Stat(args) => stat::run(args),
+        cli::Command::Stat(args) => stat::run(args, mode == cli::StatMode::Record),
         cli::Command::List(args) => list::run(args),
         cli::Command::Completions { shell } => {
             cli::completions(*shell, &mut io::stdout());
             Ok(0)
         }
     };
+    exit(result)
+}
+
+/// clap's verdict: help and version printed, or one line of error and perf's 129.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        // --help, --version
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let _ = writeln!(io::stderr(), "bperf: {}", clap_one_line(&e));
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// The exit status of a subcommand's result, an error printed on one line.
+fn exit(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_BROKEN_PIPE),

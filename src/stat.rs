@@ -9,7 +9,7 @@ use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::aggr;
 use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
@@ -1039,7 +1039,20 @@ fn print_runs(
 }
 
 /// Runs `bperf stat`; returns the process exit code.
-pub fn run(a: &StatArgs) -> Result<i32> {
+pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
+    // stat record: -o names the perf.data file; the counts are printed as without it.
+    let counting;
+    let (a, recording) = match record {
+        true => {
+            let path = record_path(a)?;
+            counting = StatArgs {
+                output: None,
+                ..a.clone()
+            };
+            (&counting, Some(path))
+        }
+        false => (a, None),
+    };
     let mut plan = Plan::from_args(a)?;
     let options = report_options(a, &plan)?;
     let (out, output) = open_output(a)?;
@@ -1083,7 +1096,169 @@ pub fn run(a: &StatArgs) -> Result<i32> {
     if a.table {
         report.opts.run_table = runs.iter().map(|r| r.elapsed).collect();
     }
-    print_runs(&plan, &mut report, &output, &runs)
+    let code = print_runs(&plan, &mut report, &output, &runs)?;
+    if let (Some(path), Some(run)) = (recording, runs.last()) {
+        write_record(&path, &plan, run)?;
+    }
+    Ok(code)
+}
+
+/// The file stat record writes (-o, perf.data without it), once its options are checked:
+/// the counts of the whole run, summed over CPUs.
+fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
+    if a.repeat.is_some_and(|r| r != 1) {
+        bail!("Cannot use -r option with perf stat record.");
+    }
+    let refused = [
+        (a.interval.is_some(), "-I"),
+        (
+            !a.for_each_cgroup.is_empty() || a.all_cgroups || !a.cgroup.is_empty(),
+            "cgroups",
+        ),
+        (aggr_mode(a)?.is_some(), "--per-socket and the like"),
+        (a.no_aggr, "-A"),
+        (a.per_thread, "--per-thread"),
+    ];
+    if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+        return Err(usage(format!(
+            "stat record writes the counts of the whole run; not with {what} yet"
+        )));
+    }
+    Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
+}
+
+/// The id the first event's counts are recorded under.
+const FIRST_RECORD_ID: u64 = 1;
+
+/// Writes the run's counts as `perf stat record` writes them.
+fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured) -> Result<()> {
+    use crate::perfdata::{RecordedEvent, StatCount, StatFile, AGGR_GLOBAL};
+    use crate::sys::perf_event::{recorded_attr, Target};
+    let target = match plan.task_mode {
+        true => Target::Task(0),
+        false => Target::Cpu(0),
+    };
+    let id = |event: usize| FIRST_RECORD_ID + event as u64;
+    let events = plan.events.iter().enumerate().map(|(i, e)| RecordedEvent {
+        name: e.name.clone(),
+        attr: recorded_attr(&e.attr, target),
+        ids: vec![id(i)],
+    });
+    let counts = run.lines.iter().filter_map(|l| match l.value {
+        Value::Counted(r) => Some(StatCount {
+            id: id(l.event),
+            cpu: -1,
+            thread: 0,
+            val: r.counter,
+            ena: r.enabled,
+            run: r.running,
+        }),
+        Value::NotSupported => None,
+    });
+    let file = StatFile {
+        cmdline: recorded_cmdline(),
+        events: events.collect(),
+        // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
+        cpus: vec![-1],
+        aggr_mode: AGGR_GLOBAL,
+        counts: counts.collect(),
+        elapsed_ns: run.elapsed.as_nanos() as u64,
+    };
+    // As perf: the file is the user's alone.
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(&file.to_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The command line as perf records it: the program's path, then its arguments.
+fn recorded_cmdline() -> Vec<String> {
+    let exe = std::env::current_exe().map_or_else(|_| "bperf".into(), |p| p.display().to_string());
+    std::iter::once(exe)
+        .chain(std::env::args().skip(1))
+        .collect()
+}
+
+/// `bperf stat report`: prints a stat record file's counts as perf stat report does,
+/// on standard error.
+pub fn report(a: &crate::cli::StatReportArgs) -> Result<i32> {
+    use crate::perfdata::{StatFile, AGGR_NONE};
+    let file = std::fs::File::open(&a.input)
+        .with_context(|| format!("failed to open {}", a.input.display()))?;
+    let data = StatFile::read(io::BufReader::new(file))
+        .with_context(|| format!("cannot read {}", a.input.display()))?;
+    let sysfs = Sysfs::system();
+    let events: Vec<Event> = data
+        .events
+        .iter()
+        .map(|r| {
+            // perf's name with -A may carry its PMU: `cpu-clock [software]`.
+            let plain = r.name.split(" [").next().unwrap_or(&r.name);
+            let parsed = event::parse_events(plain, &sysfs).ok();
+            let mut e = parsed
+                .and_then(|p| p.into_iter().next())
+                .unwrap_or_else(|| Event::plain(&r.name, u32::MAX, 0));
+            e.name = r.name.clone();
+            e
+        })
+        .collect();
+    let per_cpu = a.no_aggr || data.aggr_mode == AGGR_NONE;
+    let lines = recorded_lines(&data, per_cpu);
+    let mut options = Options {
+        thousands: kernel::locale_thousands_separator(),
+        per_cpu,
+        target: Some(format!("'{}'", data.cmdline.join(" "))),
+        runs: 1,
+        ..Options::default()
+    };
+    options.csv_summary_prefix = true;
+    let mut report = Report::new(options, io::stderr().lock());
+    let footer = Footer {
+        elapsed: Duration::from_nanos(data.elapsed_ns),
+        ..Footer::default()
+    };
+    report.summary(&events, &lines, &footer)?;
+    Ok(0)
+}
+
+/// The lines of a stat file's counts: each event's, summed over its ids, per CPU or
+/// over all; an event with no count was not supported where it was recorded.
+fn recorded_lines(data: &crate::perfdata::StatFile, per_cpu: bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for (i, e) in data.events.iter().enumerate() {
+        let cpus: Vec<Option<i32>> = match per_cpu {
+            true => data.cpus.iter().map(|&c| Some(c)).collect(),
+            false => vec![None],
+        };
+        for cpu in cpus {
+            let counts: Vec<_> = data
+                .counts
+                .iter()
+                .filter(|c| e.ids.contains(&c.id) && cpu.is_none_or(|cpu| c.cpu == cpu))
+                .collect();
+            let value = match counts.is_empty() {
+                true => Value::NotSupported,
+                false => Value::Counted(counts.iter().fold(Reading::default(), |sum, c| Reading {
+                    counter: sum.counter + c.val,
+                    enabled: sum.enabled + c.ena,
+                    running: sum.running + c.run,
+                })),
+            };
+            lines.push(Line {
+                event: i,
+                cgroup: None,
+                cpu: cpu.filter(|c| *c >= 0).map(|c| c as u32),
+                place: None,
+                value,
+            });
+        }
+    }
+    lines
 }
 
 /// Runs --pre's or --post's command, if any; its status when it failed, which ends

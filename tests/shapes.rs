@@ -522,3 +522,81 @@ fn output_has_perf_612s_shape() {
         assert_same_shape(name, &recorded, &ours, "perf (recorded)");
     }
 }
+
+/// A directory removed however the test ends.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn report(tool: &Path, file: &Path) -> String {
+    let out = Command::new(tool)
+        .args(["stat", "report", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{tool:?} stat report: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The count lines and the time elapsed of a stat output.
+fn counts(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| {
+            l.contains(" task-clock ") || l.contains(" context-switches ") || l.contains(" cycles ")
+        })
+        .chain(text.lines().filter(|l| l.contains("seconds time elapsed")))
+        .collect()
+}
+
+/// `bperf stat record` writes what `bperf stat report` and perf 6.12's `perf stat
+/// report` print with the same counts as the run printed; bperf reads perf's file as
+/// perf does.
+#[test]
+fn stat_record_and_report_agree_with_perf() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let dir = TempDir(std::env::temp_dir().join(format!("bperf-record-{}", std::process::id())));
+    fs::create_dir_all(&dir.0).unwrap();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let args = [
+        "-e",
+        "task-clock,context-switches,cycles",
+        "--",
+        "sleep",
+        "0.1",
+    ];
+    let ours = dir.0.join("bperf.data");
+    let mut record = vec!["record", "-o", ours.to_str().unwrap()];
+    record.extend(args);
+    let counted = stat_output(&bperf, &record);
+    let reported = report(&bperf, &ours);
+    assert_eq!(counts(&counted).len(), 4, "{counted}");
+    assert_eq!(counts(&counted)[..3], counts(&reported)[..3], "{reported}");
+    assert!(
+        reported.contains(" Performance counter stats for '"),
+        "{reported}"
+    );
+    let Some(perf) = perf_612() else {
+        return;
+    };
+    assert_eq!(
+        report(&perf, &ours),
+        reported,
+        "perf stat report of bperf's file"
+    );
+    let theirs = dir.0.join("perf.data");
+    let mut record = vec!["record", "-o", theirs.to_str().unwrap()];
+    record.extend(args);
+    stat_output(&perf, &record);
+    assert_eq!(
+        report(&bperf, &theirs),
+        report(&perf, &theirs),
+        "reports of perf's file"
+    );
+}

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_ATTR_SIZE_VER8, PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_TOTAL_TIME_ENABLED,
-    PERF_FORMAT_TOTAL_TIME_RUNNING,
+    PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_SAMPLE_IDENTIFIER,
 };
 use perf_event_open_sys::{ioctls, perf_event_open};
 
@@ -74,6 +74,18 @@ pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
         Target::Cpu(_) => {}
     }
     attr
+}
+
+/// The attr perf stat record writes for `a` counted on `target`: the counting attr
+/// with the sample identifier set, as the attr's first `size` bytes.
+pub fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
+    let mut attr = counting_attr(a, target, Role::Single);
+    attr.sample_type = PERF_SAMPLE_IDENTIFIER as u64;
+    let size = (attr.size as usize).min(std::mem::size_of::<perf_event_attr>());
+    // SAFETY: perf_event_attr is plain data; `size` bytes of it are in bounds.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&attr as *const perf_event_attr).cast::<u8>(), size) };
+    bytes.to_vec()
 }
 
 /// Starts a group that was opened disabled (members follow their leader).

@@ -1,0 +1,450 @@
+//! `perf stat record` files: counts written as perf.data with perf's stat records
+//! (THREAD_MAP, CPU_MAP, STAT_CONFIG, STAT, STAT_ROUND), so that `perf stat report`
+//! reads them, and read back, perf's as well as bperf's. Reading goes through the
+//! linux-perf-data crate; no crate writes the format, so writing is here.
+
+use std::io::{Read, Seek};
+
+use anyhow::{bail, Context, Result};
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+
+/// A recorded event: its name, its perf_event_attr as the kernel takes it, and the ids
+/// its counts are recorded under (perf: one per CPU and thread; bperf: one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedEvent {
+    pub name: String,
+    pub attr: Vec<u8>,
+    pub ids: Vec<u64>,
+}
+
+/// One count: an event's id, the CPU it was counted on (-1: all of them, or the task),
+/// and its value with enabled and running times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatCount {
+    pub id: u64,
+    pub cpu: i32,
+    pub thread: u32,
+    pub val: u64,
+    pub ena: u64,
+    pub run: u64,
+}
+
+/// What a stat file holds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatFile {
+    /// The command line that recorded it, the program first.
+    pub cmdline: Vec<String>,
+    pub events: Vec<RecordedEvent>,
+    /// The CPUs counted; `[-1]` for counts of a task or of all CPUs together.
+    pub cpus: Vec<i32>,
+    /// perf's aggregation mode: 0 per CPU (-A), 1 global.
+    pub aggr_mode: u64,
+    pub counts: Vec<StatCount>,
+    /// The time elapsed (ns), from the final round.
+    pub elapsed_ns: u64,
+}
+
+pub const AGGR_NONE: u64 = 0;
+pub const AGGR_GLOBAL: u64 = 1;
+
+/// perf's record types (tools/lib/perf/include/perf/event.h).
+const THREAD_MAP: u32 = 73;
+const CPU_MAP: u32 = 74;
+const STAT_CONFIG: u32 = 75;
+const STAT: u32 = 76;
+const STAT_ROUND: u32 = 77;
+const EVENT_UPDATE: u32 = 78;
+
+/// Feature bits of the header (tools/perf/util/header.h).
+const FEAT_CMDLINE: usize = 11;
+const FEAT_EVENT_DESC: usize = 12;
+const FEAT_STAT: usize = 19;
+
+const HEADER_SIZE: usize = 104;
+const SECTION_SIZE: usize = 16;
+const STAT_ROUND_FINAL: u64 = 1;
+const CPU_MAP_CPUS: u16 = 0;
+const CPU_MAP_MASK: u16 = 1;
+const CPU_MAP_RANGE: u16 = 2;
+const UPDATE_UNIT: u64 = 0;
+const UPDATE_SCALE: u64 = 1;
+const CONFIG_AGGR_MODE: u64 = 0;
+const CONFIG_INTERVAL: u64 = 1;
+const CONFIG_SCALE: u64 = 2;
+const CONFIG_AGGR_LEVEL: u64 = 3;
+/// Strings in feature sections are padded to this.
+const NAME_ALIGN: usize = 64;
+
+/// A little-endian byte buffer.
+#[derive(Default)]
+struct Buf(Vec<u8>);
+
+impl Buf {
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn pad_to(&mut self, align: usize) {
+        while self.0.len() % align != 0 {
+            self.0.push(0);
+        }
+    }
+    /// perf's feature-section string: its padded length, then it, NUL-padded.
+    fn string(&mut self, s: &str) {
+        let len = (s.len() + 1).next_multiple_of(NAME_ALIGN);
+        self.u32(len as u32);
+        let start = self.0.len();
+        self.0.extend_from_slice(s.as_bytes());
+        self.0.resize(start + len, 0);
+    }
+    /// A record: perf_event_header (type, misc, size), then the body.
+    fn record(&mut self, kind: u32, body: &Buf) {
+        self.u32(kind);
+        self.u16(0);
+        self.u16((8 + body.0.len()) as u16);
+        self.0.extend_from_slice(&body.0);
+    }
+}
+
+impl StatFile {
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let ids_at = HEADER_SIZE;
+        let nr_ids: usize = self.events.iter().map(|e| e.ids.len()).sum();
+        let attrs_at = ids_at + 8 * nr_ids;
+        let attr_size = self.events.first().map_or(0, |e| e.attr.len());
+        let file_attr_size = attr_size + SECTION_SIZE;
+        let data_at = attrs_at + file_attr_size * self.events.len();
+        let data = self.data_records();
+        let features_at = data_at + data.len();
+        let features = [
+            (FEAT_CMDLINE, self.cmdline_section()),
+            (FEAT_EVENT_DESC, self.event_desc_section()),
+            (FEAT_STAT, Vec::new()),
+        ];
+
+        let mut b = Buf::default();
+        b.0.extend_from_slice(b"PERFILE2");
+        b.u64(HEADER_SIZE as u64);
+        b.u64(file_attr_size as u64);
+        for (offset, size) in [
+            (attrs_at, file_attr_size * self.events.len()),
+            (data_at, data.len()),
+            (0, 0),
+        ] {
+            b.u64(offset as u64);
+            b.u64(size as u64);
+        }
+        let mut bitmap = [0u64; 4];
+        for (bit, _) in &features {
+            bitmap[bit / 64] |= 1 << (bit % 64);
+        }
+        bitmap.iter().for_each(|w| b.u64(*w));
+        for e in &self.events {
+            e.ids.iter().for_each(|id| b.u64(*id));
+        }
+        let mut at = ids_at;
+        for e in &self.events {
+            b.0.extend_from_slice(&e.attr);
+            b.u64(at as u64);
+            b.u64(8 * e.ids.len() as u64);
+            at += 8 * e.ids.len();
+        }
+        b.0.extend_from_slice(&data);
+        // The features' sections, then their contents.
+        let mut at = features_at + SECTION_SIZE * features.len();
+        for (_, content) in &features {
+            b.u64(at as u64);
+            b.u64(content.len() as u64);
+            at += content.len();
+        }
+        for (_, content) in &features {
+            b.0.extend_from_slice(content);
+        }
+        b.0
+    }
+
+    fn data_records(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        for e in &self.events {
+            let (Some((unit, scale)), Some(&id)) = (clock_unit(&e.name), e.ids.first()) else {
+                continue;
+            };
+            {
+                let mut r = Buf::default();
+                r.u64(UPDATE_UNIT);
+                r.u64(id);
+                r.0.extend_from_slice(unit.as_bytes());
+                r.0.resize(16 + 24, 0);
+                b.record(EVENT_UPDATE, &r);
+                let mut r = Buf::default();
+                r.u64(UPDATE_SCALE);
+                r.u64(id);
+                r.0.extend_from_slice(&scale.to_le_bytes());
+                r.0.resize(16 + 24, 0);
+                b.record(EVENT_UPDATE, &r);
+            }
+        }
+        let mut r = Buf::default();
+        r.u64(1);
+        r.u64(u64::MAX); // pid -1: no one thread
+        r.0.extend_from_slice(&[0; 16]);
+        b.record(THREAD_MAP, &r);
+        let mut r = Buf::default();
+        r.u16(CPU_MAP_CPUS);
+        r.u16(self.cpus.len() as u16);
+        self.cpus.iter().for_each(|c| r.u16(*c as u16));
+        r.pad_to(8);
+        b.record(CPU_MAP, &r);
+        let mut r = Buf::default();
+        let terms = [
+            (CONFIG_AGGR_MODE, self.aggr_mode),
+            (CONFIG_INTERVAL, 0),
+            (CONFIG_SCALE, 1),
+            (CONFIG_AGGR_LEVEL, 0),
+        ];
+        r.u64(terms.len() as u64);
+        for (tag, val) in terms {
+            r.u64(tag);
+            r.u64(val);
+        }
+        b.record(STAT_CONFIG, &r);
+        for c in &self.counts {
+            let mut r = Buf::default();
+            r.u64(c.id);
+            r.u32(c.cpu as u32);
+            r.u32(c.thread);
+            r.u64(c.val);
+            r.u64(c.ena);
+            r.u64(c.run);
+            b.record(STAT, &r);
+        }
+        let mut r = Buf::default();
+        r.u64(STAT_ROUND_FINAL);
+        r.u64(self.elapsed_ns);
+        b.record(STAT_ROUND, &r);
+        b.0
+    }
+
+    fn cmdline_section(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        b.u32(self.cmdline.len() as u32);
+        self.cmdline.iter().for_each(|s| b.string(s));
+        b.0
+    }
+
+    fn event_desc_section(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        b.u32(self.events.len() as u32);
+        b.u32(self.events.first().map_or(0, |e| e.attr.len()) as u32);
+        for e in &self.events {
+            b.0.extend_from_slice(&e.attr);
+            b.u32(e.ids.len() as u32);
+            b.string(&e.name);
+            e.ids.iter().for_each(|id| b.u64(*id));
+        }
+        b.0
+    }
+
+    /// Reads a stat file, perf's or bperf's.
+    pub fn read<R: Read + Seek>(input: R) -> Result<StatFile> {
+        let PerfFileReader {
+            mut perf_file,
+            mut record_iter,
+        } = PerfFileReader::parse_file(input).context("not a perf.data file")?;
+        let mut file = StatFile {
+            cmdline: (perf_file.cmdline().ok().flatten().unwrap_or_default())
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            ..StatFile::default()
+        };
+        for a in perf_file.event_attributes() {
+            file.events.push(RecordedEvent {
+                name: a.name().unwrap_or("unknown").to_string(),
+                attr: Vec::new(),
+                ids: a.event_ids.clone(),
+            });
+        }
+        let mut stat_records = false;
+        while let Some(record) = record_iter.next_record(&mut perf_file)? {
+            let PerfFileRecord::UserRecord(r) = record else {
+                continue;
+            };
+            let body = r.data.as_slice();
+            let kind = linux_perf_data::linux_perf_event_reader::RecordType::from(r.record_type).0;
+            stat_records |= file.take_record(kind, &body)?;
+        }
+        if !stat_records {
+            bail!("no stat data in the file (was it written by perf stat record?)");
+        }
+        Ok(file)
+    }
+
+    /// Takes in one record's body; whether it was a stat record.
+    fn take_record(&mut self, kind: u32, body: &[u8]) -> Result<bool> {
+        let u64_at = |i: usize| -> Result<u64> {
+            let bytes = body.get(i..i + 8).context("short stat record")?;
+            Ok(u64::from_le_bytes(bytes.try_into().unwrap()))
+        };
+        match kind {
+            STAT => self.counts.push(StatCount {
+                id: u64_at(0)?,
+                cpu: u64_at(8)? as u32 as i32,
+                thread: (u64_at(8)? >> 32) as u32,
+                val: u64_at(16)?,
+                ena: u64_at(24)?,
+                run: u64_at(32)?,
+            }),
+            STAT_ROUND => {
+                if u64_at(0)? == STAT_ROUND_FINAL {
+                    self.elapsed_ns = u64_at(8)?;
+                }
+            }
+            STAT_CONFIG => {
+                for i in 0..u64_at(0)? as usize {
+                    if u64_at(8 + 16 * i)? == CONFIG_AGGR_MODE {
+                        self.aggr_mode = u64_at(16 + 16 * i)?;
+                    }
+                }
+            }
+            CPU_MAP => self.cpus = cpu_map(body)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// The CPUs of a CPU_MAP record's body, in any of perf's three encodings.
+fn cpu_map(body: &[u8]) -> Result<Vec<i32>> {
+    let u16_at = |i: usize| -> Result<u16> {
+        let bytes = body.get(i..i + 2).context("short cpu map")?;
+        Ok(u16::from_le_bytes(bytes.try_into().unwrap()))
+    };
+    let bit_set = |words_at: usize, word_len: usize, n: usize| -> Result<Vec<i32>> {
+        let bytes = body
+            .get(words_at..words_at + word_len * n)
+            .context("short cpu mask")?;
+        Ok((0..bytes.len() * 8)
+            .filter(|bit| bytes[bit / 8] & (1 << (bit % 8)) != 0)
+            .map(|bit| bit as i32)
+            .collect())
+    };
+    match u16_at(0)? {
+        CPU_MAP_CPUS => (0..u16_at(2)? as usize)
+            .map(|i| u16_at(4 + 2 * i).map(|c| c as i16 as i32))
+            .collect(),
+        CPU_MAP_MASK => match u16_at(4)? {
+            4 => bit_set(6, 4, u16_at(2)? as usize),
+            _ => bit_set(12, 8, u16_at(2)? as usize),
+        },
+        CPU_MAP_RANGE => {
+            let any = body.get(2).copied().unwrap_or(0) != 0;
+            let (start, end) = (u16_at(4)? as i32, u16_at(6)? as i32);
+            Ok(any.then_some(-1).into_iter().chain(start..=end).collect())
+        }
+        other => bail!("unknown cpu map encoding {other}"),
+    }
+}
+
+/// The unit and scale perf records for an event it shows in another unit than it counts.
+fn clock_unit(name: &str) -> Option<(&'static str, f64)> {
+    let base = name.split(':').next().unwrap_or(name);
+    matches!(base, "task-clock" | "cpu-clock").then_some(("msec", 1e-6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StatFile {
+        let attr = |config: u8| {
+            let mut a = vec![0u8; 136];
+            a[0] = 1; // software
+            a[4] = 136;
+            a[8] = config;
+            a
+        };
+        StatFile {
+            cmdline: vec!["/usr/bin/bperf".into(), "stat".into(), "record".into()],
+            events: vec![
+                RecordedEvent {
+                    name: "task-clock".into(),
+                    attr: attr(1),
+                    ids: vec![7],
+                },
+                RecordedEvent {
+                    name: "context-switches".into(),
+                    attr: attr(3),
+                    ids: vec![8, 9],
+                },
+            ],
+            cpus: vec![0, 1],
+            aggr_mode: AGGR_NONE,
+            counts: vec![
+                StatCount {
+                    id: 7,
+                    cpu: 1,
+                    thread: 0,
+                    val: 1000,
+                    ena: 2000,
+                    run: 1500,
+                },
+                StatCount {
+                    id: 8,
+                    cpu: 0,
+                    thread: 0,
+                    val: 3,
+                    ena: 2000,
+                    run: 2000,
+                },
+            ],
+            elapsed_ns: 123_456_789,
+        }
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let file = sample();
+        let bytes = file.to_bytes();
+        assert_eq!(&bytes[..8], b"PERFILE2");
+        let back = StatFile::read(std::io::Cursor::new(bytes)).unwrap();
+        assert_eq!(back.cmdline, file.cmdline);
+        assert_eq!(back.cpus, file.cpus);
+        assert_eq!(back.aggr_mode, file.aggr_mode);
+        assert_eq!(back.counts, file.counts);
+        assert_eq!(back.elapsed_ns, file.elapsed_ns);
+        let names: Vec<_> = back
+            .events
+            .iter()
+            .map(|e| (e.name.as_str(), e.ids.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [("task-clock", vec![7]), ("context-switches", vec![8, 9])]
+        );
+    }
+
+    #[test]
+    fn cpu_maps_in_perfs_encodings() {
+        // As perf 6.12 writes them: a list, a range (0-1), a 64-bit mask (0, 2).
+        assert_eq!(cpu_map(&[0, 0, 1, 0, 0xff, 0xff]).unwrap(), [-1]);
+        assert_eq!(cpu_map(&[2, 0, 0, 0, 0, 0, 1, 0]).unwrap(), [0, 1]);
+        let mut mask = vec![1, 0, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0];
+        mask.extend_from_slice(&5u64.to_le_bytes());
+        assert_eq!(cpu_map(&mask).unwrap(), [0, 2]);
+    }
+
+    #[test]
+    fn strings_are_padded_as_perf_pads_them() {
+        let mut b = Buf::default();
+        b.string("stat");
+        assert_eq!(b.0.len(), 4 + 64);
+        assert_eq!(&b.0[..4], &64u32.to_le_bytes());
+    }
+}
