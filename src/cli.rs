@@ -45,6 +45,29 @@ pub enum Command {
     },
 }
 
+/// Parses the command line; for `stat`, notes which -e each --filter follows, as perf
+/// applies a filter to the event before it.
+pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Stat(a), Some(m)) = (&mut cli.cmd, matches.subcommand_matches("stat")) {
+        let events: Vec<usize> = m
+            .indices_of("events")
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        a.filter_after = m
+            .indices_of("filter")
+            .map(|filters| {
+                filters
+                    .map(|at| events.iter().filter(|&&e| e < at).count())
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
+    Ok(cli)
+}
+
 /// What `bperf stat` is asked to do: count, or perf's `stat record` and `stat report`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatMode {
@@ -169,6 +192,15 @@ pub struct StatArgs {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
 
+    /// A tracepoint filter for the event before it (the last of the -e before it), as
+    /// the kernel's tracing filters are written: 'prev_pid == 0'.
+    #[arg(long = "filter", value_name = "FILTER")]
+    pub filter: Vec<String>,
+
+    /// For each --filter, how many -e options came before it (filled in by `parse`).
+    #[arg(skip)]
+    pub filter_after: Vec<usize>,
+
     /// Count on all CPUs (system-wide; bperf always counts per CPU).
     #[arg(short = 'a', long = "all-cpus")]
     pub all_cpus: bool,
@@ -257,8 +289,9 @@ pub struct StatArgs {
     #[arg(long = "no-big-num", overrides_with = "big_num")]
     pub no_big_num: bool,
 
-    /// Print counts per CPU instead of summed over CPUs (needs -a or -C).
-    #[arg(short = 'A', long = "no-aggr")]
+    /// Print counts per CPU instead of summed over CPUs (needs -a or -C); --no-merge
+    /// is perf 6.12's other name for it.
+    #[arg(short = 'A', long = "no-aggr", visible_alias = "no-merge")]
     pub no_aggr: bool,
 
     /// Run the command N times and print the mean counts, with their standard error.
@@ -428,6 +461,11 @@ pub struct StatArgs {
     /// Hybrid CPU type to count on: refused on machines without hybrid CPUs, as perf.
     #[arg(long = "cputype", value_name = "TYPE")]
     pub cputype: Option<String>,
+
+    /// Record retirement latencies with perf record for TPEBS metrics (no effect
+    /// without metrics that use them, as in perf on machines without TPEBS).
+    #[arg(long = "record-tpebs")]
+    pub record_tpebs: bool,
 
     /// Merge hybrid PMUs' counts (no effect without hybrid CPUs, as in perf).
     #[arg(long = "hybrid-merge")]

@@ -333,6 +333,20 @@ fn open_one(
         }
         r => r.map(|fd| (fd, false)),
     }
+    .and_then(|(fd, user_only)| {
+        if let Some(filter) = &ev.filter {
+            perf_event::set_filter(&fd, filter).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "failed to set filter \"{filter}\" on event {}: {e}",
+                        ev.name
+                    ),
+                )
+            })?;
+        }
+        Ok((fd, user_only))
+    })
 }
 
 /// Starts the groups opened on CPUs or threads, which start disabled (see
@@ -503,6 +517,7 @@ mod tests {
             },
             leader: None,
             bpf: false,
+            filter: None,
         }
     }
 

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
             Err(e) => clap_exit(e),
         };
     }
-    let cli = match cli::Cli::try_parse_from(&args) {
+    let cli = match cli::parse(&args) {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
     };

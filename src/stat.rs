@@ -325,6 +325,7 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
         true => Vec::new(),
         false => event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?,
     };
+    apply_filters(a, &mut events, &sysfs)?;
     let clock = match a.all_cpus || a.cpu.is_some() {
         true => "cpu-clock",
         false => "task-clock",
@@ -349,6 +350,35 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
         }
     }
     Ok((events, uses))
+}
+
+/// --filter: each filter goes to the last event of the -e before it, which must be a
+/// tracepoint.
+fn apply_filters(a: &StatArgs, events: &mut [Event], sysfs: &Sysfs) -> Result<()> {
+    const TRACEPOINT: u32 = 2;
+    let refused =
+        || usage("--filter option should follow a -e tracepoint or HW tracer option".into());
+    for (filter, &after) in a.filter.iter().zip(&a.filter_after) {
+        if after == 0 {
+            return Err(refused());
+        }
+        // The events the -e options up to that one gave.
+        let mut count = 0;
+        for list in &a.events[..after] {
+            count += event::parse_events(list, sysfs)
+                .map_err(|e| usage(e.to_string()))?
+                .len();
+        }
+        let target = count
+            .checked_sub(1)
+            .and_then(|i| events.get_mut(i))
+            .ok_or_else(refused)?;
+        if target.attr.type_ != TRACEPOINT {
+            return Err(refused());
+        }
+        target.filter = Some(filter.clone());
+    }
+    Ok(())
 }
 
 /// The events -M's metrics need, added to `events` where no event of the same name is

@@ -664,3 +664,76 @@ fn unknown_metric_is_refused_as_perf_refuses_it() {
         "bperf: Cannot find metric or group `no_such_metric'"
     );
 }
+
+/// A process's context switches so far, as the kernel counts them in /proc.
+fn switches_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// --filter: the tracepoint counts only what the filter lets through. A shell that
+/// sleeps in a loop switches out about 100 times a second; counted system-wide with
+/// a filter on its pid, sched_switch counts its switches, no more than /proc says it
+/// made over a longer time, and most of them; the same event without the filter counts
+/// more.
+#[test]
+fn filter_counts_one_process_switches() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let mut looper = std::process::Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .unwrap();
+    let pid = looper.id();
+    let before = switches_of(pid);
+    let o = stat(&[
+        "-a",
+        "-x,",
+        "-e",
+        "sched:sched_switch",
+        "--filter",
+        &format!("prev_pid == {pid}"),
+        "-e",
+        "sched:sched_switch",
+        "--",
+        "sleep",
+        "0.5",
+    ]);
+    let after = switches_of(pid);
+    looper.kill().unwrap();
+    looper.wait().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let err = stderr(&o);
+    let counts: Vec<f64> = err
+        .lines()
+        .filter(|l| l.contains("sched:sched_switch"))
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let (filtered, all) = (counts[0], counts[1]);
+    let made = (after - before) as f64;
+    assert!(filtered <= made, "{filtered} counted, {made} made: {err}");
+    assert!(
+        filtered >= 0.5 * made,
+        "{filtered} counted, {made} made: {err}"
+    );
+    assert!(all > filtered, "{err}");
+}
+
+/// --filter must follow a tracepoint, as in perf.
+#[test]
+fn filter_needs_a_tracepoint_before_it() {
+    for args in [
+        &["--filter", "x", "-e", "sched:sched_switch", "-a", "true"][..],
+        &["-e", "cpu-clock", "--filter", "x", "-a", "true"],
+    ] {
+        let o = stat(args);
+        assert_eq!(o.status.code(), Some(129), "{args:?}");
+        assert!(stderr(&o).contains("--filter option should follow a -e tracepoint"));
+    }
+}

@@ -53,6 +53,8 @@ pub struct Event {
     pub leader: Option<usize>,
     /// The `b` modifier: count it with BPF counters (perf's `-e cycles:b`).
     pub bpf: bool,
+    /// --filter: the tracepoint filter the kernel applies before counting.
+    pub filter: Option<String>,
 }
 
 impl Event {
@@ -76,6 +78,7 @@ impl Event {
             },
             leader: None,
             bpf: false,
+            filter: None,
         }
     }
 }
@@ -150,6 +153,7 @@ pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                     attr,
                     leader: None,
                     bpf: state.bpf,
+                    filter: None,
                 });
             }
             Item::Group(members, mods) => {
@@ -170,6 +174,7 @@ pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                         attr,
                         leader: Some(leader),
                         bpf,
+                        filter: None,
                     });
                 }
             }

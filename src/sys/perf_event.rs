@@ -88,6 +88,16 @@ pub fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
     bytes.to_vec()
 }
 
+/// Sets a tracepoint event's filter (--filter).
+pub fn set_filter(fd: &OwnedFd, filter: &str) -> io::Result<()> {
+    let c = std::ffi::CString::new(filter).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: SET_FILTER reads a NUL-terminated string that outlives the call.
+    if unsafe { ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut _) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Starts a group that was opened disabled (members follow their leader).
 pub fn enable(leader: &OwnedFd) -> io::Result<()> {
     // SAFETY: a plain ioctl on an fd we own.
