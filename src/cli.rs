@@ -294,7 +294,8 @@ pub struct StatArgs {
     #[arg(short = 'A', long = "no-aggr", visible_alias = "no-merge")]
     pub no_aggr: bool,
 
-    /// Run the command N times and print the mean counts, with their standard error.
+    /// Run the command N times and print the mean counts, with their standard error;
+    /// 0: run it again and again, printing each run, until interrupted.
     #[arg(short = 'r', long = "repeat", value_name = "N")]
     pub repeat: Option<usize>,
 

@@ -286,8 +286,10 @@ fn check_timing(a: &StatArgs) -> Result<()> {
         return Err(usage("argument to --log-fd must be a > 0".into()));
     }
     match a.repeat {
-        Some(0) => return Err(usage("-r 0 (repeat forever) is not supported".into())),
-        Some(n) if n > 1 && a.command.is_empty() => {
+        Some(0) if a.interval.is_some() => {
+            return Err(usage("-r 0 with -I is not supported".into()))
+        }
+        Some(n) if n != 1 && a.command.is_empty() => {
             return Err(usage("-r needs a command to run again".into()))
         }
         Some(n) if n > 1 && a.interval.is_some() => {
@@ -794,6 +796,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         run_table: Vec::new(),
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
+        forever: false,
     })
 }
 
@@ -1039,7 +1042,7 @@ fn print_runs(
     let written = if runs.len() == 1 {
         // As perf: user and system time only for a command counted on its own.
         let rusage = match &last.ended {
-            Ended::Command(_, ru) if plan.task_mode => {
+            Ended::Command(_, ru) if plan.task_mode && !report.opts.forever => {
                 Some((process::timeval(ru.ru_utime), process::timeval(ru.ru_stime)))
             }
             _ => None,
@@ -1097,7 +1100,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         None => None,
     };
     let mut runs = Vec::new();
-    for run in 0..a.repeat.unwrap_or(1) {
+    // -r 0: run again and print each run's counts until interrupted, as perf.
+    let forever = a.repeat == Some(0);
+    report.opts.forever = forever;
+    let mut run = 0;
+    while forever || run < a.repeat.unwrap_or(1) {
         if let Some(code) = shell_step(a.pre.as_deref())? {
             return Ok(code);
         }
@@ -1115,13 +1122,22 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
             return Ok(255);
         };
         let interrupted = measured.interrupted;
+        if forever && interrupted {
+            // The run cut short is not printed.
+            return Ok(measured.ended.exit_code());
+        }
         runs.push(measured);
+        if forever {
+            print_runs(&plan, &mut report, &output, &runs)?;
+            runs.clear();
+        }
         if let Some(code) = shell_step(a.post.as_deref())? {
             return Ok(code);
         }
         if interrupted {
             break;
         }
+        run += 1;
     }
     if a.table {
         report.opts.run_table = runs.iter().map(|r| r.elapsed).collect();

@@ -737,3 +737,32 @@ fn filter_needs_a_tracepoint_before_it() {
         assert!(stderr(&o).contains("--filter option should follow a -e tracepoint"));
     }
 }
+
+/// -r 0 runs the command again and again, printing each run as it ends (the header
+/// once, no user and system times), until interrupted; the run cut short is not printed.
+#[test]
+fn repeat_forever_until_interrupted() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let child = bperf()
+        .args(["stat", "-r", "0", "-e", "task-clock", "--", "sleep", "0.05"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // SAFETY: signalling a child we have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    let runs = err.matches("seconds time elapsed").count();
+    assert!(runs >= 3, "{err}");
+    assert_eq!(err.matches(" task-clock ").count(), runs, "{err}");
+    assert_eq!(
+        err.matches("Performance counter stats for").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("seconds user"), "{err}");
+}

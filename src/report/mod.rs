@@ -104,6 +104,8 @@ pub struct Options {
     pub metrics: Vec<Use>,
     /// --metric-only: one line of metrics per cgroup and CPU or group, no counts.
     pub metric_only: bool,
+    /// -r 0: a summary after each run, the header over every 26th.
+    pub forever: bool,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -127,6 +129,8 @@ pub struct Report<W: Write> {
     pub opts: Options,
     pub out: W,
     intervals: usize,
+    /// Summaries printed so far (-r 0 prints one per run).
+    summaries: usize,
     last_ts: Duration,
     buffers: Buffers,
 }
@@ -260,6 +264,7 @@ impl<W: Write> Report<W> {
             opts,
             out,
             intervals: 0,
+            summaries: 0,
             last_ts: Duration::ZERO,
             buffers: Buffers::default(),
         }
@@ -346,7 +351,9 @@ impl<W: Write> Report<W> {
             return self.out.flush();
         }
         let table = self.opts.format == Format::Table;
-        if table && !after_intervals {
+        let header = !self.opts.forever || self.summaries % HEADER_EVERY == 0;
+        self.summaries += 1;
+        if table && !after_intervals && header {
             let target = self.opts.target.as_deref().unwrap_or("'system wide'");
             write!(self.out, "\n Performance counter stats for {target}")?;
             if self.opts.runs > 1 {
@@ -782,6 +789,7 @@ mod tests {
             run_table: Vec::new(),
             metrics: Vec::new(),
             metric_only: false,
+            forever: false,
         }
     }
 
