@@ -600,3 +600,38 @@ fn stat_record_and_report_agree_with_perf() {
         "reports of perf's file"
     );
 }
+
+/// `--per-thread -p PID`, as a script runs it on its shell: a line per thread, with
+/// perf's comm-pid column.
+#[test]
+fn per_thread_of_a_process_has_perfs_shape() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let args = [
+        "--per-thread",
+        "-p",
+        &pid,
+        "-e",
+        "task-clock,context-switches",
+        "--timeout",
+        "200",
+    ];
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let ours = stat_output(&bperf, &args);
+    let name = "per-thread-pid";
+    if let Some(perf) = perf_612() {
+        let theirs = stat_output(&perf, &args);
+        if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
+            fs::write(fixture(name), &theirs).unwrap();
+        }
+        assert_same_shape(name, &theirs, &ours, "perf (live)");
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    assert_same_shape(name, &recorded, &ours, "perf (recorded)");
+}
