@@ -213,7 +213,9 @@ pub struct StatArgs {
     #[arg(short = 't', long = "tid", value_name = "TIDS")]
     pub tid: Option<String>,
 
-    /// With -p or -t, one line per thread (perf's comm-tid column).
+    /// One line per thread (perf's comm-tid column): of -p's processes or -t's threads; with -a
+    /// or alone, of every thread of the system that ran (counted from when bperf
+    /// started, with the children they start).
     #[arg(long = "per-thread")]
     pub per_thread: bool,
 

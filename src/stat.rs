@@ -51,6 +51,8 @@ pub struct Plan {
     pub series: Vec<Series>,
     /// -M: the metrics and which events they are worked out from.
     pub metrics: Vec<metrics::Use>,
+    /// --per-thread over the whole system: threads that counted nothing are not shown.
+    pub hide_idle_threads: bool,
 }
 
 /// One event in one slot: the counts report::Line prints, one line per CPU with -A or
@@ -478,8 +480,12 @@ impl Plan {
         if thread_target && per_cpu_target {
             return Err(usage("-p and -t cannot be used with -a or -C".into()));
         }
-        if a.per_thread && !thread_target {
-            return Err(usage("--per-thread needs -p or -t".into()));
+        // --per-thread without -p or -t: every thread of the system, as perf.
+        let all_threads = a.per_thread && !thread_target;
+        if all_threads && (a.cpu.is_some() || !a.all_cpus && !a.command.is_empty()) {
+            return Err(usage(
+                "The --per-thread option is only available when monitoring via -p -t -a options or only --per-thread.".into(),
+            ));
         }
         let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
         let mode = aggr_mode(a)?;
@@ -488,7 +494,7 @@ impl Plan {
                 "both cgroup and no-aggregation modes only available in system-wide mode (add -a or -C)".into(),
             ));
         }
-        if !per_cpu_target && !thread_target && a.command.is_empty() {
+        if !per_cpu_target && !thread_target && !all_threads && a.command.is_empty() {
             return Err(usage(
                 "nothing to count: give a command, or -a or -C to count CPUs".into(),
             ));
@@ -506,7 +512,10 @@ impl Plan {
             ));
         }
         let cg = parse_cgroups(a, events.len(), bpf)?;
-        let (threads, watched) = parse_threads(a)?;
+        let (threads, watched) = match all_threads {
+            true => (process::all_threads(), Vec::new()),
+            false => parse_threads(a)?,
+        };
         let task_mode = !per_cpu_target && !thread_target && !a.command.is_empty();
         let target = match (&a.pid, &a.tid) {
             (Some(p), _) => format!("process id '{p}'"),
@@ -530,6 +539,7 @@ impl Plan {
             target,
             series: cg.rows,
             metrics,
+            hide_idle_threads: all_threads,
         })
     }
 
@@ -603,6 +613,10 @@ impl Plan {
                 }
             } else if per_thread {
                 for (pos, (tid, comm)) in self.threads.iter().enumerate() {
+                    let reading = snap.get(row.slot, row.event, pos);
+                    if self.hide_idle_threads && reading.counter == 0 {
+                        continue;
+                    }
                     out.push(Line {
                         event: row.event,
                         cgroup: None,

@@ -766,3 +766,65 @@ fn repeat_forever_until_interrupted() {
     );
     assert!(!err.contains("seconds user"), "{err}");
 }
+
+/// The time a thread has run, as the scheduler counts it (/proc/PID/schedstat, ns).
+fn runtime_ns(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// --per-thread -a counts every thread of the system, showing those that ran: a
+/// spinning thread's task-clock is what the scheduler says it ran while bperf counted,
+/// within what it ran over a longer time.
+#[test]
+fn per_thread_system_wide_counts_each_thread() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let w = workload();
+    let mut spinner = std::process::Command::new(&w)
+        .args(["spin", "3000"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = spinner.id();
+    std::thread::sleep(Duration::from_millis(50));
+    let before = runtime_ns(pid);
+    let o = stat(&[
+        "--per-thread",
+        "-a",
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.3",
+    ]);
+    let ran_ms = (runtime_ns(pid) - before) / 1e6;
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    assert!(o.status.success(), "{o:?}");
+    let err = stderr(&o);
+    let ours: f64 = err
+        .lines()
+        .find(|l| l.starts_with(&format!("workload-{pid},")))
+        .unwrap_or_else(|| panic!("no line for workload-{pid}: {err}"))
+        .split(',')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        ours <= ran_ms * 1.01,
+        "{ours} ms counted, {ran_ms} ms ran: {err}"
+    );
+    assert!(
+        ours >= ran_ms * 0.7,
+        "{ours} ms counted, {ran_ms} ms ran: {err}"
+    );
+    assert!(
+        !err.lines().any(|l| l.contains(",0.00,msec")),
+        "idle threads shown: {err}"
+    );
+}

@@ -209,6 +209,22 @@ pub fn threads_of(pid: libc::pid_t) -> io::Result<Vec<(libc::pid_t, String)>> {
     Ok(out)
 }
 
+/// Every thread of the system as (thread id, command name), process by process in the
+/// order of their ids; those that end while they are listed are left out.
+pub fn all_threads() -> Vec<(libc::pid_t, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<libc::pid_t> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter()
+        .filter_map(|pid| threads_of(pid).ok())
+        .flatten()
+        .collect()
+}
+
 /// Thread `tid` as (thread id, command name); an error if there is no such thread.
 pub fn thread(tid: libc::pid_t) -> io::Result<(libc::pid_t, String)> {
     let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))?;
