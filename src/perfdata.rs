@@ -29,6 +29,13 @@ pub struct StatCount {
     pub run: u64,
 }
 
+/// One interval's counts (-I), and when it ended (ns since counting started).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Round {
+    pub time_ns: u64,
+    pub counts: Vec<StatCount>,
+}
+
 /// What a stat file holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatFile {
@@ -39,6 +46,11 @@ pub struct StatFile {
     pub cpus: Vec<i32>,
     /// perf's aggregation mode: 0 per CPU (-A), 1 global.
     pub aggr_mode: u64,
+    /// -I's interval (ms), 0 without.
+    pub interval_ms: u64,
+    /// With -I: each interval's counts.
+    pub rounds: Vec<Round>,
+    /// The counts of the whole run (the final round's).
     pub counts: Vec<StatCount>,
     /// The time elapsed (ns), from the final round.
     pub elapsed_ns: u64,
@@ -62,6 +74,7 @@ const FEAT_STAT: usize = 19;
 
 const HEADER_SIZE: usize = 104;
 const SECTION_SIZE: usize = 16;
+const STAT_ROUND_INTERVAL: u64 = 0;
 const STAT_ROUND_FINAL: u64 = 1;
 const CPU_MAP_CPUS: u16 = 0;
 const CPU_MAP_MASK: u16 = 1;
@@ -204,7 +217,7 @@ impl StatFile {
         let mut r = Buf::default();
         let terms = [
             (CONFIG_AGGR_MODE, self.aggr_mode),
-            (CONFIG_INTERVAL, 0),
+            (CONFIG_INTERVAL, self.interval_ms),
             (CONFIG_SCALE, 1),
             (CONFIG_AGGR_LEVEL, 0),
         ];
@@ -214,20 +227,14 @@ impl StatFile {
             r.u64(val);
         }
         b.record(STAT_CONFIG, &r);
-        for c in &self.counts {
-            let mut r = Buf::default();
-            r.u64(c.id);
-            r.u32(c.cpu as u32);
-            r.u32(c.thread);
-            r.u64(c.val);
-            r.u64(c.ena);
-            r.u64(c.run);
-            b.record(STAT, &r);
+        for round in &self.rounds {
+            stat_round(&mut b, &round.counts, STAT_ROUND_INTERVAL, round.time_ns);
         }
-        let mut r = Buf::default();
-        r.u64(STAT_ROUND_FINAL);
-        r.u64(self.elapsed_ns);
-        b.record(STAT_ROUND, &r);
+        // As perf: with intervals, no final round (perf stat report would print it as
+        // one more interval).
+        if self.interval_ms == 0 {
+            stat_round(&mut b, &self.counts, STAT_ROUND_FINAL, self.elapsed_ns);
+        }
         b.0
     }
 
@@ -301,15 +308,25 @@ impl StatFile {
                 ena: u64_at(24)?,
                 run: u64_at(32)?,
             }),
+            // A round ends the counts read since the round before.
             STAT_ROUND => {
-                if u64_at(0)? == STAT_ROUND_FINAL {
-                    self.elapsed_ns = u64_at(8)?;
+                let (kind, time_ns) = (u64_at(0)?, u64_at(8)?);
+                let counts = std::mem::take(&mut self.counts);
+                match kind {
+                    STAT_ROUND_FINAL => {
+                        self.elapsed_ns = time_ns;
+                        self.counts = counts;
+                    }
+                    _ => self.rounds.push(Round { time_ns, counts }),
                 }
             }
             STAT_CONFIG => {
                 for i in 0..u64_at(0)? as usize {
-                    if u64_at(8 + 16 * i)? == CONFIG_AGGR_MODE {
-                        self.aggr_mode = u64_at(16 + 16 * i)?;
+                    let (tag, val) = (u64_at(8 + 16 * i)?, u64_at(16 + 16 * i)?);
+                    match tag {
+                        CONFIG_AGGR_MODE => self.aggr_mode = val,
+                        CONFIG_INTERVAL => self.interval_ms = val,
+                        _ => {}
                     }
                 }
             }
@@ -318,6 +335,24 @@ impl StatFile {
         }
         Ok(true)
     }
+}
+
+/// A round's STAT records, then the STAT_ROUND that ends it.
+fn stat_round(b: &mut Buf, counts: &[StatCount], kind: u64, time_ns: u64) {
+    for c in counts {
+        let mut r = Buf::default();
+        r.u64(c.id);
+        r.u32(c.cpu as u32);
+        r.u32(c.thread);
+        r.u64(c.val);
+        r.u64(c.ena);
+        r.u64(c.run);
+        b.record(STAT, &r);
+    }
+    let mut r = Buf::default();
+    r.u64(kind);
+    r.u64(time_ns);
+    b.record(STAT_ROUND, &r);
 }
 
 /// The CPUs of a CPU_MAP record's body, in any of perf's three encodings.
@@ -386,6 +421,18 @@ mod tests {
             ],
             cpus: vec![0, 1],
             aggr_mode: AGGR_NONE,
+            interval_ms: 100,
+            rounds: vec![Round {
+                time_ns: 100_000_000,
+                counts: vec![StatCount {
+                    id: 8,
+                    cpu: 0,
+                    thread: 0,
+                    val: 1,
+                    ena: 10,
+                    run: 10,
+                }],
+            }],
             counts: vec![
                 StatCount {
                     id: 7,
@@ -417,6 +464,13 @@ mod tests {
         assert_eq!(back.cmdline, file.cmdline);
         assert_eq!(back.cpus, file.cpus);
         assert_eq!(back.aggr_mode, file.aggr_mode);
+        assert_eq!((back.interval_ms, &back.rounds), (100, &file.rounds));
+        let whole = StatFile {
+            interval_ms: 0,
+            rounds: Vec::new(),
+            ..file.clone()
+        };
+        let back = StatFile::read(std::io::Cursor::new(whole.to_bytes())).unwrap();
         assert_eq!(back.counts, file.counts);
         assert_eq!(back.elapsed_ns, file.elapsed_ns);
         let names: Vec<_> = back

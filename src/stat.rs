@@ -829,6 +829,8 @@ struct Session<'a, 'obj> {
     start: Instant,
     /// The reading the last interval ended with.
     prev: Snapshot,
+    /// stat record with -I: each interval's time and lines, for the file.
+    recorded: Option<Vec<(Duration, Vec<Line>)>>,
 }
 
 impl Session<'_, '_> {
@@ -842,9 +844,13 @@ impl Session<'_, '_> {
             self.args.no_aggr,
             self.args.per_thread,
         );
+        let ts = self.start.elapsed();
         self.report
-            .interval(self.start.elapsed(), &self.plan.events, &lines)
+            .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;
+        if let Some(recorded) = &mut self.recorded {
+            recorded.push((ts, lines));
+        }
         self.prev = now;
         Ok(())
     }
@@ -977,6 +983,7 @@ impl Session<'_, '_> {
             elapsed,
             ended,
             interrupted: self.interrupted,
+            intervals: self.recorded.take().unwrap_or_default(),
         })
     }
 }
@@ -987,6 +994,8 @@ struct Measured {
     elapsed: Duration,
     ended: Ended,
     interrupted: bool,
+    /// stat record with -I: each interval's time and lines.
+    intervals: Vec<(Duration, Vec<Line>)>,
 }
 
 /// The mean of `xs` and its standard error in % of it (0 for one value or a mean of 0),
@@ -1131,6 +1140,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
             tx: &tx,
             report: &mut report,
             output: &output,
+            record: recording.is_some(),
         };
         let Some(measured) = run_once(a, &mut plan, io, run == 0)? else {
             return Ok(255);
@@ -1158,19 +1168,18 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     }
     let code = print_runs(&plan, &mut report, &output, &runs)?;
     if let (Some(path), Some(run)) = (recording, runs.last()) {
-        write_record(&path, &plan, run)?;
+        write_record(&path, &plan, run, a.interval)?;
     }
     Ok(code)
 }
 
 /// The file stat record writes (-o, perf.data without it), once its options are checked:
-/// the counts of the whole run, summed over CPUs.
+/// counts summed over CPUs, of the whole run and with -I of each interval.
 fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
     if a.repeat.is_some_and(|r| r != 1) {
         bail!("Cannot use -r option with perf stat record.");
     }
     let refused = [
-        (a.interval.is_some(), "-I"),
         (
             !a.for_each_cgroup.is_empty() || a.all_cgroups || !a.cgroup.is_empty(),
             "cgroups",
@@ -1181,7 +1190,7 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         return Err(usage(format!(
-            "stat record writes the counts of the whole run; not with {what} yet"
+            "stat record writes counts summed over CPUs and cgroups; not with {what} yet"
         )));
     }
     Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
@@ -1191,8 +1200,13 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
 const FIRST_RECORD_ID: u64 = 1;
 
 /// Writes the run's counts as `perf stat record` writes them.
-fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured) -> Result<()> {
-    use crate::perfdata::{RecordedEvent, StatCount, StatFile, AGGR_GLOBAL};
+fn write_record(
+    path: &std::path::Path,
+    plan: &Plan,
+    run: &Measured,
+    interval_ms: Option<u64>,
+) -> Result<()> {
+    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile, AGGR_GLOBAL};
     use crate::sys::perf_event::{recorded_attr, Target};
     let target = match plan.task_mode {
         true => Target::Task(0),
@@ -1204,24 +1218,41 @@ fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured) -> Result<(
         attr: recorded_attr(&e.attr, target),
         ids: vec![id(i)],
     });
-    let counts = run.lines.iter().filter_map(|l| match l.value {
-        Value::Counted(r) => Some(StatCount {
-            id: id(l.event),
-            cpu: -1,
-            thread: 0,
-            val: r.counter,
-            ena: r.enabled,
-            run: r.running,
-        }),
-        Value::NotSupported => None,
-    });
+    let counts = |lines: &[Line]| -> Vec<StatCount> {
+        lines
+            .iter()
+            .filter_map(|l| match l.value {
+                Value::Counted(r) => Some(StatCount {
+                    id: id(l.event),
+                    cpu: -1,
+                    thread: 0,
+                    val: r.counter,
+                    ena: r.enabled,
+                    run: r.running,
+                }),
+                Value::NotSupported => None,
+            })
+            .collect()
+    };
+    // With -I, each interval's counts as printed (what was counted in it), so that
+    // perf stat report prints the same lines.
+    let rounds = run
+        .intervals
+        .iter()
+        .map(|(ts, lines)| Round {
+            time_ns: ts.as_nanos() as u64,
+            counts: counts(lines),
+        })
+        .collect();
     let file = StatFile {
         cmdline: recorded_cmdline(),
         events: events.collect(),
         // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
         cpus: vec![-1],
         aggr_mode: AGGR_GLOBAL,
-        counts: counts.collect(),
+        interval_ms: interval_ms.unwrap_or(0),
+        rounds,
+        counts: counts(&run.lines),
         elapsed_ns: run.elapsed.as_nanos() as u64,
     };
     // As perf: the file is the user's alone.
@@ -1268,27 +1299,44 @@ pub fn report(a: &crate::cli::StatReportArgs) -> Result<i32> {
         })
         .collect();
     let per_cpu = a.no_aggr || data.aggr_mode == AGGR_NONE;
-    let lines = recorded_lines(&data, per_cpu);
-    let mut options = Options {
+    let interval = !data.rounds.is_empty();
+    let options = Options {
         thousands: kernel::locale_thousands_separator(),
         per_cpu,
         target: Some(format!("'{}'", data.cmdline.join(" "))),
         runs: 1,
+        interval: (interval && data.interval_ms > 0)
+            .then(|| Duration::from_millis(data.interval_ms)),
         ..Options::default()
     };
-    options.csv_summary_prefix = true;
     let mut report = Report::new(options, io::stderr().lock());
-    let footer = Footer {
-        elapsed: Duration::from_nanos(data.elapsed_ns),
-        ..Footer::default()
-    };
-    report.summary(&events, &lines, &footer)?;
+    // As perf: each interval's lines, or the counts of the whole run.
+    for round in &data.rounds {
+        let lines = recorded_lines(&data, &round.counts, per_cpu);
+        report.interval(Duration::from_nanos(round.time_ns), &events, &lines)?;
+    }
+    if !interval {
+        let footer = Footer {
+            elapsed: Duration::from_nanos(data.elapsed_ns),
+            ..Footer::default()
+        };
+        report.summary(
+            &events,
+            &recorded_lines(&data, &data.counts, per_cpu),
+            &footer,
+        )?;
+    }
     Ok(0)
 }
 
-/// The lines of a stat file's counts: each event's, summed over its ids, per CPU or
-/// over all; an event with no count was not supported where it was recorded.
-fn recorded_lines(data: &crate::perfdata::StatFile, per_cpu: bool) -> Vec<Line> {
+/// The lines of some of a stat file's counts (a round's or the whole run's): each
+/// event's, summed over its ids, per CPU or over all; an event with no count was not
+/// supported where it was recorded.
+fn recorded_lines(
+    data: &crate::perfdata::StatFile,
+    counts: &[crate::perfdata::StatCount],
+    per_cpu: bool,
+) -> Vec<Line> {
     let mut lines = Vec::new();
     for (i, e) in data.events.iter().enumerate() {
         let cpus: Vec<Option<i32>> = match per_cpu {
@@ -1296,14 +1344,13 @@ fn recorded_lines(data: &crate::perfdata::StatFile, per_cpu: bool) -> Vec<Line> 
             false => vec![None],
         };
         for cpu in cpus {
-            let counts: Vec<_> = data
-                .counts
+            let mine: Vec<_> = counts
                 .iter()
                 .filter(|c| e.ids.contains(&c.id) && cpu.is_none_or(|cpu| c.cpu == cpu))
                 .collect();
-            let value = match counts.is_empty() {
+            let value = match mine.is_empty() {
                 true => Value::NotSupported,
-                false => Value::Counted(counts.iter().fold(Reading::default(), |sum, c| Reading {
+                false => Value::Counted(mine.iter().fold(Reading::default(), |sum, c| Reading {
                     counter: sum.counter + c.val,
                     enabled: sum.enabled + c.ena,
                     running: sum.running + c.run,
@@ -1338,6 +1385,8 @@ struct RunIo<'a> {
     tx: &'a mpsc::Sender<Wake>,
     report: &'a mut Report<Box<dyn Write>>,
     output: &'a str,
+    /// stat record: keep each interval's lines for the file.
+    record: bool,
 }
 
 /// The counter of one run, on `task` or the CPUs. The first run names the events perf's
@@ -1379,6 +1428,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         tx,
         report,
         output,
+        record,
     } = io;
     let io_tx = tx.clone();
     let tx = tx.clone();
@@ -1438,6 +1488,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         ack,
         output: output.to_string(),
         start,
+        recorded: record.then(Vec::new),
     };
     let ended = session.count(early, wakes, child.as_ref())?;
     if let (Ended::Command(st, _), false) = (&ended, a.quiet) {
