@@ -36,6 +36,16 @@ pub struct Round {
     pub counts: Vec<StatCount>,
 }
 
+/// Where each CPU is, as perf's CPU_TOPOLOGY feature tells it: perf stat report needs
+/// it to print counts per CPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Topology {
+    /// How many CPUs online.
+    pub online: u32,
+    /// Each CPU's (socket, die, core), CPU 0 first, up to the highest present.
+    pub cpus: Vec<(i32, i32, i32)>,
+}
+
 /// What a stat file holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatFile {
@@ -54,6 +64,8 @@ pub struct StatFile {
     pub counts: Vec<StatCount>,
     /// The time elapsed (ns), from the final round.
     pub elapsed_ns: u64,
+    /// Written for counts per CPU.
+    pub topology: Option<Topology>,
 }
 
 pub const AGGR_NONE: u64 = 0;
@@ -68,8 +80,10 @@ const STAT_ROUND: u32 = 77;
 const EVENT_UPDATE: u32 = 78;
 
 /// Feature bits of the header (tools/perf/util/header.h).
+const FEAT_NRCPUS: usize = 7;
 const FEAT_CMDLINE: usize = 11;
 const FEAT_EVENT_DESC: usize = 12;
+const FEAT_CPU_TOPOLOGY: usize = 13;
 const FEAT_STAT: usize = 19;
 
 const HEADER_SIZE: usize = 104;
@@ -135,11 +149,17 @@ impl StatFile {
         let data_at = attrs_at + file_attr_size * self.events.len();
         let data = self.data_records();
         let features_at = data_at + data.len();
-        let features = [
-            (FEAT_CMDLINE, self.cmdline_section()),
-            (FEAT_EVENT_DESC, self.event_desc_section()),
-            (FEAT_STAT, Vec::new()),
-        ];
+        // In the order of their bits.
+        let mut features = Vec::new();
+        if let Some(t) = &self.topology {
+            features.push((FEAT_NRCPUS, t.nrcpus_section()));
+        }
+        features.push((FEAT_CMDLINE, self.cmdline_section()));
+        features.push((FEAT_EVENT_DESC, self.event_desc_section()));
+        if let Some(t) = &self.topology {
+            features.push((FEAT_CPU_TOPOLOGY, t.section()));
+        }
+        features.push((FEAT_STAT, Vec::new()));
 
         let mut b = Buf::default();
         b.0.extend_from_slice(b"PERFILE2");
@@ -337,6 +357,66 @@ impl StatFile {
     }
 }
 
+impl Topology {
+    /// NRCPUS: the CPUs perf calls available (up to the highest present), then online.
+    fn nrcpus_section(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        b.u32(self.cpus.len() as u32);
+        b.u32(self.online);
+        b.0
+    }
+
+    /// CPU_TOPOLOGY: the lists of CPUs sharing a socket, then a core; each CPU's core
+    /// and socket; the lists sharing a die; each CPU's die.
+    fn section(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        let lists = |b: &mut Buf, key: &dyn Fn(&(i32, i32, i32)) -> (i32, i32, i32)| {
+            let mut seen: Vec<(i32, i32, i32)> = Vec::new();
+            for ids in &self.cpus {
+                if !seen.contains(&key(ids)) {
+                    seen.push(key(ids));
+                }
+            }
+            b.u32(seen.len() as u32);
+            for k in seen {
+                let cpus: Vec<u32> = (0..self.cpus.len() as u32)
+                    .filter(|&c| key(&self.cpus[c as usize]) == k)
+                    .collect();
+                b.string(&cpu_list(&cpus));
+            }
+        };
+        lists(&mut b, &|&(s, _, _)| (s, 0, 0));
+        lists(&mut b, &|&ids| ids);
+        for &(socket, _, core) in &self.cpus {
+            b.u32(core as u32);
+            b.u32(socket as u32);
+        }
+        lists(&mut b, &|&(s, d, _)| (s, d, 0));
+        for &(_, die, _) in &self.cpus {
+            b.u32(die as u32);
+        }
+        b.0
+    }
+}
+
+/// A CPU list as the kernel writes one: `0-3,8,10-11`.
+fn cpu_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(match i == j {
+            true => cpus[i].to_string(),
+            false => format!("{}-{}", cpus[i], cpus[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// A round's STAT records, then the STAT_ROUND that ends it.
 fn stat_round(b: &mut Buf, counts: &[StatCount], kind: u64, time_ns: u64) {
     for c in counts {
@@ -389,7 +469,8 @@ fn cpu_map(body: &[u8]) -> Result<Vec<i32>> {
 
 /// The unit and scale perf records for an event it shows in another unit than it counts.
 fn clock_unit(name: &str) -> Option<(&'static str, f64)> {
-    let base = name.split(':').next().unwrap_or(name);
+    // The name as printed: `cpu-clock:u`, or with -A `cpu-clock [software]`.
+    let base = name.split([':', ' ']).next().unwrap_or(name);
     matches!(base, "task-clock" | "cpu-clock").then_some(("msec", 1e-6))
 }
 
@@ -452,6 +533,7 @@ mod tests {
                 },
             ],
             elapsed_ns: 123_456_789,
+            topology: None,
         }
     }
 
@@ -492,6 +574,12 @@ mod tests {
         let mut mask = vec![1, 0, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0];
         mask.extend_from_slice(&5u64.to_le_bytes());
         assert_eq!(cpu_map(&mask).unwrap(), [0, 2]);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(cpu_list(&[5]), "5");
     }
 
     #[test]

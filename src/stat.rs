@@ -1168,13 +1168,14 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     }
     let code = print_runs(&plan, &mut report, &output, &runs)?;
     if let (Some(path), Some(run)) = (recording, runs.last()) {
-        write_record(&path, &plan, run, a.interval)?;
+        write_record(&path, &plan, run, a)?;
     }
     Ok(code)
 }
 
 /// The file stat record writes (-o, perf.data without it), once its options are checked:
-/// counts summed over CPUs, of the whole run and with -I of each interval.
+/// counts summed over CPUs or per CPU (-A), of the whole run and with -I of each
+/// interval.
 fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
     if a.repeat.is_some_and(|r| r != 1) {
         bail!("Cannot use -r option with perf stat record.");
@@ -1185,12 +1186,11 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
             "cgroups",
         ),
         (aggr_mode(a)?.is_some(), "--per-socket and the like"),
-        (a.no_aggr, "-A"),
         (a.per_thread, "--per-thread"),
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         return Err(usage(format!(
-            "stat record writes counts summed over CPUs and cgroups; not with {what} yet"
+            "stat record writes counts summed over CPUs or per CPU (-A); not with {what} yet"
         )));
     }
     Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
@@ -1200,13 +1200,8 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
 const FIRST_RECORD_ID: u64 = 1;
 
 /// Writes the run's counts as `perf stat record` writes them.
-fn write_record(
-    path: &std::path::Path,
-    plan: &Plan,
-    run: &Measured,
-    interval_ms: Option<u64>,
-) -> Result<()> {
-    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile, AGGR_GLOBAL};
+fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured, a: &StatArgs) -> Result<()> {
+    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile, AGGR_GLOBAL, AGGR_NONE};
     use crate::sys::perf_event::{recorded_attr, Target};
     let target = match plan.task_mode {
         true => Target::Task(0),
@@ -1224,7 +1219,7 @@ fn write_record(
             .filter_map(|l| match l.value {
                 Value::Counted(r) => Some(StatCount {
                     id: id(l.event),
-                    cpu: -1,
+                    cpu: l.cpu.map_or(-1, |c| c as i32),
                     thread: 0,
                     val: r.counter,
                     ena: r.enabled,
@@ -1248,9 +1243,13 @@ fn write_record(
         cmdline: recorded_cmdline(),
         events: events.collect(),
         // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
-        cpus: vec![-1],
-        aggr_mode: AGGR_GLOBAL,
-        interval_ms: interval_ms.unwrap_or(0),
+        cpus: match a.no_aggr {
+            true => plan.cpus.iter().map(|&c| c as i32).collect(),
+            false => vec![-1],
+        },
+        aggr_mode: if a.no_aggr { AGGR_NONE } else { AGGR_GLOBAL },
+        interval_ms: a.interval.unwrap_or(0),
+        topology: a.no_aggr.then(recorded_topology).transpose()?,
         rounds,
         counts: counts(&run.lines),
         elapsed_ns: run.elapsed.as_nanos() as u64,
@@ -1265,6 +1264,21 @@ fn write_record(
         .open(path)
         .and_then(|mut f| f.write_all(&file.to_bytes()))
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Where each CPU is, for perf stat report to print counts per CPU.
+fn recorded_topology() -> Result<crate::perfdata::Topology> {
+    let online = kernel::online_cpus().context("reading online CPUs")?;
+    let highest = online.iter().copied().max().unwrap_or(0);
+    let all: Vec<u32> = (0..=highest).collect();
+    let cpus = topology::read(&topology::system_root(), &all)
+        .iter()
+        .map(|t| (t.socket as i32, t.die as i32, t.core as i32))
+        .collect();
+    Ok(crate::perfdata::Topology {
+        online: online.len() as u32,
+        cpus,
+    })
 }
 
 /// The command line as perf records it: the program's path, then its arguments.
