@@ -36,6 +36,9 @@ pub struct Round {
     pub counts: Vec<StatCount>,
 }
 
+/// A CPU's (socket, die, core).
+pub type CpuPlace = (i32, i32, i32);
+
 /// Where each CPU is, as perf's CPU_TOPOLOGY feature tells it: perf stat report needs
 /// it to print counts per CPU.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,7 +46,7 @@ pub struct Topology {
     /// How many CPUs online.
     pub online: u32,
     /// Each CPU's (socket, die, core), CPU 0 first, up to the highest present.
-    pub cpus: Vec<(i32, i32, i32)>,
+    pub cpus: Vec<CpuPlace>,
 }
 
 /// What a stat file holds.
@@ -370,8 +373,8 @@ impl Topology {
     /// and socket; the lists sharing a die; each CPU's die.
     fn section(&self) -> Vec<u8> {
         let mut b = Buf::default();
-        let lists = |b: &mut Buf, key: &dyn Fn(&(i32, i32, i32)) -> (i32, i32, i32)| {
-            let mut seen: Vec<(i32, i32, i32)> = Vec::new();
+        let lists = |b: &mut Buf, key: &dyn Fn(&CpuPlace) -> CpuPlace| {
+            let mut seen: Vec<CpuPlace> = Vec::new();
             for ids in &self.cpus {
                 if !seen.contains(&key(ids)) {
                     seen.push(key(ids));
