@@ -294,9 +294,6 @@ fn check_timing(a: &StatArgs) -> Result<()> {
         Some(n) if n != 1 && a.command.is_empty() => {
             return Err(usage("-r needs a command to run again".into()))
         }
-        Some(n) if n > 1 && a.interval.is_some() => {
-            return Err(usage("-r with -I is not supported".into()))
-        }
         _ => {}
     }
     match a.delay {

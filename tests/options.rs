@@ -828,3 +828,35 @@ fn per_thread_system_wide_counts_each_thread() {
         "idle threads shown: {err}"
     );
 }
+
+/// -r with -I: each run prints its intervals, timed from its own start (perf 6.12 prints
+/// only the first run's).
+#[test]
+fn repeat_with_intervals_prints_every_run() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let o = stat(&[
+        "-r",
+        "3",
+        "-I",
+        "100",
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.25",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let err = stderr(&o);
+    let times: Vec<f64> = err
+        .lines()
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    // About three intervals a run: two whole ones and the end of the command.
+    assert!((6..=12).contains(&times.len()), "{err}");
+    let restarts = times.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(restarts, 2, "{err}");
+}
