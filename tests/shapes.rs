@@ -707,3 +707,54 @@ fn per_thread_of_a_process_has_perfs_shape() {
         "{name}: perf (recorded), then bperf"
     );
 }
+
+/// Runs tests/scripts/perf-stat-uses.sh with `perf` as given; its output (all of it on
+/// standard error), with the tool's own path written as PERF.
+fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts/perf-stat-uses.sh");
+    let out = Command::new("sh")
+        .arg(script)
+        .env("PERF", perf)
+        .env("WORKDIR", workdir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{perf:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).replace(tool_path, "PERF")
+}
+
+/// A script written for perf, with perf replaced by a wrapper that runs bperf, prints
+/// the same lines as with perf 6.12: the default table, -a, -A, -I, -e, every --per-*
+/// mode, --per-thread -p $$, -x, -j, --summary, --metric-only, -r 3, stat record then
+/// stat report.
+#[test]
+fn a_script_for_perf_runs_on_bperf() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let dir = TempDir(std::env::temp_dir().join(format!("bperf-script-{}", std::process::id())));
+    fs::create_dir_all(&dir.0).unwrap();
+    let bperf = env!("CARGO_BIN_EXE_bperf");
+    let wrapper = dir.0.join("perf");
+    fs::write(&wrapper, format!("#!/bin/sh\nexec {bperf} \"$@\"\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let ours = script_output(&wrapper, bperf, &dir.0);
+    let name = "script";
+    if let Some(perf) = perf_612() {
+        let theirs = script_output(&perf, perf.to_str().unwrap(), &dir.0);
+        if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
+            fs::write(fixture(name), &theirs).unwrap();
+        }
+        assert_same_shape(name, &theirs, &ours, "perf (live)");
+    }
+    // Recorded elsewhere: process ids and paths of other widths move the padding, so
+    // the lines are compared without their lengths.
+    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let fields = |text: &str| -> Vec<String> { shape(text).into_iter().map(|(s, _)| s).collect() };
+    assert_eq!(
+        fields(&recorded),
+        fields(&ours),
+        "{name}: perf (recorded), then bperf"
+    );
+}
