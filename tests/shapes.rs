@@ -526,6 +526,14 @@ fn output_has_perf_612s_shape() {
 /// A directory removed however the test ends.
 struct TempDir(PathBuf);
 
+impl TempDir {
+    fn new(prefix: &str) -> TempDir {
+        let dir = TempDir(std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())));
+        fs::create_dir_all(&dir.0).unwrap();
+        dir
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
@@ -561,8 +569,7 @@ fn stat_record_and_report_agree_with_perf() {
         return;
     }
     let _g = serial();
-    let dir = TempDir(std::env::temp_dir().join(format!("bperf-record-{}", std::process::id())));
-    fs::create_dir_all(&dir.0).unwrap();
+    let dir = TempDir::new("bperf-record");
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
     let args = [
         "-e",
@@ -732,8 +739,7 @@ fn a_script_for_perf_runs_on_bperf() {
         return;
     }
     let _g = serial();
-    let dir = TempDir(std::env::temp_dir().join(format!("bperf-script-{}", std::process::id())));
-    fs::create_dir_all(&dir.0).unwrap();
+    let dir = TempDir::new("bperf-script");
     let bperf = env!("CARGO_BIN_EXE_bperf");
     let wrapper = dir.0.join("perf");
     fs::write(&wrapper, format!("#!/bin/sh\nexec {bperf} \"$@\"\n")).unwrap();
