@@ -437,6 +437,7 @@ const CASES: &[(&str, &[&str])] = &[
 fn shape(text: &str) -> Vec<(String, Option<usize>)> {
     let number = regex::Regex::new(r"\d[\d,]*(\.\d+)?").unwrap();
     let spaces = regex::Regex::new(r" +").unwrap();
+    let unpadded_rate = regex::Regex::new(r"([^ 0-9]) /sec").unwrap();
     text.lines()
         .map(|l| {
             // With -r, an event's error is left out when it is 0, which depends on the
@@ -446,11 +447,15 @@ fn shape(text: &str) -> Vec<(String, Option<usize>)> {
                 Some(i) if !elapsed_error => &l[..i],
                 _ => l,
             };
-            // Rates carry a prefix for their size: /sec, K/sec, M/sec, G/sec.
+            // Rates carry a prefix for their size: /sec, K/sec, M/sec, G/sec (the line
+            // keeps its length).
             let l = l
                 .replace("K/sec", " /sec")
                 .replace("M/sec", " /sec")
                 .replace("G/sec", " /sec");
+            // Without padding (CSV, JSON: after a separator or a quote), the prefix is
+            // left out.
+            let l = unpadded_rate.replace_all(&l, "$1/sec").into_owned();
             let s = number.replace_all(&l, "N");
             let s = spaces.replace_all(&s, " ").into_owned();
             let table = !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error;
