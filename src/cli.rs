@@ -98,6 +98,7 @@ pub fn take_stat_mode(args: &mut Vec<OsString>) -> StatMode {
 #[derive(Debug, Parser)]
 #[command(
     name = "bperf stat report",
+    bin_name = "bperf stat report",
     about = "Print the counts a perf.data file holds, written by perf stat record or bperf stat record",
     styles = clap::builder::Styles::plain()
 )]
