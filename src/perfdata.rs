@@ -6,7 +6,7 @@
 use std::io::{Read, Seek};
 
 use anyhow::{bail, Context, Result};
-use linux_perf_data::{PerfFileReader, PerfFileRecord};
+use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 
 /// A recorded event: its name, its perf_event_attr as the kernel takes it, and the ids
 /// its counts are recorded under (perf: one per CPU and thread; bperf: one).
@@ -71,8 +71,12 @@ pub struct StatFile {
     pub topology: Option<Topology>,
 }
 
+/// perf's aggregation modes (enum aggr_mode in tools/perf/util/stat.h).
 pub const AGGR_NONE: u64 = 0;
 pub const AGGR_GLOBAL: u64 = 1;
+pub const AGGR_SOCKET: u64 = 2;
+pub const AGGR_DIE: u64 = 3;
+pub const AGGR_CORE: u64 = 6;
 
 /// perf's record types (tools/lib/perf/include/perf/event.h).
 const THREAD_MAP: u32 = 73;
@@ -287,11 +291,16 @@ impl StatFile {
             mut perf_file,
             mut record_iter,
         } = PerfFileReader::parse_file(input).context("not a perf.data file")?;
+        let nrcpus = perf_file.feature_section_data(Feature::NRCPUS);
+        let topology = perf_file.feature_section_data(Feature::CPU_TOPOLOGY);
         let mut file = StatFile {
             cmdline: (perf_file.cmdline().ok().flatten().unwrap_or_default())
                 .into_iter()
                 .map(str::to_string)
                 .collect(),
+            topology: nrcpus
+                .zip(topology)
+                .and_then(|(n, t)| Topology::parse(n, t)),
             ..StatFile::default()
         };
         for a in perf_file.event_attributes() {
@@ -361,6 +370,36 @@ impl StatFile {
 }
 
 impl Topology {
+    /// The topology of a file's NRCPUS and CPU_TOPOLOGY sections; `None` if they do
+    /// not hold one.
+    fn parse(nrcpus: &[u8], section: &[u8]) -> Option<Topology> {
+        let u32_at = |b: &[u8], i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?))
+        };
+        let (avail, online) = (u32_at(nrcpus, 0)? as usize, u32_at(nrcpus, 4)?);
+        // Skips a count of strings and the strings; the offset after them.
+        let skip_strings = |at: usize| -> Option<usize> {
+            let mut at_ = at + 4;
+            for _ in 0..u32_at(section, at)? {
+                at_ += 4 + u32_at(section, at_)? as usize;
+            }
+            Some(at_)
+        };
+        let ids_at = skip_strings(skip_strings(0)?)?;
+        let dies_at = skip_strings(ids_at + 8 * avail);
+        let cpus = (0..avail)
+            .map(|c| {
+                let core = u32_at(section, ids_at + 8 * c)? as i32;
+                let socket = u32_at(section, ids_at + 8 * c + 4)? as i32;
+                let die = dies_at
+                    .and_then(|at| u32_at(section, at + 4 * c))
+                    .unwrap_or(0) as i32;
+                Some((socket, die, core))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Topology { online, cpus })
+    }
+
     /// NRCPUS: the CPUs perf calls available (up to the highest present), then online.
     fn nrcpus_section(&self) -> Vec<u8> {
         let mut b = Buf::default();
@@ -558,6 +597,15 @@ mod tests {
         let back = StatFile::read(std::io::Cursor::new(whole.to_bytes())).unwrap();
         assert_eq!(back.counts, file.counts);
         assert_eq!(back.elapsed_ns, file.elapsed_ns);
+        let placed = StatFile {
+            topology: Some(Topology {
+                online: 4,
+                cpus: vec![(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 1, 1)],
+            }),
+            ..whole.clone()
+        };
+        let back = StatFile::read(std::io::Cursor::new(placed.to_bytes())).unwrap();
+        assert_eq!(back.topology, placed.topology);
         let names: Vec<_> = back
             .events
             .iter()

@@ -574,6 +574,23 @@ impl Plan {
         out
     }
 
+    /// The lines of each CPU (-A), whatever the aggregation asked for.
+    pub fn cpu_lines(&self, snap: &Snapshot, supported: &dyn Fn(usize) -> bool) -> Vec<Line> {
+        let mut out = Vec::new();
+        for row in &self.series {
+            for (pos, &cpu) in self.cpus.iter().enumerate() {
+                out.push(Line {
+                    event: row.event,
+                    cgroup: row.cgroup.clone(),
+                    cpu: Some(cpu),
+                    place: None,
+                    value: value_of(supported(row.event), snap.get(row.slot, row.event, pos)),
+                });
+            }
+        }
+        out
+    }
+
     /// How many places the counter reads: threads with -p or -t, else CPUs (one for a
     /// command, whose readings are summed the same way).
     pub fn nr_targets(&self) -> usize {
@@ -595,20 +612,13 @@ impl Plan {
         if let Some((mode, groups)) = &self.aggr {
             return self.group_lines(snap, supported, *mode, groups);
         }
+        if per_cpu {
+            return self.cpu_lines(snap, supported);
+        }
         let mut out = Vec::new();
         for row in &self.series {
             let value = |r| value_of(supported(row.event), r);
-            if per_cpu {
-                for (pos, &cpu) in self.cpus.iter().enumerate() {
-                    out.push(Line {
-                        event: row.event,
-                        cgroup: row.cgroup.clone(),
-                        cpu: Some(cpu),
-                        place: None,
-                        value: value(snap.get(row.slot, row.event, pos)),
-                    });
-                }
-            } else if per_thread {
+            if per_thread {
                 for (pos, (tid, comm)) in self.threads.iter().enumerate() {
                     let reading = snap.get(row.slot, row.event, pos);
                     if self.hide_idle_threads && reading.counter == 0 {
@@ -846,6 +856,13 @@ impl Session<'_, '_> {
             .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;
         if let Some(recorded) = &mut self.recorded {
+            // --per-socket and the like are recorded per CPU, as perf records them.
+            let lines = match self.plan.aggr {
+                Some(_) => self
+                    .plan
+                    .cpu_lines(&now.since(&self.prev), &|e| self.counter.supported(e)),
+                None => lines,
+            };
             recorded.push((ts, lines));
         }
         self.prev = now;
@@ -975,8 +992,13 @@ impl Session<'_, '_> {
             self.args.no_aggr,
             self.args.per_thread,
         );
+        let cpu_lines = match (&self.recorded, &self.plan.aggr) {
+            (Some(_), Some(_)) => self.plan.cpu_lines(&total, &|e| counter.supported(e)),
+            _ => Vec::new(),
+        };
         Ok(Measured {
             lines,
+            cpu_lines,
             elapsed,
             ended,
             interrupted: self.interrupted,
@@ -988,6 +1010,8 @@ impl Session<'_, '_> {
 /// What one run measured.
 struct Measured {
     lines: Vec<Line>,
+    /// stat record with --per-socket and the like: the lines of each CPU.
+    cpu_lines: Vec<Line>,
     elapsed: Duration,
     ended: Ended,
     interrupted: bool,
@@ -1182,12 +1206,18 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
             !a.for_each_cgroup.is_empty() || a.all_cgroups || !a.cgroup.is_empty(),
             "cgroups",
         ),
-        (aggr_mode(a)?.is_some(), "--per-socket and the like"),
+        (
+            !matches!(
+                aggr_mode(a)?,
+                None | Some(aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core)
+            ),
+            "--per-cluster, --per-cache or --per-node",
+        ),
         (a.per_thread, "--per-thread"),
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         return Err(usage(format!(
-            "stat record writes counts summed over CPUs or per CPU (-A); not with {what} yet"
+            "stat record writes counts summed, per CPU, socket, die or core; not with {what} yet"
         )));
     }
     Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
@@ -1198,13 +1228,14 @@ const FIRST_RECORD_ID: u64 = 1;
 
 /// Writes the run's counts as `perf stat record` writes them.
 fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured, a: &StatArgs) -> Result<()> {
-    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile, AGGR_GLOBAL, AGGR_NONE};
+    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile};
     use crate::sys::perf_event::{recorded_attr, Target};
     let target = match plan.task_mode {
         true => Target::Task(0),
         false => Target::Cpu(0),
     };
     let id = |event: usize| FIRST_RECORD_ID + event as u64;
+    let per_cpu = a.no_aggr || plan.aggr.is_some();
     let events = plan.events.iter().enumerate().map(|(i, e)| RecordedEvent {
         name: e.name.clone(),
         attr: recorded_attr(&e.attr, target),
@@ -1240,15 +1271,18 @@ fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured, a: &StatArg
         cmdline: recorded_cmdline(),
         events: events.collect(),
         // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
-        cpus: match a.no_aggr {
+        cpus: match per_cpu {
             true => plan.cpus.iter().map(|&c| c as i32).collect(),
             false => vec![-1],
         },
-        aggr_mode: if a.no_aggr { AGGR_NONE } else { AGGR_GLOBAL },
+        aggr_mode: recorded_aggr_mode(a.no_aggr, plan.aggr.as_ref().map(|(m, _)| *m)),
         interval_ms: a.interval.unwrap_or(0),
-        topology: a.no_aggr.then(recorded_topology).transpose()?,
+        topology: per_cpu.then(recorded_topology).transpose()?,
         rounds,
-        counts: counts(&run.lines),
+        counts: counts(match plan.aggr {
+            Some(_) => &run.cpu_lines,
+            None => &run.lines,
+        }),
         elapsed_ns: run.elapsed.as_nanos() as u64,
     };
     // As perf: the file is the user's alone.
@@ -1261,6 +1295,18 @@ fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured, a: &StatArg
         .open(path)
         .and_then(|mut f| f.write_all(&file.to_bytes()))
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// perf's number for the aggregation mode a file records.
+fn recorded_aggr_mode(per_cpu: bool, mode: Option<aggr::Mode>) -> u64 {
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_GLOBAL, AGGR_NONE, AGGR_SOCKET};
+    match (per_cpu, mode) {
+        (true, _) => AGGR_NONE,
+        (_, Some(aggr::Mode::Socket)) => AGGR_SOCKET,
+        (_, Some(aggr::Mode::Die)) => AGGR_DIE,
+        (_, Some(aggr::Mode::Core)) => AGGR_CORE,
+        _ => AGGR_GLOBAL,
+    }
 }
 
 /// Where each CPU is, for perf stat report to print counts per CPU.
@@ -1310,34 +1356,113 @@ pub fn report(a: &crate::cli::StatReportArgs) -> Result<i32> {
         })
         .collect();
     let per_cpu = a.no_aggr || data.aggr_mode == AGGR_NONE;
+    let groups = if per_cpu {
+        None
+    } else {
+        recorded_groups(&data)
+    };
     let interval = !data.rounds.is_empty();
     let options = Options {
         thousands: kernel::locale_thousands_separator(),
         per_cpu,
+        aggr: groups.as_ref().map(|(mode, _)| *mode),
         target: Some(format!("'{}'", data.cmdline.join(" "))),
         runs: 1,
         interval: (interval && data.interval_ms > 0)
             .then(|| Duration::from_millis(data.interval_ms)),
         ..Options::default()
     };
+    let lines = |counts: &[crate::perfdata::StatCount]| match &groups {
+        Some((mode, groups)) => recorded_group_lines(&data, counts, *mode, groups),
+        None => recorded_lines(&data, counts, per_cpu),
+    };
     let mut report = Report::new(options, io::stderr().lock());
     // As perf: each interval's lines, or the counts of the whole run.
     for round in &data.rounds {
-        let lines = recorded_lines(&data, &round.counts, per_cpu);
-        report.interval(Duration::from_nanos(round.time_ns), &events, &lines)?;
+        report.interval(
+            Duration::from_nanos(round.time_ns),
+            &events,
+            &lines(&round.counts),
+        )?;
     }
     if !interval {
         let footer = Footer {
             elapsed: Duration::from_nanos(data.elapsed_ns),
             ..Footer::default()
         };
-        report.summary(
-            &events,
-            &recorded_lines(&data, &data.counts, per_cpu),
-            &footer,
-        )?;
+        report.summary(&events, &lines(&data.counts), &footer)?;
     }
     Ok(0)
+}
+
+/// The mode and groups of CPUs of a file recorded --per-socket, --per-die or
+/// --per-core, from the topology it holds.
+fn recorded_groups(data: &crate::perfdata::StatFile) -> Option<(aggr::Mode, Vec<aggr::Group>)> {
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_SOCKET};
+    let mode = match data.aggr_mode {
+        AGGR_SOCKET => aggr::Mode::Socket,
+        AGGR_DIE => aggr::Mode::Die,
+        AGGR_CORE => aggr::Mode::Core,
+        _ => return None,
+    };
+    let places = &data.topology.as_ref()?.cpus;
+    let topology: Vec<aggr::CpuTopology> = data
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let (socket, die, core) = places.get(cpu as usize).copied().unwrap_or((-1, -1, -1));
+            aggr::CpuTopology {
+                socket: socket.into(),
+                die: die.into(),
+                core: core.into(),
+                cluster: -1,
+                node: -1,
+                caches: Vec::new(),
+            }
+        })
+        .collect();
+    Some((mode, aggr::groups(mode, &topology)))
+}
+
+/// The lines of a file's counts per group of CPUs, group by group as perf prints them.
+fn recorded_group_lines(
+    data: &crate::perfdata::StatFile,
+    counts: &[crate::perfdata::StatCount],
+    mode: aggr::Mode,
+    groups: &[aggr::Group],
+) -> Vec<Line> {
+    let per_cpu = recorded_lines(data, counts, true);
+    let nr_cpus = data.cpus.len();
+    let mut out = Vec::new();
+    for g in groups {
+        for (event, lines) in per_cpu.chunks(nr_cpus.max(1)).enumerate() {
+            let mut sum = Reading::default();
+            let mut counted = false;
+            for &pos in &g.cpus {
+                if let Some(Value::Counted(r)) = lines.get(pos).map(|l| l.value) {
+                    sum.add(&r);
+                    counted = true;
+                }
+            }
+            out.push(Line {
+                event,
+                cgroup: None,
+                cpu: None,
+                // As perf stat report: the group's CPUs, counted or not.
+                place: Some(Place::Group {
+                    mode,
+                    name: g.name.clone(),
+                    cpus: g.cpus.len(),
+                }),
+                value: if counted {
+                    Value::Counted(sum)
+                } else {
+                    Value::NotSupported
+                },
+            });
+        }
+    }
+    out
 }
 
 /// The lines of some of a stat file's counts (a round's or the whole run's): each

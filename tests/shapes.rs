@@ -629,35 +629,34 @@ fn stat_record_and_report_agree_with_perf() {
             "perf stat report of bperf's intervals"
         );
     }
-    // -A: each CPU's counts, which perf stat report prints knowing the CPUs' places.
-    let per_cpu = dir.0.join("per-cpu.data");
-    let record = [
-        "record",
-        "-o",
-        per_cpu.to_str().unwrap(),
-        "-a",
-        "-A",
-        "-e",
-        "cpu-clock,context-switches",
-        "--",
-        "sleep",
-        "0.1",
-    ];
-    let per_cpu_counted = stat_output(&bperf, &record);
-    let per_cpu_reported = report(&bperf, &per_cpu);
-    // All but the header, which names the command line.
-    let body = |t: &str| t.lines().skip(3).map(str::to_string).collect::<Vec<_>>();
-    assert_eq!(
-        body(&per_cpu_reported),
-        body(&per_cpu_counted),
-        "bperf stat report of -A"
-    );
-    if let Some(perf) = perf_612() {
+    // -A and the modes perf stat report can group itself: counts per CPU, which it
+    // prints knowing the CPUs' places.
+    for mode in ["-A", "--per-socket", "--per-die", "--per-core"] {
+        let file = dir.0.join("per-cpu.data");
+        let record = [
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "-a",
+            mode,
+            "-e",
+            "cpu-clock,context-switches",
+            "--",
+            "sleep",
+            "0.1",
+        ];
+        let counted = stat_output(&bperf, &record);
+        let reported = report(&bperf, &file);
+        // All but the header, which names the command line.
+        let body = |t: &str| t.lines().skip(3).map(str::to_string).collect::<Vec<_>>();
         assert_eq!(
-            report(&perf, &per_cpu),
-            per_cpu_reported,
-            "perf stat report of -A"
+            body(&reported),
+            body(&counted),
+            "bperf stat report of {mode}"
         );
+        if let Some(perf) = perf_612() {
+            assert_eq!(report(&perf, &file), reported, "perf stat report of {mode}");
+        }
     }
     let Some(perf) = perf_612() else {
         return;
