@@ -1203,10 +1203,6 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
     }
     let refused = [
         (
-            !a.for_each_cgroup.is_empty() || a.all_cgroups || !a.cgroup.is_empty(),
-            "cgroups",
-        ),
-        (
             !matches!(
                 aggr_mode(a)?,
                 None | Some(aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core)
@@ -1217,7 +1213,7 @@ fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         return Err(usage(format!(
-            "stat record writes counts summed, per CPU, socket, die or core; not with {what} yet"
+            "stat record writes counts summed, per CPU, socket, die or core; not {what} yet"
         )));
     }
     Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
@@ -1234,19 +1230,30 @@ fn write_record(path: &std::path::Path, plan: &Plan, run: &Measured, a: &StatArg
         true => Target::Task(0),
         false => Target::Cpu(0),
     };
-    let id = |event: usize| FIRST_RECORD_ID + event as u64;
+    // One recorded event per printed row: per cgroup, as perf records an event it
+    // counts in several cgroups (its report prints them without their cgroups).
+    let row_of = |l: &Line| {
+        plan.series
+            .iter()
+            .position(|r| r.event == l.event && r.cgroup == l.cgroup)
+            .unwrap_or(l.event)
+    };
+    let id = |row: usize| FIRST_RECORD_ID + row as u64;
     let per_cpu = a.no_aggr || plan.aggr.is_some();
-    let events = plan.events.iter().enumerate().map(|(i, e)| RecordedEvent {
-        name: e.name.clone(),
-        attr: recorded_attr(&e.attr, target),
-        ids: vec![id(i)],
+    let events = plan.series.iter().enumerate().map(|(i, row)| {
+        let e = &plan.events[row.event];
+        RecordedEvent {
+            name: e.name.clone(),
+            attr: recorded_attr(&e.attr, target),
+            ids: vec![id(i)],
+        }
     });
     let counts = |lines: &[Line]| -> Vec<StatCount> {
         lines
             .iter()
             .filter_map(|l| match l.value {
                 Value::Counted(r) => Some(StatCount {
-                    id: id(l.event),
+                    id: id(row_of(l)),
                     cpu: l.cpu.map_or(-1, |c| c as i32),
                     thread: 0,
                     val: r.counter,

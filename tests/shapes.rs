@@ -528,6 +528,9 @@ fn output_has_perf_612s_shape() {
     }
 }
 
+/// The count and unit columns of a table line.
+const COUNT_AND_UNIT: usize = 23;
+
 /// A directory removed however the test ends.
 struct TempDir(PathBuf);
 
@@ -657,6 +660,37 @@ fn stat_record_and_report_agree_with_perf() {
         if let Some(perf) = perf_612() {
             assert_eq!(report(&perf, &file), reported, "perf stat report of {mode}");
         }
+    }
+    // Per cgroup: each cgroup's counts, in the order printed (perf's report, like
+    // perf's, prints them without the cgroup column).
+    let cg = TestCgroup::new("record");
+    let file = dir.0.join("cgroups.data");
+    let cgroups = format!("{},/", cg.name);
+    let record = [
+        "record",
+        "-o",
+        file.to_str().unwrap(),
+        "-a",
+        "-e",
+        "cpu-clock,context-switches",
+        "--for-each-cgroup",
+        &cgroups,
+        "--",
+        "sleep",
+        "0.1",
+    ];
+    let values = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with(" Performance counter stats"))
+            .filter(|l| l.contains("cpu-clock") || l.contains("context-switches"))
+            .map(|l| l[..COUNT_AND_UNIT].to_string())
+            .collect()
+    };
+    let counted = stat_output(&bperf, &record);
+    assert_eq!(values(&counted).len(), 4, "{counted}");
+    assert_eq!(values(&report(&bperf, &file)), values(&counted));
+    if let Some(perf) = perf_612() {
+        assert_eq!(values(&report(&perf, &file)), values(&counted));
     }
     let Some(perf) = perf_612() else {
         return;
