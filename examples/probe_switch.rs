@@ -24,7 +24,10 @@ fn main() -> anyhow::Result<()> {
         let (t1, c1) = stats(&name);
         drop(link);
         let n = (c1 - c0).max(1);
-        println!("{name}: {:.1} ns per run over {n} runs", (t1 - t0) as f64 / n as f64);
+        println!(
+            "{name}: {:.1} ns per run over {n} runs",
+            (t1 - t0) as f64 / n as f64
+        );
     }
     std::fs::write(stats_file, was.trim())?;
     Ok(())
