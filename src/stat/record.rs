@@ -1,0 +1,339 @@
+//! perf stat record and perf stat report: the counts of a run written to a perf.data
+//! file as perf writes them, and such a file, perf's or bperf's, printed again.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::{aggr_mode, usage, Measured, Plan};
+use crate::aggr;
+use crate::cli::{StatArgs, StatReportArgs};
+use crate::event::{self, Event};
+use crate::reading::Reading;
+use crate::report::{Footer, Line, Options, Place, Report, Value};
+use crate::sys::topology;
+use crate::sys::{self as kernel, sysfs::Sysfs};
+
+/// The file stat record writes (-o, perf.data without it), once its options are checked:
+/// counts summed over CPUs or per CPU (-A), of the whole run and with -I of each
+/// interval.
+pub(super) fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
+    if a.repeat.is_some_and(|r| r != 1) {
+        bail!("Cannot use -r option with perf stat record.");
+    }
+    let refused = [
+        (
+            !matches!(
+                aggr_mode(a)?,
+                None | Some(aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core)
+            ),
+            "--per-cluster, --per-cache or --per-node",
+        ),
+        (a.per_thread, "--per-thread"),
+    ];
+    if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+        return Err(usage(format!(
+            "stat record writes counts summed, per CPU, socket, die or core; not {what} yet"
+        )));
+    }
+    Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
+}
+
+/// The id the first event's counts are recorded under.
+const FIRST_RECORD_ID: u64 = 1;
+
+/// Writes the run's counts as `perf stat record` writes them.
+pub(super) fn write_record(
+    path: &std::path::Path,
+    plan: &Plan,
+    run: &Measured,
+    a: &StatArgs,
+) -> Result<()> {
+    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile};
+    use crate::sys::perf_event::{recorded_attr, Target};
+    let target = match plan.task_mode {
+        true => Target::Task(0),
+        false => Target::Cpu(0),
+    };
+    // One recorded event per printed row: per cgroup, as perf records an event it
+    // counts in several cgroups (its report prints them without their cgroups).
+    let row_of = |l: &Line| {
+        plan.series
+            .iter()
+            .position(|r| r.event == l.event && r.cgroup == l.cgroup)
+            .unwrap_or(l.event)
+    };
+    let id = |row: usize| FIRST_RECORD_ID + row as u64;
+    let per_cpu = a.no_aggr || plan.aggr.is_some();
+    let events = plan.series.iter().enumerate().map(|(i, row)| {
+        let e = &plan.events[row.event];
+        RecordedEvent {
+            name: e.name.clone(),
+            attr: recorded_attr(&e.attr, target),
+            ids: vec![id(i)],
+        }
+    });
+    let counts = |lines: &[Line]| -> Vec<StatCount> {
+        lines
+            .iter()
+            .filter_map(|l| match l.value {
+                Value::Counted(r) => Some(StatCount {
+                    id: id(row_of(l)),
+                    cpu: l.cpu.map_or(-1, |c| c as i32),
+                    thread: 0,
+                    val: r.counter,
+                    ena: r.enabled,
+                    run: r.running,
+                }),
+                Value::NotSupported => None,
+            })
+            .collect()
+    };
+    // With -I, each interval's counts as printed (what was counted in it), so that
+    // perf stat report prints the same lines.
+    let rounds = run
+        .intervals
+        .iter()
+        .map(|(ts, lines)| Round {
+            time_ns: ts.as_nanos() as u64,
+            counts: counts(lines),
+        })
+        .collect();
+    let file = StatFile {
+        cmdline: recorded_cmdline(),
+        events: events.collect(),
+        // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
+        cpus: match per_cpu {
+            true => plan.cpus.iter().map(|&c| c as i32).collect(),
+            false => vec![-1],
+        },
+        aggr_mode: recorded_aggr_mode(a.no_aggr, plan.aggr.as_ref().map(|(m, _)| *m)),
+        interval_ms: a.interval.unwrap_or(0),
+        topology: per_cpu.then(recorded_topology).transpose()?,
+        rounds,
+        counts: counts(match plan.aggr {
+            Some(_) => &run.cpu_lines,
+            None => &run.lines,
+        }),
+        elapsed_ns: run.elapsed.as_nanos() as u64,
+    };
+    // As perf: the file is the user's alone.
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(&file.to_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// perf's number for the aggregation mode a file records.
+fn recorded_aggr_mode(per_cpu: bool, mode: Option<aggr::Mode>) -> u64 {
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_GLOBAL, AGGR_NONE, AGGR_SOCKET};
+    match (per_cpu, mode) {
+        (true, _) => AGGR_NONE,
+        (_, Some(aggr::Mode::Socket)) => AGGR_SOCKET,
+        (_, Some(aggr::Mode::Die)) => AGGR_DIE,
+        (_, Some(aggr::Mode::Core)) => AGGR_CORE,
+        _ => AGGR_GLOBAL,
+    }
+}
+
+/// Where each CPU is, for perf stat report to print counts per CPU.
+fn recorded_topology() -> Result<crate::perfdata::Topology> {
+    let online = kernel::online_cpus().context("reading online CPUs")?;
+    let highest = online.iter().copied().max().unwrap_or(0);
+    let all: Vec<u32> = (0..=highest).collect();
+    let cpus = topology::read(&topology::system_root(), &all)
+        .iter()
+        .map(|t| (t.socket as i32, t.die as i32, t.core as i32))
+        .collect();
+    Ok(crate::perfdata::Topology {
+        online: online.len() as u32,
+        cpus,
+    })
+}
+
+/// The command line as perf records it: the program's path, then its arguments.
+fn recorded_cmdline() -> Vec<String> {
+    let exe = std::env::current_exe().map_or_else(|_| "bperf".into(), |p| p.display().to_string());
+    std::iter::once(exe)
+        .chain(std::env::args().skip(1))
+        .collect()
+}
+
+/// `bperf stat report`: prints a stat record file's counts as perf stat report does,
+/// on standard error.
+pub fn report(a: &StatReportArgs) -> Result<i32> {
+    use crate::perfdata::{StatFile, AGGR_NONE};
+    let file = std::fs::File::open(&a.input)
+        .with_context(|| format!("failed to open {}", a.input.display()))?;
+    let data = StatFile::read(io::BufReader::new(file))
+        .with_context(|| format!("cannot read {}", a.input.display()))?;
+    let sysfs = Sysfs::system();
+    let events: Vec<Event> = data
+        .events
+        .iter()
+        .map(|r| {
+            // perf's name with -A may carry its PMU: `cpu-clock [software]`.
+            let plain = r.name.split(" [").next().unwrap_or(&r.name);
+            let parsed = event::parse_events(plain, &sysfs).ok();
+            let mut e = parsed
+                .and_then(|p| p.into_iter().next())
+                .unwrap_or_else(|| Event::plain(&r.name, u32::MAX, 0));
+            e.name = r.name.clone();
+            e
+        })
+        .collect();
+    let per_cpu = a.no_aggr || data.aggr_mode == AGGR_NONE;
+    let groups = if per_cpu {
+        None
+    } else {
+        recorded_groups(&data)
+    };
+    let interval = !data.rounds.is_empty();
+    let options = Options {
+        thousands: kernel::locale_thousands_separator(),
+        per_cpu,
+        aggr: groups.as_ref().map(|(mode, _)| *mode),
+        target: Some(format!("'{}'", data.cmdline.join(" "))),
+        runs: 1,
+        interval: (interval && data.interval_ms > 0)
+            .then(|| Duration::from_millis(data.interval_ms)),
+        ..Options::default()
+    };
+    let lines = |counts: &[crate::perfdata::StatCount]| match &groups {
+        Some((mode, groups)) => recorded_group_lines(&data, counts, *mode, groups),
+        None => recorded_lines(&data, counts, per_cpu),
+    };
+    let mut report = Report::new(options, io::stderr().lock());
+    // As perf: each interval's lines, or the counts of the whole run.
+    for round in &data.rounds {
+        report.interval(
+            Duration::from_nanos(round.time_ns),
+            &events,
+            &lines(&round.counts),
+        )?;
+    }
+    if !interval {
+        let footer = Footer {
+            elapsed: Duration::from_nanos(data.elapsed_ns),
+            ..Footer::default()
+        };
+        report.summary(&events, &lines(&data.counts), &footer)?;
+    }
+    Ok(0)
+}
+
+/// The mode and groups of CPUs of a file recorded --per-socket, --per-die or
+/// --per-core, from the topology it holds.
+fn recorded_groups(data: &crate::perfdata::StatFile) -> Option<(aggr::Mode, Vec<aggr::Group>)> {
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_SOCKET};
+    let mode = match data.aggr_mode {
+        AGGR_SOCKET => aggr::Mode::Socket,
+        AGGR_DIE => aggr::Mode::Die,
+        AGGR_CORE => aggr::Mode::Core,
+        _ => return None,
+    };
+    let places = &data.topology.as_ref()?.cpus;
+    let topology: Vec<aggr::CpuTopology> = data
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let (socket, die, core) = places.get(cpu as usize).copied().unwrap_or((-1, -1, -1));
+            aggr::CpuTopology {
+                socket: socket.into(),
+                die: die.into(),
+                core: core.into(),
+                cluster: -1,
+                node: -1,
+                caches: Vec::new(),
+            }
+        })
+        .collect();
+    Some((mode, aggr::groups(mode, &topology)))
+}
+
+/// The lines of a file's counts per group of CPUs, group by group as perf prints them.
+fn recorded_group_lines(
+    data: &crate::perfdata::StatFile,
+    counts: &[crate::perfdata::StatCount],
+    mode: aggr::Mode,
+    groups: &[aggr::Group],
+) -> Vec<Line> {
+    let per_cpu = recorded_lines(data, counts, true);
+    let nr_cpus = data.cpus.len();
+    let mut out = Vec::new();
+    for g in groups {
+        for (event, lines) in per_cpu.chunks(nr_cpus.max(1)).enumerate() {
+            let mut sum = Reading::default();
+            let mut counted = false;
+            for &pos in &g.cpus {
+                if let Some(Value::Counted(r)) = lines.get(pos).map(|l| l.value) {
+                    sum.add(&r);
+                    counted = true;
+                }
+            }
+            out.push(Line {
+                event,
+                cgroup: None,
+                cpu: None,
+                // As perf stat report: the group's CPUs, counted or not.
+                place: Some(Place::Group {
+                    mode,
+                    name: g.name.clone(),
+                    cpus: g.cpus.len(),
+                }),
+                value: if counted {
+                    Value::Counted(sum)
+                } else {
+                    Value::NotSupported
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The lines of some of a stat file's counts (a round's or the whole run's): each
+/// event's, summed over its ids, per CPU or over all; an event with no count was not
+/// supported where it was recorded.
+fn recorded_lines(
+    data: &crate::perfdata::StatFile,
+    counts: &[crate::perfdata::StatCount],
+    per_cpu: bool,
+) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for (i, e) in data.events.iter().enumerate() {
+        let cpus: Vec<Option<i32>> = match per_cpu {
+            true => data.cpus.iter().map(|&c| Some(c)).collect(),
+            false => vec![None],
+        };
+        for cpu in cpus {
+            let mine: Vec<_> = counts
+                .iter()
+                .filter(|c| e.ids.contains(&c.id) && cpu.is_none_or(|cpu| c.cpu == cpu))
+                .collect();
+            let value = match mine.is_empty() {
+                true => Value::NotSupported,
+                false => Value::Counted(mine.iter().fold(Reading::default(), |sum, c| Reading {
+                    counter: sum.counter + c.val,
+                    enabled: sum.enabled + c.ena,
+                    running: sum.running + c.run,
+                })),
+            };
+            lines.push(Line {
+                event: i,
+                cgroup: None,
+                cpu: cpu.filter(|c| *c >= 0).map(|c| c as u32),
+                place: None,
+                value,
+            });
+        }
+    }
+    lines
+}
