@@ -39,6 +39,16 @@ pub struct Round {
 /// A CPU's (socket, die, core).
 pub type CpuPlace = (i32, i32, i32);
 
+/// A NUMA node as perf's NUMA_TOPOLOGY feature tells it: its number, memory (kB, total
+/// and free) and CPUs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Node {
+    pub node: u32,
+    pub mem_total_kb: u64,
+    pub mem_free_kb: u64,
+    pub cpus: Vec<u32>,
+}
+
 /// Where each CPU is, as perf's CPU_TOPOLOGY feature tells it: perf stat report needs
 /// it to print counts per CPU.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -47,6 +57,8 @@ pub struct Topology {
     pub online: u32,
     /// Each CPU's (socket, die, core), CPU 0 first, up to the highest present.
     pub cpus: Vec<CpuPlace>,
+    /// The NUMA nodes (perf stat report needs them for --per-node).
+    pub nodes: Vec<Node>,
 }
 
 /// What a stat file holds.
@@ -77,6 +89,7 @@ pub const AGGR_GLOBAL: u64 = 1;
 pub const AGGR_SOCKET: u64 = 2;
 pub const AGGR_DIE: u64 = 3;
 pub const AGGR_CORE: u64 = 6;
+pub const AGGR_NODE: u64 = 9;
 
 /// perf's record types (tools/lib/perf/include/perf/event.h).
 const THREAD_MAP: u32 = 73;
@@ -91,6 +104,7 @@ const FEAT_NRCPUS: usize = 7;
 const FEAT_CMDLINE: usize = 11;
 const FEAT_EVENT_DESC: usize = 12;
 const FEAT_CPU_TOPOLOGY: usize = 13;
+const FEAT_NUMA_TOPOLOGY: usize = 14;
 const FEAT_STAT: usize = 19;
 
 const HEADER_SIZE: usize = 104;
@@ -165,6 +179,7 @@ impl StatFile {
         features.push((FEAT_EVENT_DESC, self.event_desc_section()));
         if let Some(t) = &self.topology {
             features.push((FEAT_CPU_TOPOLOGY, t.section()));
+            features.push((FEAT_NUMA_TOPOLOGY, t.numa_section()));
         }
         features.push((FEAT_STAT, Vec::new()));
 
@@ -298,9 +313,12 @@ impl StatFile {
                 .into_iter()
                 .map(str::to_string)
                 .collect(),
-            topology: nrcpus
-                .zip(topology)
-                .and_then(|(n, t)| Topology::parse(n, t)),
+            topology: nrcpus.zip(topology).and_then(|(n, t)| {
+                let mut topology = Topology::parse(n, t)?;
+                let numa = perf_file.feature_section_data(Feature::NUMA_TOPOLOGY);
+                topology.nodes = numa.map(Topology::parse_numa).unwrap_or_default();
+                Some(topology)
+            }),
             ..StatFile::default()
         };
         for a in perf_file.event_attributes() {
@@ -397,7 +415,55 @@ impl Topology {
                 Some((socket, die, core))
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Topology { online, cpus })
+        Some(Topology {
+            online,
+            cpus,
+            nodes: Vec::new(),
+        })
+    }
+
+    /// NUMA_TOPOLOGY: each node's number, memory and CPUs.
+    fn numa_section(&self) -> Vec<u8> {
+        let mut b = Buf::default();
+        b.u32(self.nodes.len() as u32);
+        for n in &self.nodes {
+            b.u32(n.node);
+            b.u64(n.mem_total_kb);
+            b.u64(n.mem_free_kb);
+            b.string(&cpu_list(&n.cpus));
+        }
+        b.0
+    }
+
+    /// The nodes of a NUMA_TOPOLOGY section; none if it holds none.
+    fn parse_numa(section: &[u8]) -> Vec<Node> {
+        let u32_at = |i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(section.get(i..i + 4)?.try_into().ok()?))
+        };
+        let u64_at = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(section.get(i..i + 8)?.try_into().ok()?))
+        };
+        let mut nodes = Vec::new();
+        let mut at = 4;
+        for _ in 0..u32_at(0).unwrap_or(0) {
+            let (Some(node), Some(total), Some(free), Some(len)) =
+                (u32_at(at), u64_at(at + 4), u64_at(at + 12), u32_at(at + 20))
+            else {
+                break;
+            };
+            let text = section
+                .get(at + 24..at + 24 + len as usize)
+                .unwrap_or_default();
+            let list = String::from_utf8_lossy(text);
+            nodes.push(Node {
+                node,
+                mem_total_kb: total,
+                mem_free_kb: free,
+                cpus: crate::cpus::parse_list(list.trim_end_matches('\0')).unwrap_or_default(),
+            });
+            at += 24 + len as usize;
+        }
+        nodes
     }
 
     /// NRCPUS: the CPUs perf calls available (up to the highest present), then online.
@@ -601,6 +667,20 @@ mod tests {
             topology: Some(Topology {
                 online: 4,
                 cpus: vec![(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 1, 1)],
+                nodes: vec![
+                    Node {
+                        node: 0,
+                        mem_total_kb: 1000,
+                        mem_free_kb: 500,
+                        cpus: vec![0, 1],
+                    },
+                    Node {
+                        node: 1,
+                        mem_total_kb: 2000,
+                        mem_free_kb: 100,
+                        cpus: vec![2, 3],
+                    },
+                ],
             }),
             ..whole.clone()
         };

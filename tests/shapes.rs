@@ -634,7 +634,13 @@ fn stat_record_and_report_agree_with_perf() {
     }
     // -A and the modes perf stat report can group itself: counts per CPU, which it
     // prints knowing the CPUs' places.
-    for mode in ["-A", "--per-socket", "--per-die", "--per-core"] {
+    for mode in [
+        "-A",
+        "--per-socket",
+        "--per-die",
+        "--per-core",
+        "--per-node",
+    ] {
         let file = dir.0.join("per-cpu.data");
         let record = [
             "record",

@@ -27,15 +27,17 @@ pub(super) fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
         (
             !matches!(
                 aggr_mode(a)?,
-                None | Some(aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core)
+                None | Some(
+                    aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core | aggr::Mode::Node
+                )
             ),
-            "--per-cluster, --per-cache or --per-node",
+            "--per-cluster or --per-cache",
         ),
         (a.per_thread, "--per-thread"),
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         return Err(usage(format!(
-            "stat record writes counts summed, per CPU, socket, die or core; not {what} yet"
+            "stat record writes counts summed, per CPU, socket, die, core or node; not {what} yet"
         )));
     }
     Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
@@ -133,12 +135,13 @@ pub(super) fn write_record(
 
 /// perf's number for the aggregation mode a file records.
 fn recorded_aggr_mode(per_cpu: bool, mode: Option<aggr::Mode>) -> u64 {
-    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_GLOBAL, AGGR_NONE, AGGR_SOCKET};
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_GLOBAL, AGGR_NODE, AGGR_NONE, AGGR_SOCKET};
     match (per_cpu, mode) {
         (true, _) => AGGR_NONE,
         (_, Some(aggr::Mode::Socket)) => AGGR_SOCKET,
         (_, Some(aggr::Mode::Die)) => AGGR_DIE,
         (_, Some(aggr::Mode::Core)) => AGGR_CORE,
+        (_, Some(aggr::Mode::Node)) => AGGR_NODE,
         _ => AGGR_GLOBAL,
     }
 }
@@ -148,13 +151,32 @@ fn recorded_topology() -> Result<crate::perfdata::Topology> {
     let online = kernel::online_cpus().context("reading online CPUs")?;
     let highest = online.iter().copied().max().unwrap_or(0);
     let all: Vec<u32> = (0..=highest).collect();
-    let cpus = topology::read(&topology::system_root(), &all)
+    let places = topology::read(&topology::system_root(), &all);
+    let cpus = places
         .iter()
         .map(|t| (t.socket as i32, t.die as i32, t.core as i32))
+        .collect();
+    let mut node_ids: Vec<i64> = places.iter().map(|t| t.node).collect();
+    node_ids.sort_unstable();
+    node_ids.dedup();
+    let nodes = node_ids
+        .into_iter()
+        .map(|node| {
+            let (total, free) = topology::node_memory_kb(node);
+            crate::perfdata::Node {
+                node: node as u32,
+                mem_total_kb: total,
+                mem_free_kb: free,
+                cpus: (0..=highest)
+                    .filter(|&c| places[c as usize].node == node)
+                    .collect(),
+            }
+        })
         .collect();
     Ok(crate::perfdata::Topology {
         online: online.len() as u32,
         cpus,
+        nodes,
     })
 }
 
@@ -229,17 +251,26 @@ pub fn report(a: &StatReportArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The mode and groups of CPUs of a file recorded --per-socket, --per-die or
-/// --per-core, from the topology it holds.
+/// The mode and groups of CPUs of a file recorded --per-socket, --per-die, --per-core
+/// or --per-node, from the topology it holds.
 fn recorded_groups(data: &crate::perfdata::StatFile) -> Option<(aggr::Mode, Vec<aggr::Group>)> {
-    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_SOCKET};
+    use crate::perfdata::{AGGR_CORE, AGGR_DIE, AGGR_NODE, AGGR_SOCKET};
     let mode = match data.aggr_mode {
         AGGR_SOCKET => aggr::Mode::Socket,
         AGGR_DIE => aggr::Mode::Die,
         AGGR_CORE => aggr::Mode::Core,
+        AGGR_NODE => aggr::Mode::Node,
         _ => return None,
     };
-    let places = &data.topology.as_ref()?.cpus;
+    let file_topology = data.topology.as_ref()?;
+    let places = &file_topology.cpus;
+    let node_of = |cpu: u32| {
+        file_topology
+            .nodes
+            .iter()
+            .find(|n| n.cpus.contains(&cpu))
+            .map_or(0, |n| n.node as i64)
+    };
     let topology: Vec<aggr::CpuTopology> = data
         .cpus
         .iter()
@@ -250,7 +281,7 @@ fn recorded_groups(data: &crate::perfdata::StatFile) -> Option<(aggr::Mode, Vec<
                 die: die.into(),
                 core: core.into(),
                 cluster: -1,
-                node: -1,
+                node: if cpu < 0 { 0 } else { node_of(cpu as u32) },
                 caches: Vec::new(),
             }
         })

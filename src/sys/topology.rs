@@ -20,6 +20,20 @@ pub fn system_root() -> PathBuf {
     PathBuf::from("/sys/devices/system/cpu")
 }
 
+/// A NUMA node's memory in kB, total and free, from its meminfo
+/// (/sys/devices/system/node/nodeN/meminfo); zeros where it cannot be read.
+pub fn node_memory_kb(node: i64) -> (u64, u64) {
+    let text = fs::read_to_string(format!("/sys/devices/system/node/node{node}/meminfo"))
+        .unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(name))
+            .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("MemTotal:"), field("MemFree:"))
+}
+
 fn number(path: &Path) -> Option<i64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
