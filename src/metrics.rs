@@ -205,7 +205,8 @@ impl std::error::Error for UnknownMetric {}
 /// both without regard to case), each once, in the order asked for.
 pub fn parse_list(list: &str) -> Result<Vec<&'static Def>, UnknownMetric> {
     let mut out: Vec<&'static Def> = Vec::new();
-    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    // An empty name is one perf cannot find either (`-M ''`, `-M a,,b`).
+    for name in list.split(',').map(str::trim) {
         let found: Vec<&Def> = ALL
             .iter()
             .filter(|d| d.name.eq_ignore_ascii_case(name) || d.group.eq_ignore_ascii_case(name))
@@ -283,6 +284,10 @@ mod tests {
         assert_eq!(parse_list("cpus_utilized,CPUs_utilized").unwrap().len(), 1);
         let e = parse_list("nope").unwrap_err();
         assert_eq!(e.to_string(), "Cannot find metric or group `nope'");
+        assert_eq!(
+            parse_list("insn_per_cycle,,").unwrap_err(),
+            UnknownMetric(String::new())
+        );
     }
 
     #[test]

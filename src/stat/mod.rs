@@ -312,7 +312,10 @@ fn check_timing(a: &StatArgs) -> Result<()> {
 
 /// The events from -e (perf's default set without it).
 fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
-    let asked = metrics::parse_list(&a.metrics.join(","))?;
+    let asked = match a.metrics.is_empty() {
+        true => Vec::new(),
+        false => metrics::parse_list(&a.metrics.join(","))?,
+    };
     let mut list = if a.events.is_empty() && asked.is_empty() {
         // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
         match a.all_cpus || a.cpu.is_some() {
