@@ -19,15 +19,14 @@ struct Cell {
 /// The lines' fields, grouped by where they were counted, in order of first appearance.
 fn rows<'f, 'a>(all: &'f [Fields<'a>]) -> Vec<Vec<&'f Fields<'a>>> {
     let mut rows: Vec<Vec<&Fields>> = Vec::new();
+    // Row of each place, so that grouping costs time in proportion to the lines.
+    let mut row_of = rustc_hash::FxHashMap::default();
     for f in all {
-        let key = (f.cgroup, f.cpu, f.place);
-        match rows
-            .iter_mut()
-            .find(|r| (r[0].cgroup, r[0].cpu, r[0].place) == key)
-        {
-            Some(row) => row.push(f),
-            None => rows.push(vec![f]),
-        }
+        let row = *row_of.entry((f.cgroup, f.cpu, f.place)).or_insert_with(|| {
+            rows.push(Vec::new());
+            rows.len() - 1
+        });
+        rows[row].push(f);
     }
     rows
 }
