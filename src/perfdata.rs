@@ -345,10 +345,7 @@ impl StatFile {
 
     /// Takes in one record's body; whether it was a stat record.
     fn take_record(&mut self, kind: u32, body: &[u8]) -> Result<bool> {
-        let u64_at = |i: usize| -> Result<u64> {
-            let bytes = body.get(i..i + 8).context("short stat record")?;
-            Ok(u64::from_le_bytes(bytes.try_into().unwrap()))
-        };
+        let u64_at = |i: usize| le_u64(body, i).context("short stat record");
         match kind {
             STAT => self.counts.push(StatCount {
                 id: u64_at(0)?,
@@ -391,9 +388,7 @@ impl Topology {
     /// The topology of a file's NRCPUS and CPU_TOPOLOGY sections; `None` if they do
     /// not hold one.
     fn parse(nrcpus: &[u8], section: &[u8]) -> Option<Topology> {
-        let u32_at = |b: &[u8], i: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?))
-        };
+        let u32_at = le_u32;
         let (avail, online) = (u32_at(nrcpus, 0)? as usize, u32_at(nrcpus, 4)?);
         // Skips a count of strings and the strings; the offset after them.
         let skip_strings = |at: usize| -> Option<usize> {
@@ -437,12 +432,8 @@ impl Topology {
 
     /// The nodes of a NUMA_TOPOLOGY section; none if it holds none.
     fn parse_numa(section: &[u8]) -> Vec<Node> {
-        let u32_at = |i: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(section.get(i..i + 4)?.try_into().ok()?))
-        };
-        let u64_at = |i: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(section.get(i..i + 8)?.try_into().ok()?))
-        };
+        let u32_at = |i| le_u32(section, i);
+        let u64_at = |i| le_u64(section, i);
         let mut nodes = Vec::new();
         let mut at = 4;
         for _ in 0..u32_at(0).unwrap_or(0) {
@@ -543,12 +534,27 @@ fn stat_round(b: &mut Buf, counts: &[StatCount], kind: u64, time_ns: u64) {
     b.record(STAT_ROUND, &r);
 }
 
+/// The `N` bytes at `at` of `b`; `None` past its end.
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// Little-endian numbers of a file's records and sections; `None` past the end.
+fn le_u16(b: &[u8], at: usize) -> Option<u16> {
+    bytes_at(b, at).map(u16::from_le_bytes)
+}
+
+fn le_u32(b: &[u8], at: usize) -> Option<u32> {
+    bytes_at(b, at).map(u32::from_le_bytes)
+}
+
+fn le_u64(b: &[u8], at: usize) -> Option<u64> {
+    bytes_at(b, at).map(u64::from_le_bytes)
+}
+
 /// The CPUs of a CPU_MAP record's body, in any of perf's three encodings.
 fn cpu_map(body: &[u8]) -> Result<Vec<i32>> {
-    let u16_at = |i: usize| -> Result<u16> {
-        let bytes = body.get(i..i + 2).context("short cpu map")?;
-        Ok(u16::from_le_bytes(bytes.try_into().unwrap()))
-    };
+    let u16_at = |i| le_u16(body, i).context("short cpu map");
     let bit_set = |words_at: usize, word_len: usize, n: usize| -> Result<Vec<i32>> {
         let bytes = body
             .get(words_at..words_at + word_len * n)

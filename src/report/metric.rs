@@ -344,32 +344,9 @@ mod tests {
             value: Value::NotSupported,
             ..line(2, 0, None)
         });
-        assert_eq!(
-            metric(
-                &events,
-                &Siblings::new(&events, &lines, false),
-                &lines[0],
-                1e9
-            ),
-            None
-        );
-        assert_eq!(
-            metric(
-                &events,
-                &Siblings::new(&events, &lines, false),
-                &lines[1],
-                1e9
-            ),
-            None
-        );
-        assert_eq!(
-            metric(
-                &events,
-                &Siblings::new(&events, &lines, false),
-                &lines[2],
-                1e9
-            ),
-            None
-        );
+        let siblings = Siblings::new(&events, &lines, false);
+        for line in &lines {
+            assert_eq!(metric(&events, &siblings, line, 1e9), None);
+        }
     }
 }

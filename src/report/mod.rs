@@ -622,8 +622,8 @@ fn csv_where(ts: Option<Duration>, f: &Fields) -> Vec<String> {
 }
 
 fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
-    let mut cols = csv_where(ts, f);
-    let lead = cols.len();
+    let lead = csv_where(ts, f);
+    let mut cols = lead.clone();
     cols.push(count_text(f));
     cols.push(f.unit.to_string());
     cols.push(f.event.to_string());
@@ -650,8 +650,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     // A further metric: perf's line of empty columns up to the metric's.
     let empty = 5 + f.cgroup.is_some() as usize;
     for m in f.metrics.iter().skip(1).filter(shown) {
-        let mut more = csv_where(ts, f);
-        more.truncate(lead);
+        let mut more = lead.clone();
         more.extend(std::iter::repeat_n(String::new(), empty));
         more.push(m.digits());
         more.push(m.unit.to_string());
@@ -696,7 +695,8 @@ fn json_where(ts: Option<Duration>, f: &Fields) -> Vec<String> {
 
 fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     let q = json_quote;
-    let mut parts = json_where(ts, f);
+    let lead = json_where(ts, f);
+    let mut parts = lead.clone();
     let value = match f.value {
         Some(v) => format!("{v:.6}"),
         None => f.status.to_string(),
@@ -723,7 +723,7 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     parts.extend(metric_parts(f.metrics.first().filter(shown)));
     let mut out = format!("{{{}}}", parts.join(", "));
     for m in f.metrics.iter().skip(1).filter(shown) {
-        let mut more = json_where(ts, f);
+        let mut more = lead.clone();
         more.extend(metric_parts(Some(m)));
         out.push_str(&format!("\n{{{}}}", more.join(", ")));
     }
