@@ -410,14 +410,14 @@ pub struct StatArgs {
     #[arg(long = "per-node", group = "aggregation")]
     pub per_node: bool,
 
-    /// Count with bperf's BPF counters (perf's option; as the 'b' modifier, for every
-    /// event). With -a or -C, the CPUs are counted through the BPF program as the root
-    /// cgroup; with cgroups it is how bperf counts anyway.
+    /// Count every event through the shared BPF counters (as the 'b' modifier does one):
+    /// one perf event per event per CPU for every bperf on the machine, whatever each
+    /// counts (CPUs, cgroups, processes, threads, a command and its children).
     #[arg(long = "bpf-counters")]
     pub bpf_counters: bool,
 
-    /// Where perf shares its BPF counters between processes; refused: bperf does not
-    /// share counters across processes yet.
+    /// The directory, on a BPF file system, where the shared counters are pinned
+    /// (default /sys/fs/bpf/bperf; never perf's own /sys/fs/bpf/perf_attr_map).
     #[arg(long = "bpf-attr-map", value_name = "PATH")]
     pub bpf_attr_map: Option<String>,
 

@@ -16,6 +16,10 @@ const EXIT_BROKEN_PIPE: u8 = 141;
 
 fn main() -> ExitCode {
     let mut args: Vec<_> = std::env::args_os().collect();
+    // The keeper of the shared counters, started by their first session.
+    if args.len() == 3 && args[1] == bperf::bpf::shared::KEEPER_ARG {
+        return exit(bperf::bpf::shared::keep(std::path::Path::new(&args[2])).map(|()| 0));
+    }
     let mode = cli::take_stat_mode(&mut args);
     if mode == cli::StatMode::Report {
         return match cli::StatReportArgs::try_parse_from(&args[1..]) {

@@ -58,6 +58,18 @@ const volatile __u64 rq_switches = 0;
 const volatile bool use_ktime = false;
 /* Tasks taken as untrusted pointers (see untrusted()): where the kernel has bpf_rdonly_cast. */
 const volatile bool cast_tasks = false;
+/* Shared counters: one instance for every session on the machine. nr_events and
+ * nr_slots are then the strides of the arrays; which events are counted, and how each
+ * is read, is in `live`, which the sessions change as they come and go. Slot 0 counts
+ * everything each CPU counts; tracked processes and threads are charged too. */
+const volatile bool shared = false;
+
+struct bperf_live live;
+
+/* How event masks and the number of events are known: fixed at load for one session,
+ * changed by the sessions for shared counters. */
+#define LIVE(field) (shared ? live.field : field)
+#define NR_EVENTS (shared ? live.nr_events : nr_events)
 
 /* The counting perf events, at index event * nr_cpus + cpu. */
 struct {
@@ -74,6 +86,30 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, 1);
 } cgrp_slot SEC(".maps");
+
+/* Shared counters: tracked processes (by tgid) and threads (by tid) -> their slots. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct bperf_proc);
+	__uint(max_entries, 1);
+} proc_tgid SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct bperf_proc);
+	__uint(max_entries, 1);
+} proc_tid SEC(".maps");
+
+/* Shared counters: one bit per id that is a key of proc_tgid or proc_tid, so that the
+ * many untracked tasks cost one array load, not a hash lookup (bench/results/levers.md). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} tracked SEC(".maps");
 
 /* Accumulated deltas at index (cpu * nr_slots + slot) * nr_events + event; mmapped by userspace. */
 struct {
@@ -110,6 +146,10 @@ struct cpu_state {
 	bool found;              /* event[] has been filled in */
 	__u64 switches;          /* the run queue's count of switches, taken as a hook starts */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
+	/* Shared counters only: */
+	__u32 ptgid, ptid;       /* the tracked process and thread being charged, or 0 */
+	__u64 slots_gen;         /* live.slots_gen when the charges were worked out */
+	__u32 gen[BPERF_MAX_EVENTS]; /* live.event_gen when event i was last read */
 };
 
 struct {
@@ -181,34 +221,41 @@ static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *char
 /* Events read with plain loads, one bit each. The loads go through the bpf_rdonly_cast
  * kfunc; userspace leaves all three masks empty where the kernel's BTF has no such
  * kfunc, and the masks, read-only data the verifier sees, keep the calls dead there. */
-#define LOADED_EVENTS (plain_count | cpu_clock | task_clock)
+#define LOADED_EVENTS (cast_tasks ? (LIVE(plain_count) | LIVE(cpu_clock) | LIVE(task_clock)) : 0)
 
 /*
  * Find this CPU's struct perf_event behind each event read by loads: the perf event
  * array keeps one bpf_event_entry per index. Run once per CPU, from the flush program.
  */
+static __always_inline void find_event(struct cpu_state *st, __u32 i, __u32 cpu)
+{
+	struct bpf_event_entry *ee = 0;
+	struct perf_event *ev = 0;
+	struct bpf_array *arr;
+	__u64 idx = (__u64)i * nr_cpus + cpu;
+
+	if (i >= BPERF_MAX_EVENTS)
+		return;
+	st->event[i] = 0;
+	if (!(LOADED_EVENTS & (1ULL << i)))
+		return;
+	arr = bpf_core_cast(&events, struct bpf_array);
+	if (bpf_probe_read_kernel(&ee, sizeof(ee), &arr->ptrs[idx]) || !ee)
+		return;
+	if (bpf_probe_read_kernel(&ev, sizeof(ev), &ee->event))
+		return;
+	st->event[i] = (__u64)ev;
+}
+
 static void find_events(struct cpu_state *st, __u32 cpu)
 {
-	struct bpf_array *arr;
-
 	st->found = true;
 	if (!LOADED_EVENTS)
 		return;
-	arr = bpf_core_cast(&events, struct bpf_array);
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
-		struct bpf_event_entry *ee = 0;
-		struct perf_event *ev = 0;
-		__u64 idx = (__u64)i * nr_cpus + cpu;
-
 		if (i >= nr_events)
 			break;
-		if (!(LOADED_EVENTS & (1ULL << i)))
-			continue;
-		if (bpf_probe_read_kernel(&ee, sizeof(ee), &arr->ptrs[idx]) || !ee)
-			continue;
-		if (bpf_probe_read_kernel(&ev, sizeof(ev), &ee->event))
-			continue;
-		st->event[i] = (__u64)ev;
+		find_event(st, i, cpu);
 	}
 }
 
@@ -239,19 +286,19 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	 * counts it. (The context-switches software event counts the same switches, later:
 	 * read at the tracepoint, it charges each to the incoming task's cgroup.) For these
 	 * events bperf opens no perf event, which the kernel would update at every switch. */
-	if (rq_switches && (rq_switches & (1ULL << i)))
+	if (LIVE(rq_switches) & (1ULL << i))
 		return st->switches;
 	if (!LOADED_EVENTS || !(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
 		return -1;
 	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
 	count = ev->count.a.a.counter;
-	if (plain_count & (1ULL << i))
+	if (LIVE(plain_count) & (1ULL << i))
 		return count;
 	if (!rq_clock_fresh)
 		return -1;
 	if (ev->state != PERF_EVENT_STATE_ACTIVE)
 		return count;
-	if (cpu_clock & (1ULL << i)) {
+	if (LIVE(cpu_clock) & (1ULL << i)) {
 		since = now - ev->hw.prev_count.a.a.counter;
 	} else {
 		struct perf_event_context *ctx = ev->ctx;
@@ -288,7 +335,7 @@ static __always_inline int read_event(struct cpu_state *st, __u32 i, struct read
 
 	if (!st || !a || i >= BPERF_MAX_EVENTS)
 		return -1;
-	if (always_running & (1ULL << i)) {
+	if (LIVE(always_running) & (1ULL << i)) {
 		__s64 c = load_count(i, st, a->now, a->rq_clock_fresh);
 
 		if (c < 0) {
@@ -311,24 +358,46 @@ static __always_inline int read_event(struct cpu_state *st, __u32 i, struct read
 					 sizeof(a->v));
 }
 
-/* Add @d, what event @i counted on CPU @cpu, to each slot of @charge. */
+/* Add @d, what event @i counted on CPU @cpu, to @slot. */
+static __always_inline void charge_slot(__u32 slot, __u32 cpu, __u32 i, struct bperf_reading *d)
+{
+	__u32 key = (cpu * nr_slots + slot) * nr_events + i;
+	struct bperf_reading *c = bpf_map_lookup_elem(&counts, &key);
+
+	if (!c)
+		return;
+	c->counter += d->counter;
+	c->enabled += d->enabled;
+	c->running += d->running;
+}
+
+/* Add @d, what event @i counted on CPU @cpu, to each slot of @charge, and for shared
+ * counters to slot 0, which counts everything. */
 static __always_inline void charge_slots(struct bperf_charge *charge, __u32 cpu, __u32 i,
 					 struct bperf_reading *d)
 {
-	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
-		struct bperf_reading *c;
-		__u32 key;
-
+	for (__u32 j = 0; j < BPERF_MAX_CHARGE; j++) {
 		if (j >= charge->nr)
 			break;
-		key = (cpu * nr_slots + charge->slot[j]) * nr_events + i;
-		c = bpf_map_lookup_elem(&counts, &key);
-		if (!c)
-			continue;
-		c->counter += d->counter;
-		c->enabled += d->enabled;
-		c->running += d->running;
+		charge_slot(charge->slot[j], cpu, i, d);
 	}
+	if (shared)
+		charge_slot(0, cpu, i, d);
+}
+
+/* Shared counters: event @i was added or removed since this CPU last read it. Its
+ * reading now is a baseline, charged to nobody. */
+static __always_inline void renew_event(struct cpu_state *st, __u32 i, struct read_args *a)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (i >= BPERF_MAX_EVENTS)
+		return;
+	st->gen[i] = live.event_gen[i];
+	find_event(st, i, cpu);
+	st->prev[i].counter = st->prev[i].enabled = st->prev[i].running = 0;
+	if (!read_event(st, i, a))
+		st->prev[i] = a->v;
 }
 
 /* Fractions in fixed point: ALL is the whole. */
@@ -367,9 +436,13 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 
 	if (!st || !a || i >= BPERF_MAX_EVENTS)
 		return 0;
-	/* Bounded for the verifier on every copy clang makes of it. */
-	i &= BPERF_MAX_EVENTS - 1;
-	barrier_var(i);
+	/* Bounded for the verifier on every copy clang makes of it: an and clang cannot
+	 * drop, though it knows the bound. */
+	asm volatile("%[i] &= %[max]" : [i] "+r"(i) : [max] "i"(BPERF_MAX_EVENTS - 1));
+	if (shared && st->gen[i] != live.event_gen[i]) {
+		renew_event(st, i, a);
+		return 0;
+	}
 	/* An event the machine cannot count has no fd in the array: skip it. */
 	if (read_event(st, i, a))
 		return 0;
@@ -412,7 +485,7 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 		a.charged_share = fraction(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
 	st->last += a.charged_share == ALL ? a.dt : scaled(a.dt, a.charged_share);
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
-		if (i >= nr_events)
+		if (i >= NR_EVENTS)
 			break;
 		account_event(st, i, &a);
 	}
@@ -479,14 +552,14 @@ static __always_inline __u64 cpu_clock_now(struct rq *rq)
  * CPU writes it, under the run queue lock, and no switch can happen while a hook runs. */
 static __always_inline void take_switches(struct cpu_state *st, struct rq *rq)
 {
-	if (rq_switches && rq)
+	if (LIVE(rq_switches) && rq)
 		st->switches = rq->nr_switches;
 }
 
 /* *@to = *@from, as far as @from has slots. */
 static __always_inline void copy_charge(struct bperf_charge *to, struct bperf_charge *from)
 {
-	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
+	for (__u32 j = 0; j < BPERF_MAX_CHARGE; j++) {
 		if (j >= from->nr)
 			break;
 		to->slot[j] = from->slot[j];
@@ -494,14 +567,71 @@ static __always_inline void copy_charge(struct bperf_charge *to, struct bperf_ch
 	to->nr = from->nr;
 }
 
-/* Charge @task's cgroup from @now on, after charging what was counted since the last
- * reading to the cgroup charged so far, or the share of its last @tail_ns to @task's.
- * @now, @rq_clock_fresh: see struct read_args. */
+/* Shared counters: is @id a key of proc_tgid or proc_tid? */
+static __always_inline bool is_tracked(__u32 id)
+{
+	__u32 word = id >> 6;
+	__u64 *w = bpf_map_lookup_elem(&tracked, &word);
+
+	return w && (*w & (1ULL << (id & 63)));
+}
+
+/* Shared counters: *@tgid and *@tid are @task's process and thread ids where they may
+ * be tracked, else 0. */
+static __always_inline void tracked_ids(struct task_struct *task, __u32 *tgid, __u32 *tid)
+{
+	*tgid = *tid = 0;
+	if (!shared || !live.nr_procs)
+		return;
+	if (is_tracked(task->tgid))
+		*tgid = task->tgid;
+	if (is_tracked(task->pid))
+		*tid = task->pid;
+}
+
+/* Append to @c the slots @map keeps for @id, if any. */
+static __always_inline void append_proc(struct bperf_charge *c, void *map, __u32 id)
+{
+	struct bperf_proc *p;
+
+	if (!id)
+		return;
+	p = bpf_map_lookup_elem(map, &id);
+	if (!p)
+		return;
+	for (__u32 k = 0; k < BPERF_PROC_SLOTS; k++) {
+		__u32 n = c->nr;
+
+		if (!p->slot[k])
+			continue;
+		if (n >= BPERF_MAX_CHARGE)
+			return;
+		c->slot[n] = p->slot[k] - 1;
+		c->nr = n + 1;
+	}
+}
+
+/* Shared counters: forget every charge list worked out (slots came or went). */
+static __always_inline void forget_charges(struct cpu_state *st)
+{
+	for (__u32 s = 0; s < CACHE_SETS; s++) {
+		st->cache[s][0].cgid = 0;
+		st->cache[s][1].cgid = 0;
+	}
+	st->slots_gen = live.slots_gen;
+}
+
+/* Charge @task's cgroup (and, for shared counters, its tracked process and thread) from
+ * @now on, after charging what was counted since the last reading to the slots charged
+ * so far, or the share of its last @tail_ns to @task's. @now, @rq_clock_fresh: see
+ * struct read_args. */
 static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task, __u64 now,
 					bool rq_clock_fresh, __u64 tail_ns)
 {
 	struct bperf_charge *charge;
 	struct cgroup *cg;
+	__u32 tgid, tid;
+	bool stale;
 	__u64 id;
 
 	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
@@ -511,17 +641,26 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	if (!cg)
 		return;
 	id = cg->kn->id;
-	if (id == st->cgid)
+	tracked_ids(task, &tgid, &tid);
+	stale = shared && st->slots_gen != live.slots_gen;
+	if (id == st->cgid && tgid == st->ptgid && tid == st->ptid && !stale)
 		return;
+	if (stale)
+		forget_charges(st);
 	charge = charge_of(st, cg, id);
 	if (!charge)
 		return;
 	st->cgid = id;
-	/* Between two unmonitored cgroups there is nothing to charge and no baseline to keep. */
-	if (st->charge.nr == 0 && charge->nr == 0)
+	st->ptgid = tgid;
+	st->ptid = tid;
+	/* Between two stretches that charge no slot there is nothing to charge and no
+	 * baseline to keep (slot 0 takes both at the next reading). */
+	if (st->charge.nr == 0 && charge->nr == 0 && !tgid && !tid)
 		return;
 	account(st, now, rq_clock_fresh, tail_ns);
 	copy_charge(&st->charge, charge);
+	append_proc(&st->charge, &proc_tgid, tgid);
+	append_proc(&st->charge, &proc_tid, tid);
 	if (tail_ns)
 		account(st, now, rq_clock_fresh, 0);
 }
@@ -655,11 +794,71 @@ int bperf_flush(void *ctx)
 	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
 	if (!st || st->busy)
 		return 0;
-	if (!st->found)
+	if (!shared && !st->found)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
 	settle_current_task(st, task, rq, now);
 	account(st, now, false, 0);
+	return 0;
+}
+
+/* Shared counters: a child of a tracked process or thread joins the slots it inherits
+ * into (a new process by its tgid; any new task by its tid). */
+static __always_inline void inherit(void *map, __u32 parent, __u32 child)
+{
+	struct bperf_proc *p, c = {};
+	__u32 word = child >> 6;
+	__u64 *w;
+
+	if (!is_tracked(parent))
+		return;
+	p = bpf_map_lookup_elem(map, &parent);
+	if (!p || !p->inherit)
+		return;
+	for (__u32 k = 0; k < BPERF_PROC_SLOTS; k++)
+		if (p->inherit & (1U << k))
+			c.slot[k] = p->slot[k];
+	c.inherit = p->inherit;
+	if (bpf_map_update_elem(map, &child, &c, BPF_ANY))
+		return;
+	w = bpf_map_lookup_elem(&tracked, &word);
+	if (w)
+		__sync_fetch_and_or(w, 1ULL << (child & 63));
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(bperf_on_fork, struct task_struct *parent_task, struct task_struct *child_task)
+{
+	struct task_struct *parent = untrusted(parent_task), *child = untrusted(child_task);
+
+	if (!shared || !live.nr_procs)
+		return 0;
+	if (child->tgid != parent->tgid)
+		inherit(&proc_tgid, parent->tgid, child->tgid);
+	inherit(&proc_tid, parent->pid, child->pid);
+	return 0;
+}
+
+/* Shared counters: a task is gone for good (its last switch is long past). Its thread,
+ * and with the group leader its process, stop being tracked: their ids can be reused.
+ * What they counted stays in their slots. */
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(bperf_on_free, struct task_struct *task_ptr)
+{
+	struct task_struct *task = untrusted(task_ptr);
+	__u32 pid = task->pid, word = pid >> 6;
+	__u64 *w;
+
+	if (!shared || !live.nr_procs || !is_tracked(pid))
+		return 0;
+	bpf_map_delete_elem(&proc_tid, &pid);
+	if (pid == task->tgid)
+		bpf_map_delete_elem(&proc_tgid, &pid);
+	if (bpf_map_lookup_elem(&proc_tid, &pid) || bpf_map_lookup_elem(&proc_tgid, &pid))
+		return 0;
+	w = bpf_map_lookup_elem(&tracked, &word);
+	if (w)
+		__sync_fetch_and_and(w, ~(1ULL << (pid & 63)));
 	return 0;
 }

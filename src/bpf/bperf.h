@@ -19,10 +19,39 @@ struct bperf_reading {
 	__u64 running;
 };
 
-/* The monitored slots a cgroup's time is charged to: itself and its monitored ancestors. */
+/* Most slots of one tracked process or thread (struct bperf_proc). */
+#define BPERF_PROC_SLOTS 2
+/* Most slots one stretch of time is charged to: the running task's cgroup and its
+ * monitored ancestors, then (shared counters only) the slots of its process and thread. */
+#define BPERF_MAX_CHARGE (BPERF_MAX_LEVELS + 2 * BPERF_PROC_SLOTS)
+
+/* The slots a stretch of time is charged to. */
 struct bperf_charge {
 	__u32 nr;
-	__u32 slot[BPERF_MAX_LEVELS];
+	__u32 slot[BPERF_MAX_CHARGE];
+};
+
+/* Shared counters: a tracked process (keyed by tgid) or thread (keyed by tid). */
+struct bperf_proc {
+	__u32 slot[BPERF_PROC_SLOTS]; /* slot + 1 of each session target it counts for; 0: none */
+	__u32 inherit;                /* bit k: children join slot[k] when they are forked */
+};
+
+/*
+ * Shared counters: what the sessions change while the program runs, in the program's
+ * .bss (mapped by every session). In a counter of one session these are read-only data
+ * instead (see LIVE in bperf.bpf.c).
+ */
+struct bperf_live {
+	__u32 nr_events;     /* events at index >= nr_events are not read */
+	__u32 nr_procs;      /* tracked processes and threads: 0 skips looking tasks up */
+	__u64 slots_gen;     /* bumped whenever a slot, or a tracked task's slots, change */
+	__u64 always_running;
+	__u64 plain_count;
+	__u64 cpu_clock;
+	__u64 task_clock;
+	__u64 rq_switches;
+	__u32 event_gen[BPERF_MAX_EVENTS]; /* bumped whenever event i is added or removed */
 };
 
 #endif

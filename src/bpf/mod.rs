@@ -2,6 +2,8 @@
 //! programs, and flushes and reads the per-cgroup counts it keeps. With src/sys/, the
 //! only code that talks to the kernel.
 
+pub mod shared;
+
 mod skel {
     #![allow(
         clippy::all,
@@ -23,7 +25,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput, ProgramType};
 use memmap2::{Mmap, MmapOptions};
 
 use crate::reading::{Reading, Snapshot};
-use skel::types::{bperf_reading, cpu_state};
+use skel::types::{bperf_proc, bperf_reading, cpu_state};
 use skel::{BperfSkel, BperfSkelBuilder};
 
 /// The length of the array field that `field` points at, at compile time.
@@ -31,13 +33,21 @@ const fn array_len<T, const N: usize>(_field: fn(&cpu_state) -> &[T; N]) -> usiz
     N
 }
 
+const fn array_len_proc<T, const N: usize>(_field: fn(&bperf_proc) -> &[T; N]) -> usize {
+    N
+}
+
 /// Most events one counter can count: the BPF side keeps one reading per event per CPU
 /// (BPERF_MAX_EVENTS in bperf.h, as the skeleton has it).
 pub const MAX_EVENTS: usize = array_len(|s| &s.prev);
 
+/// Most slots of one tracked process or thread (BPERF_PROC_SLOTS in bperf.h).
+pub const PROC_SLOTS: usize = array_len_proc(|p| &p.slot);
+
 /// Most monitored cgroups one cgroup's time is charged to: itself and its monitored
-/// ancestors (BPERF_MAX_LEVELS in bperf.h).
-pub const MAX_LEVELS: usize = array_len(|s| &s.charge.slot);
+/// ancestors (BPERF_MAX_LEVELS in bperf.h; a charge list also holds the slots of a
+/// tracked process and thread).
+pub const MAX_LEVELS: usize = array_len(|s| &s.charge.slot) - 2 * PROC_SLOTS;
 
 /// How the BPF side reads each event, one bit per event (see bperf.bpf.c).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,6 +61,19 @@ pub struct ReadMasks {
     pub task_clock: u64,
     /// context-switches from the run queue's count of switches, with no perf event.
     pub rq_switches: u64,
+}
+
+impl ReadMasks {
+    /// The masks without the events in `events`.
+    pub fn without(self, events: u64) -> ReadMasks {
+        ReadMasks {
+            always_running: self.always_running & !events,
+            plain_count: self.plain_count & !events,
+            cpu_clock: self.cpu_clock & !events,
+            task_clock: self.task_clock & !events,
+            rq_switches: self.rq_switches & !events,
+        }
+    }
 }
 
 /// What the BPF side counts.
@@ -70,6 +93,9 @@ pub struct Config<'a> {
     pub plain_loads: bool,
     /// What a permission error at load means in this mode.
     pub privilege_hint: &'a str,
+    /// Load the instance shared by every session (see shared.rs) rather than one for
+    /// this counter alone: nr_events, cgroups and masks are then left to the sessions.
+    pub shared: bool,
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mapped count array.
@@ -144,6 +170,7 @@ impl<'obj> Bpf<'obj> {
             bail!("too many cgroups x events x CPUs to count ({counts_len})");
         }
         let skel = open_and_load(config, nr_possible, counts_len, storage)?;
+        debug_assert!(!config.shared);
         for &(event, cpu, fd) in fds {
             let key = (event * nr_possible + cpu as usize) as u32;
             let val = fd.as_raw_fd() as u32;
@@ -230,9 +257,14 @@ fn open_and_load<'obj>(
         .as_deref_mut()
         .expect("the BPF object has read-only data");
     let m = &config.masks;
-    ro.nr_events = config.nr_events as u32;
+    let (nr_events, nr_slots) = match config.shared {
+        true => (shared::EVENTS, shared::SLOTS),
+        false => (config.nr_events, config.cgroups.len()),
+    };
+    ro.nr_events = nr_events as u32;
     ro.nr_cpus = nr_possible as u32;
-    ro.nr_slots = config.cgroups.len() as u32;
+    ro.nr_slots = nr_slots as u32;
+    ro.shared = config.shared;
     ro.use_v1 = config.cgroup_v1;
     ro.always_running = m.always_running;
     ro.use_ktime = config.helper_only;
@@ -240,11 +272,16 @@ fn open_and_load<'obj>(
     ro.plain_count = m.plain_count & !m.rq_switches;
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
-    let per_cpu = nr_possible * config.nr_events.max(1);
+    if config.shared {
+        shared::size_maps(&mut open.maps)?;
+    } else {
+        // Tracked processes are for shared counters only.
+        open.progs.bperf_on_fork.set_autoload(false);
+        open.progs.bperf_on_free.set_autoload(false);
+        open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
+    }
+    let per_cpu = nr_possible * nr_events.max(1);
     open.maps.events.set_max_entries(per_cpu as u32)?;
-    open.maps
-        .cgrp_slot
-        .set_max_entries(config.cgroups.len() as u32)?;
     open.maps.counts.set_max_entries(counts_len as u32)?;
     open.load().map_err(|e| match e.kind() {
         libbpf_rs::ErrorKind::PermissionDenied => anyhow::anyhow!(

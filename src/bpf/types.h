@@ -31,6 +31,7 @@ enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 #define BPF_F_MMAPABLE (1U << 10)
+#define BPF_ANY 0
 #define BPF_F_NO_PREALLOC (1U << 0)
 
 struct bpf_perf_event_value {
@@ -86,6 +87,8 @@ struct sched_info {
 };
 
 struct task_struct {
+	int pid;
+	int tgid;
 	struct css_set *cgroups;
 	struct sched_entity se;
 	struct sched_info sched_info;

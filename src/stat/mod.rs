@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use crate::aggr;
 use crate::cgroup::{self, Cgroup, Hierarchy, Tree};
 use crate::cli::StatArgs;
-use crate::counter::{Counter, Setup};
+use crate::counter::{Counter, Setup, SharedSetup};
 use crate::event::{self, Event};
 use crate::metrics;
 
@@ -57,6 +57,18 @@ pub struct Plan {
     pub metrics: Vec<metrics::Use>,
     /// --per-thread over the whole system: threads that counted nothing are not shown.
     pub hide_idle_threads: bool,
+    /// --bpf-counters, the `b` modifier: the events counted through the shared counters.
+    pub shared: Option<SharedPlan>,
+}
+
+/// The events counted through the shared counters, and where those are pinned.
+#[derive(Clone, Debug)]
+pub struct SharedPlan {
+    /// One bit per event.
+    pub events: u64,
+    pub dir: std::path::PathBuf,
+    /// -p: processes are tracked whole (rather than -t's threads).
+    pub by_process: bool,
 }
 
 /// One event in one slot: the counts report::Line prints, one line per CPU with -A or
@@ -261,11 +273,6 @@ fn check_unavailable(a: &StatArgs) -> Result<()> {
             "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
         ));
     }
-    if a.bpf_attr_map.is_some() {
-        return Err(usage(
-            "--bpf-attr-map: bperf does not share counters across processes yet".into(),
-        ));
-    }
     Ok(())
 }
 
@@ -433,8 +440,47 @@ fn parse_cpus(a: &StatArgs) -> Result<Vec<u32>> {
     Ok(cpus)
 }
 
+/// The events to count through the shared counters: all with --bpf-counters, else those
+/// with the `b` modifier.
+fn shared_plan(a: &StatArgs, events: &[Event]) -> Result<Option<SharedPlan>> {
+    let mask = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| a.bpf_counters || e.bpf)
+        .fold(0u64, |m, (i, _)| m | 1 << i);
+    if mask == 0 {
+        return Ok(None);
+    }
+    if let Some(e) = events
+        .iter()
+        .enumerate()
+        .find(|(i, e)| mask & 1 << i != 0 && e.leader.is_some())
+    {
+        return Err(usage(format!(
+            "{}: event groups cannot be counted through the shared BPF counters",
+            e.1.name
+        )));
+    }
+    if a.per_thread {
+        return Err(usage(
+            "--per-thread cannot be used with BPF counters (--bpf-counters, :b)".into(),
+        ));
+    }
+    let dir = std::path::PathBuf::from(
+        a.bpf_attr_map
+            .as_deref()
+            .unwrap_or(crate::bpf::shared::DEFAULT_DIR),
+    );
+    crate::bpf::shared::check_dir(&dir).map_err(|e| usage(format!("--bpf-attr-map: {e}")))?;
+    Ok(Some(SharedPlan {
+        events: mask,
+        dir,
+        by_process: a.pid.is_some(),
+    }))
+}
+
 /// The cgroups and rows from --for-each-cgroup, --all-cgroups and -G.
-fn parse_cgroups(a: &StatArgs, nr_events: usize, bpf: bool) -> Result<CgroupRows> {
+fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
     let for_each = !a.for_each_cgroup.is_empty();
     if !(for_each || a.all_cgroups || !a.cgroup.is_empty()) {
         let rows = (0..nr_events)
@@ -444,18 +490,8 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize, bpf: bool) -> Result<CgroupRows
                 cgroup: None,
             })
             .collect();
-        // --bpf-counters on CPUs: the BPF program counts them as the root cgroup, which
-        // sees everything; the lines have no cgroup column.
-        let cgroups = match bpf {
-            true => {
-                let tree = Cgroupfs::new(cgroupfs::discover()?)?;
-                vec![tree.resolve("/")?]
-            }
-            false => Vec::new(),
-        };
         return Ok(CgroupRows {
             rows,
-            cgroups,
             ..CgroupRows::default()
         });
     }
@@ -509,13 +545,8 @@ impl Plan {
             false => parse_events(a)?,
         };
         let cpus = parse_cpus(a)?;
-        let bpf = a.bpf_counters || events.iter().any(|e| e.bpf);
-        if bpf && !per_cpu_target {
-            return Err(usage(
-                "BPF counters (--bpf-counters, :b) count CPUs and cgroups (-a, -C); for a command or process they are not done yet".into(),
-            ));
-        }
-        let cg = parse_cgroups(a, events.len(), bpf)?;
+        let shared = shared_plan(a, &events)?;
+        let cg = parse_cgroups(a, events.len())?;
         let (threads, watched) = match all_threads {
             true => (process::all_threads(), Vec::new()),
             false => parse_threads(a)?,
@@ -544,6 +575,7 @@ impl Plan {
             series: cg.rows,
             metrics,
             hide_idle_threads: all_threads,
+            shared,
         })
     }
 
@@ -1242,6 +1274,11 @@ fn open_counter<'obj>(
         cgroups: &ids,
         cgroup_v1: plan.cgroup_v1,
         verbose: a.verbose,
+        shared: plan.shared.as_ref().map(|sh| SharedSetup {
+            events: sh.events,
+            dir: &sh.dir,
+            processes: if sh.by_process { &plan.watched } else { &[] },
+        }),
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {

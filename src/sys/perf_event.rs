@@ -76,6 +76,13 @@ pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
     attr
 }
 
+/// The bytes of `attr` the kernel reads (its size field says how many).
+pub fn attr_bytes(attr: &perf_event_attr) -> &[u8] {
+    let n = (attr.size as usize).min(std::mem::size_of::<perf_event_attr>());
+    // SAFETY: perf_event_attr is plain old data; n is within it.
+    unsafe { std::slice::from_raw_parts((attr as *const perf_event_attr).cast::<u8>(), n) }
+}
+
 /// The attr perf stat record writes for `a` counted on `target`: the counting attr
 /// with the sample identifier set, as the attr's first `size` bytes.
 pub fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {

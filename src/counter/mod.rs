@@ -12,6 +12,8 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::OpenObject;
 use perf_event_open_sys::bindings as sw;
 
+mod shared_counts;
+
 use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
 use crate::event::{Attr, Event, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use crate::reading::Snapshot;
@@ -45,6 +47,18 @@ pub struct Setup<'a> {
     pub cgroup_v1: bool,
     /// -v: libbpf's diagnostics; -vv: also every perf_event_attr opened, as perf prints them.
     pub verbose: u8,
+    /// Events counted through the shared counters (--bpf-counters, the `b` modifier).
+    pub shared: Option<SharedSetup<'a>>,
+}
+
+/// The events a counter counts through the shared counters, and where those live.
+pub struct SharedSetup<'a> {
+    /// One bit per event.
+    pub events: u64,
+    /// The directory of the shared instance on a BPF file system.
+    pub dir: &'a std::path::Path,
+    /// -p: the processes, tracked whole (the threads then are theirs); empty for -t.
+    pub processes: &'a [libc::pid_t],
 }
 
 pub struct Counter<'obj> {
@@ -54,6 +68,8 @@ pub struct Counter<'obj> {
     nr_events: usize,
     /// Declared before fds: dropped (detached) before the perf events are closed.
     bpf: Option<Bpf<'obj>>,
+    shared: Option<shared_counts::Shared>,
+    nr_slots: usize,
     /// fds[event][cpu position]; None where the kernel refused the event.
     fds: Vec<Vec<Option<OwnedFd>>>,
     supported: Vec<bool>,
@@ -85,11 +101,12 @@ impl<'obj> Counter<'obj> {
         // With cgroups, some context-switches are read by the BPF side from the run
         // queue: no perf event for those.
         let path = (!setup.cgroups.is_empty()).then(ReadPath::of_this_kernel);
+        let shared_events = setup.shared.as_ref().map_or(0, |s| s.events);
         let masks = path
             .as_ref()
-            .map_or_else(ReadMasks::default, |p| p.masks(setup.events));
-        let rq_switches = masks.rq_switches;
-        let opened = open_events(setup, &targets, rq_switches).map_err(|e| match e {
+            .map_or_else(ReadMasks::default, |p| p.masks(setup.events))
+            .without(shared_events);
+        let opened = open_events(setup, &targets, masks.rq_switches).map_err(|e| match e {
             OpenError::Denied(event, e) => anyhow::anyhow!(
                 "cannot open event '{}': {e}: {}",
                 setup.events[event].name,
@@ -97,7 +114,9 @@ impl<'obj> Counter<'obj> {
             ),
             OpenError::Other(e) => e,
         })?;
+        let all_shared = shared_events.count_ones() as usize == nr_events;
         let bpf = match &path {
+            Some(_) if all_shared => None,
             None => None,
             Some(path) => {
                 let config = bpf::Config {
@@ -109,19 +128,35 @@ impl<'obj> Counter<'obj> {
                     helper_only: path.helper_only,
                     plain_loads: path.loads,
                     privilege_hint: privilege_hint(setup),
+                    shared: false,
                 };
                 let fds = event_fds(&opened.fds, setup.cpus);
                 Some(Bpf::load(&config, &fds, storage)?)
             }
+        };
+        let mut supported = opened.supported;
+        let shared = match &setup.shared {
+            Some(sh) => {
+                let counts = shared_counts::Shared::join(setup, sh, &targets)?;
+                for (i, ok) in supported.iter_mut().enumerate() {
+                    if sh.events & 1 << i != 0 {
+                        *ok = counts.counts_event(i);
+                    }
+                }
+                Some(counts)
+            }
+            None => None,
         };
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
             nr_targets: targets.len(),
             nr_events,
             fds: opened.fds,
-            supported: opened.supported,
+            supported,
             user_only: opened.user_only,
             bpf,
+            shared,
+            nr_slots: setup.cgroups.len().max(1),
             base: Snapshot::new(setup.cgroups.len(), nr_events, targets.len()),
             paused: None,
         };
@@ -179,10 +214,10 @@ impl<'obj> Counter<'obj> {
     }
 
     fn read_raw(&mut self) -> Result<Snapshot> {
-        match &self.bpf {
-            Some(bpf) => bpf.read(&self.cpus, self.nr_events),
+        let mut s = match &self.bpf {
+            Some(bpf) => bpf.read(&self.cpus, self.nr_events)?,
             None => {
-                let mut s = Snapshot::new(1, self.nr_events, self.nr_targets);
+                let mut s = Snapshot::new(self.nr_slots, self.nr_events, self.nr_targets);
                 for (e, per_cpu) in self.fds.iter().enumerate() {
                     for (c, fd) in per_cpu.iter().enumerate() {
                         if let Some(fd) = fd {
@@ -190,9 +225,13 @@ impl<'obj> Counter<'obj> {
                         }
                     }
                 }
-                Ok(s)
+                s
             }
+        };
+        if let Some(shared) = &self.shared {
+            shared.read_into(&mut s)?;
         }
+        Ok(s)
     }
 }
 
@@ -228,6 +267,7 @@ enum OpenError {
 /// side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
 fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Opened, OpenError> {
+    let shared = setup.shared.as_ref().map_or(0, |s| s.events);
     let (events, dump) = (setup.events, setup.verbose >= 2);
     let mut o = Opened {
         fds: Vec::with_capacity(events.len()),
@@ -235,6 +275,14 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
         user_only: vec![false; events.len()],
     };
     for (i, ev) in events.iter().enumerate() {
+        if shared & 1 << i != 0 {
+            if dump {
+                eprintln!("{}: counted through the shared counters", ev.name);
+            }
+            o.fds.push(targets.iter().map(|_| None).collect());
+            o.supported.push(true);
+            continue;
+        }
         if rq_switches & 1 << i != 0 {
             if dump {
                 eprintln!(
@@ -543,6 +591,7 @@ mod tests {
             cgroups,
             cgroup_v1: false,
             verbose: 0,
+            shared: None,
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();
