@@ -631,7 +631,7 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	struct bperf_charge *charge;
 	struct cgroup *cg;
 	__u32 tgid, tid;
-	bool stale;
+	bool stale, old_procs;
 	__u64 id;
 
 	/* By cgroup id, never reused, not by css_set or cgroup pointer: those are freed and
@@ -650,6 +650,7 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	charge = charge_of(st, cg, id);
 	if (!charge)
 		return;
+	old_procs = st->ptgid || st->ptid;
 	st->cgid = id;
 	st->ptgid = tgid;
 	st->ptid = tid;
@@ -657,6 +658,12 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	 * baseline to keep (slot 0 takes both at the next reading). */
 	if (st->charge.nr == 0 && charge->nr == 0 && !tgid && !tid)
 		return;
+	/* A tracked task's time is what its own task-clock says: from the clock as it is
+	 * when the switch happens. The run queue clock can be a wakeup's, older by the time
+	 * an idle CPU took to wake up, which the scheduler (and cpu.stat) charge to the task
+	 * woken, but its task-clock does not: the clocks are then read by the helper. */
+	if (old_procs || tgid || tid)
+		rq_clock_fresh = false;
 	account(st, now, rq_clock_fresh, tail_ns);
 	copy_charge(&st->charge, charge);
 	append_proc(&st->charge, &proc_tgid, tgid);

@@ -1,0 +1,378 @@
+//! Shared counters (--bpf-counters, the `b` modifier): every session counts through one
+//! perf event per (event, CPU), and each counts what the kernel's own accounting says its
+//! target did. Root only; each test holds the counting lock.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const DIR: &str = "/sys/fs/bpf/bperf";
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// After the last session: no program loaded, nothing pinned, no keeper left.
+fn assert_nothing_left() {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while (Path::new(DIR).exists() || keepers() > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!Path::new(DIR).exists(), "{DIR} left behind");
+    assert_eq!(keepers(), 0, "a keeper is still running");
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// Running keepers of the shared counters.
+fn keepers() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(13).any(|w| w == b"__keep-shared"))
+        })
+        .count()
+}
+
+/// The CSV value of `event` in bperf's output (beside the workload's reports).
+fn csv_value(err: &str, event: &str) -> f64 {
+    let line = err
+        .lines()
+        .find(|l| l.split(',').nth(2) == Some(event))
+        .unwrap_or_else(|| panic!("no {event} in {err}"));
+    line.split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{line}"))
+}
+
+/// A command and its children, counted through shared counters, count what the kernel
+/// says they did: their own task-clock, their rusage's switches and page faults.
+#[test]
+fn a_command_and_its_children_count_as_the_kernel_says() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let w = workload();
+    let w = w.to_str().unwrap();
+    // Two children spinning side by side: task-clock.
+    let both = format!("{w} spin 400 & {w} spin 400; wait");
+    let o = run_ok(bperf().args([
+        "stat",
+        "--bpf-counters",
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        &both,
+    ]));
+    let err = stderr(&o);
+    let own = own_task_clock_ns(&err, &["spin"]);
+    let ours = csv_value(&err, "task-clock") * 1e6;
+    // The shell's own few milliseconds are in ours only.
+    assert!(
+        ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
+        "task-clock {ours} vs own {own}: {err}"
+    );
+    // A ping-pong with a child: every switch. (Its task-clock is not compared: a switch's
+    // own cost, about a microsecond here, is charged to the task switched to, as the
+    // scheduler charges it, where the task's own task-clock starts after it.)
+    let o = run_ok(bperf().args([
+        "stat",
+        "--bpf-counters",
+        "-x,",
+        "-e",
+        "context-switches",
+        "--",
+        w,
+        "pingpong",
+        "20000",
+    ]));
+    let err = stderr(&o);
+    let (cs, _) = rusage_totals(&err);
+    let ours_cs = csv_value(&err, "context-switches");
+    assert!(
+        within(ours_cs, cs as f64, 2.0),
+        "cs {ours_cs} vs rusage {cs}: {err}"
+    );
+    let o = run_ok(bperf().args([
+        "stat",
+        "-e",
+        "page-faults:b",
+        "-x,",
+        "--",
+        w,
+        "faults",
+        "20000",
+    ]));
+    let err = stderr(&o);
+    let (_, faults) = rusage_totals(&err);
+    let ours = csv_value(&err, "page-faults:b");
+    assert!(
+        within(ours, faults as f64, 2.0),
+        "faults {ours} vs rusage {faults}: {err}"
+    );
+    assert_nothing_left();
+}
+
+/// -p with one shared event and one plain: the shared task-clock agrees with the
+/// process's own, counted from when it starts its work.
+#[test]
+fn a_process_counts_through_the_b_modifier() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let cg = TestCgroup::new("shared-p");
+    let w = workload();
+    let target = Command::new(&w)
+        .args(["spin", "800", &cg.procs(), "400"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    let o = run_ok(bperf().args(["stat", "-x,", "-e", "task-clock:b,page-faults", "-p", &pid]));
+    let out = target.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    let err = stderr(&o);
+    let own = own_task_clock_ns(&report, &["spin"]);
+    let ours = csv_value(&err, "task-clock:b") * 1e6;
+    // bperf also counts the process's sleep before its work: a few microseconds.
+    assert!(
+        ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
+        "task-clock {ours} vs own {own}: {err}"
+    );
+    assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
+    assert_nothing_left();
+}
+
+struct Started {
+    child: Child,
+    kind: &'static str,
+}
+
+fn spawn(args: &[&str], kind: &'static str) -> Started {
+    let child = bperf()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Started { child, kind }
+}
+
+/// perf event file descriptors open in all processes right now.
+fn perf_event_fds() -> usize {
+    let mut n = 0;
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path())
+                .is_ok_and(|l| l.to_string_lossy().contains("[perf_event]"))
+            {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// The task-clock (ms) and elapsed seconds of a table bperf printed.
+fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
+    let num = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse::<f64>()
+            .unwrap()
+    };
+    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let elapsed = err
+        .lines()
+        .find(|l| l.contains("seconds time elapsed"))
+        .map(num);
+    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
+}
+
+/// usage_usec lines a `cat cpu.stat` printed, in ns: the first and the last.
+fn usage_window(out: &str) -> f64 {
+    let v: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("usage_usec "))
+        .map(|v| v.trim().parse::<f64>().unwrap() * 1e3)
+        .collect();
+    assert!(v.len() >= 2, "{out}");
+    v[v.len() - 1] - v[0]
+}
+
+/// 50 sessions at once (30 system-wide, 10 on one cgroup, 10 on their own commands),
+/// one of them killed with SIGKILL: together they hold no more than E x C x 2 perf
+/// events, each counts what the kernel says its target did, and nothing is left after.
+#[test]
+fn fifty_sessions_share_counters_and_survive_a_kill() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let cg = TestCgroup::new("shared-50");
+    let w = workload();
+    let mut spinner = Command::new(&w)
+        .args(["spin", "12000", &cg.procs()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cpu_stat = cg.path.join("cpu.stat").display().to_string();
+    let watch = format!("cat {cpu_stat}; sleep 3; cat {cpu_stat}");
+    let mut sessions = Vec::new();
+    for i in 0..50 {
+        let s = match i % 5 {
+            0 | 1 | 2 => spawn(
+                &[
+                    "stat",
+                    "-a",
+                    "--bpf-counters",
+                    "-e",
+                    "task-clock,context-switches",
+                    "--",
+                    "sleep",
+                    "3",
+                ],
+                "cpus",
+            ),
+            3 => spawn(
+                &[
+                    "stat",
+                    "-a",
+                    "--bpf-counters",
+                    "-e",
+                    "task-clock",
+                    "-G",
+                    &cg.name,
+                    "--",
+                    "sh",
+                    "-c",
+                    &watch,
+                ],
+                "cgroup",
+            ),
+            _ => spawn(
+                &[
+                    "stat",
+                    "--bpf-counters",
+                    "-x,",
+                    "-e",
+                    "task-clock,context-switches",
+                    "--",
+                    w.to_str().unwrap(),
+                    "spin",
+                    "400",
+                ],
+                "command",
+            ),
+        };
+        sessions.push(s);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // All joined by now; one system-wide session dies without a word.
+    std::thread::sleep(Duration::from_millis(1500));
+    let fds = perf_event_fds();
+    let victim = sessions.remove(0);
+    unsafe { libc::kill(victim.child.id() as i32, libc::SIGKILL) };
+    let mut failures = Vec::new();
+    let cpus = bperf::sys::online_cpus().unwrap().len() as f64;
+    for s in sessions {
+        let o = s.child.wait_with_output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+        if !o.status.success() {
+            failures.push(format!("{} failed: {err}", s.kind));
+            continue;
+        }
+        let ok = match s.kind {
+            "cpus" => {
+                let (ms, secs) = table_clock_and_elapsed(&err);
+                within(ms * 1e6, cpus * secs * 1e9, 3.0)
+            }
+            "cgroup" => {
+                let (ms, _) = table_clock_and_elapsed(&err);
+                within(ms * 1e6, usage_window(&out), 3.0)
+            }
+            _ => {
+                // Ours also has the exec and start-up before the workload's main().
+                let own = own_task_clock_ns(&err, &["spin"]);
+                let ours = csv_value(&err, "task-clock") * 1e6;
+                within(ours, own, 3.0) || (ours >= own && ours <= own + 2e6)
+            }
+        };
+        if !ok {
+            failures.push(format!("{}: {out}{err}", s.kind));
+        }
+    }
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    let _ = victim.child.wait_with_output();
+    // Two events on two CPUs are shared (context-switches needs no perf event at all).
+    let limit = 2 * cpus as usize * 2;
+    assert!(fds <= limit, "{fds} perf event fds open, more than {limit}");
+    assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
+    assert_nothing_left();
+}
+
+/// The last session killed with SIGKILL: its keeper removes the instance.
+#[test]
+fn the_last_session_killed_leaves_nothing() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let mut s = spawn(
+        &["stat", "-a", "-e", "cpu-clock:b", "--", "sleep", "20"],
+        "cpus",
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !Path::new(DIR).join("registry").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Path::new(DIR).join("registry").exists());
+    assert!(keepers() > 0);
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGKILL) };
+    let _ = s.child.wait();
+    assert_nothing_left();
+}
+
+/// perf's own registry is never taken; a path off any BPF file system is refused.
+#[test]
+fn foreign_registries_are_refused() {
+    for (path, status) in [
+        ("/sys/fs/bpf/perf_attr_map", 129),
+        ("/tmp/not-bpffs/bperf", 255),
+    ] {
+        let o = bperf()
+            .args([
+                "stat",
+                "-a",
+                "--bpf-counters",
+                "--bpf-attr-map",
+                path,
+                "-e",
+                "cpu-clock",
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(status), "{path}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    }
+}
