@@ -238,7 +238,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
     let mut sessions = Vec::new();
     for i in 0..50 {
         let s = match i % 5 {
-            0 | 1 | 2 => spawn(
+            0..=2 => spawn(
                 &[
                     "stat",
                     "-a",
