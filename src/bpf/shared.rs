@@ -936,7 +936,7 @@ fn leave(inst: &Instance, id: usize) -> Result<()> {
 pub const KEEPER_ARG: &str = "__keep-shared";
 
 /// How often the keeper looks for sessions that died.
-const KEEPER_PERIOD: Duration = Duration::from_millis(200);
+const KEEPER_PERIOD: Duration = Duration::from_secs(1);
 
 /// Starts the keeper of the instance in `dir` (see `keep`), detached from this session.
 fn start_keeper(dir: &Path) {
@@ -963,13 +963,22 @@ pub fn keep(dir: &Path) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
     let parent = dir.parent().context("no parent directory")?;
+    let inst = {
+        let (_lock, _) = lock(parent)?;
+        match dir.join("registry").exists() {
+            true => (Instance::open(dir)?, fs::metadata(dir)?.ino()),
+            false => return Ok(()),
+        }
+    };
+    let (inst, dir_ino) = inst;
     loop {
         std::thread::sleep(KEEPER_PERIOD);
         let (_lock, _) = lock(parent)?;
-        if !dir.join("registry").exists() {
+        // Removed by the last session out (a new instance has a keeper of its own).
+        let same_dir = fs::metadata(dir).is_ok_and(|m| m.ino() == dir_ino);
+        if !same_dir || !dir.join("registry").exists() {
             return Ok(());
         }
-        let inst = Instance::open(dir)?;
         let mut reg = inst.load_registry()?;
         let before = reg.live_sessions();
         inst.reap(&mut reg);
