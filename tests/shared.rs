@@ -16,8 +16,17 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// After the last session: no program loaded, nothing pinned, no keeper left.
-fn assert_nothing_left() {
+/// Whether a BPF file system is mounted at /sys/fs/bpf.
+fn bpffs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf"))
+}
+
+/// After the last session: no program loaded, nothing pinned, no keeper left, and the
+/// BPF file system mounted only if it was before (`was_mounted`).
+fn assert_nothing_left(was_mounted: bool) {
     let deadline = Instant::now() + Duration::from_secs(3);
     while (Path::new(DIR).exists() || keepers() > 0) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -25,6 +34,11 @@ fn assert_nothing_left() {
     assert!(!Path::new(DIR).exists(), "{DIR} left behind");
     assert_eq!(keepers(), 0, "a keeper is still running");
     assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+    assert_eq!(
+        bpffs_mounted(),
+        was_mounted,
+        "/sys/fs/bpf mounted after, not before"
+    );
 }
 
 /// Running keepers of the shared counters.
@@ -60,6 +74,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
         return;
     }
     let _g = serial();
+    let was_mounted = bpffs_mounted();
     let w = workload();
     let w = w.to_str().unwrap();
     // Two children spinning side by side: task-clock.
@@ -121,7 +136,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
         within(ours, faults as f64, 2.0),
         "faults {ours} vs rusage {faults}: {err}"
     );
-    assert_nothing_left();
+    assert_nothing_left(was_mounted);
 }
 
 /// -p with one shared event and one plain: the shared task-clock agrees with the
@@ -132,6 +147,7 @@ fn a_process_counts_through_the_b_modifier() {
         return;
     }
     let _g = serial();
+    let was_mounted = bpffs_mounted();
     let cg = TestCgroup::new("shared-p");
     let w = workload();
     let target = Command::new(&w)
@@ -152,7 +168,7 @@ fn a_process_counts_through_the_b_modifier() {
         "task-clock {ours} vs own {own}: {err}"
     );
     assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
-    assert_nothing_left();
+    assert_nothing_left(was_mounted);
 }
 
 struct Started {
@@ -226,6 +242,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
         return;
     }
     let _g = serial();
+    let was_mounted = bpffs_mounted();
     let cg = TestCgroup::new("shared-50");
     let w = workload();
     let mut spinner = Command::new(&w)
@@ -326,7 +343,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
     let limit = 2 * cpus as usize * 2;
     assert!(fds <= limit, "{fds} perf event fds open, more than {limit}");
     assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
-    assert_nothing_left();
+    assert_nothing_left(was_mounted);
 }
 
 /// The last session killed with SIGKILL: its keeper removes the instance.
@@ -336,6 +353,7 @@ fn the_last_session_killed_leaves_nothing() {
         return;
     }
     let _g = serial();
+    let was_mounted = bpffs_mounted();
     let mut s = spawn(
         &["stat", "-a", "-e", "cpu-clock:b", "--", "sleep", "20"],
         "cpus",
@@ -348,7 +366,7 @@ fn the_last_session_killed_leaves_nothing() {
     assert!(keepers() > 0);
     unsafe { libc::kill(s.child.id() as i32, libc::SIGKILL) };
     let _ = s.child.wait();
-    assert_nothing_left();
+    assert_nothing_left(was_mounted);
 }
 
 /// perf's own registry is never taken; a path off any BPF file system is refused.

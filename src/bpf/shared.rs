@@ -631,8 +631,9 @@ fn is_bpffs(path: &Path) -> bool {
 }
 
 /// Takes the registry lock on `parent`, mounting a BPF file system at /sys/fs/bpf
-/// first when none is there. True in the result: this call mounted it.
-fn lock(parent: &Path) -> Result<(Lock, bool)> {
+/// first when none is there and `mount` says so (None if it does not: there is no
+/// instance). True in the result: this call mounted it.
+fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
     let mut mounted = false;
     loop {
         let fd = rustix::fs::open(
@@ -650,7 +651,10 @@ fn lock(parent: &Path) -> Result<(Lock, bool)> {
             continue;
         }
         if is_bpffs(parent) {
-            return Ok((Lock { _dir: fd }, mounted));
+            return Ok(Some((Lock { _dir: fd }, mounted)));
+        }
+        if !mount {
+            return Ok(None);
         }
         if parent != Path::new(BPFFS) {
             bail!(
@@ -812,7 +816,7 @@ impl Session {
     pub fn join(req: Request) -> Result<Session> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
-        let (lock, mounted) = lock(parent)?;
+        let (lock, mounted) = lock(parent, true)?.expect("mounted");
         if !req.dir.join("registry").exists() {
             create(req.dir, req.config, mounted)
                 .inspect_err(|_| remove_instance(req.dir, mounted))?;
@@ -918,7 +922,9 @@ impl Drop for Session {
 /// Releases session `id`; the last session out removes the instance.
 fn leave(inst: &Instance, id: usize) -> Result<()> {
     let parent = inst.dir.parent().expect("checked at join");
-    let (_lock, _) = lock(parent)?;
+    let Some(_lock) = lock(parent, false)? else {
+        return Ok(());
+    };
     if !inst.dir.join("registry").exists() {
         return Ok(());
     }
@@ -964,7 +970,9 @@ pub fn keep(dir: &Path) -> Result<()> {
     }
     let parent = dir.parent().context("no parent directory")?;
     let inst = {
-        let (_lock, _) = lock(parent)?;
+        let Some(_lock) = lock(parent, false)? else {
+            return Ok(());
+        };
         match dir.join("registry").exists() {
             true => (Instance::open(dir)?, fs::metadata(dir)?.ino()),
             false => return Ok(()),
@@ -973,7 +981,9 @@ pub fn keep(dir: &Path) -> Result<()> {
     let (inst, dir_ino) = inst;
     loop {
         std::thread::sleep(KEEPER_PERIOD);
-        let (_lock, _) = lock(parent)?;
+        let Some(_lock) = lock(parent, false)? else {
+            return Ok(());
+        };
         // Removed by the last session out (a new instance has a keeper of its own).
         let same_dir = fs::metadata(dir).is_ok_and(|m| m.ino() == dir_ino);
         if !same_dir || !dir.join("registry").exists() {
