@@ -13,10 +13,6 @@ fn stat(args: &[&str]) -> Output {
     bperf().arg("stat").args(args).output().unwrap()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// The task-clock (ms) bperf counted, from -x, output (no cgroups) on stderr.
 fn task_clock_ms(err: &str) -> f64 {
     err.lines()

@@ -12,10 +12,6 @@ use common::*;
 
 const DIR: &str = "/sys/fs/bpf/bperf";
 
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// Whether a BPF file system is mounted at /sys/fs/bpf.
 fn bpffs_mounted() -> bool {
     std::fs::read_to_string("/proc/self/mounts")

@@ -26,12 +26,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ProgramHandle};
-use memmap2::{Mmap, MmapMut, MmapOptions};
+use memmap2::{MmapMut, MmapOptions};
 
-use super::skel::types::{bperf_live, bperf_proc, bperf_reading};
+use super::skel::types::{bperf_live, bperf_proc};
 use super::skel::OpenBperfMaps;
-use super::{check_kernel, open_and_load, Config, ReadMasks, PROC_SLOTS};
+use super::{check_kernel, open_and_load, Config, Counts, ReadMasks, PROC_SLOTS};
 use crate::reading::Reading;
+use crate::sys::process::start_time;
 
 /// Events counted at once through the shared instance: the stride of its arrays.
 pub const EVENTS: usize = 32;
@@ -56,7 +57,15 @@ pub const PERF_ATTR_MAP: &str = "/sys/fs/bpf/perf_attr_map";
 const BPF_FS_MAGIC: i64 = 0xcafe4a11;
 const REGISTRY_VERSION: u32 = 1;
 
-const PINNED_MAPS: [&str; 8] = [
+/// Everything pinned, in the order it is removed: the registry first, since a directory
+/// without one is no instance whatever is left, then the links, which stop the programs.
+const PINS: [&str; 13] = [
+    "registry",
+    "on_switch",
+    "on_attach",
+    "on_fork",
+    "on_free",
+    "flush",
     "events",
     "cgrp_slot",
     "proc_tgid",
@@ -64,7 +73,6 @@ const PINNED_MAPS: [&str; 8] = [
     "tracked",
     "counts",
     "live",
-    "registry",
 ];
 const LINKS: [&str; 4] = ["on_switch", "on_attach", "on_fork", "on_free"];
 
@@ -218,7 +226,7 @@ struct Instance {
     registry: MapHandle,
     tracked: MmapMut,
     live: MmapMut,
-    counts: Mmap,
+    counts: Counts,
     flush: ProgramHandle,
 }
 
@@ -238,10 +246,7 @@ impl Instance {
     fn open(dir: &Path) -> Result<Instance> {
         let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         let counts_map = map_at(dir, "counts")?;
-        let bytes = nr_possible * SLOTS * EVENTS * size_of::<bperf_reading>();
-        // SAFETY: as mmap_of, read-only.
-        let counts = unsafe { MmapOptions::new().len(bytes).map(&counts_map.as_fd()) }
-            .context("mapping the shared count array")?;
+        let counts = Counts::new(counts_map.as_fd(), nr_possible * SLOTS * EVENTS)?;
         let live = mmap_of(&map_at(dir, "live")?, size_of::<bperf_live>())?;
         let tracked = mmap_of(&map_at(dir, "tracked")?, TRACKED_WORDS as usize * 8)?;
         Ok(Instance {
@@ -328,16 +333,8 @@ impl Instance {
     }
 
     fn reading(&self, slot: usize, event: usize, cpu: u32) -> Reading {
-        let i = (cpu as usize * SLOTS + slot) * EVENTS + event;
-        let base = self.counts.as_ptr().cast::<bperf_reading>();
-        assert!(i < self.nr_possible * SLOTS * EVENTS);
-        // SAFETY: in bounds of the page-aligned mapping; the BPF side writes whole u64s.
-        let r = unsafe { std::ptr::read_volatile(base.add(i)) };
-        Reading {
-            counter: r.counter,
-            enabled: r.enabled,
-            running: r.running,
-        }
+        self.counts
+            .get((cpu as usize * SLOTS + slot) * EVENTS + event)
     }
 
     /// Registers event `key` for session `s`: an event counted already, or a new one
@@ -562,7 +559,7 @@ impl Instance {
     fn reap(&self, reg: &mut Registry) {
         for s in 0..SESSIONS {
             let e = reg.sessions[s];
-            if e.used != 0 && process_start(e.pid) != Some(e.start) {
+            if e.used != 0 && start_time(e.pid) != Some(e.start) {
                 self.release(reg, s);
             }
         }
@@ -591,14 +588,6 @@ fn proc_bytes(p: &bperf_proc) -> &[u8] {
             size_of::<bperf_proc>(),
         )
     }
-}
-
-/// The start time of process `pid` (field 22 of /proc/PID/stat), if it runs.
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name, in parentheses, may hold spaces: fields count from after it.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
 }
 
 /// Sets the sizes and flags the shared instance's maps need before load.
@@ -754,13 +743,7 @@ fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
 
 /// Removes the instance's pins and directory (what remains is freed with its last fd).
 fn remove_pins(dir: &Path) {
-    // The registry first: a directory without one is no instance, whatever is left.
-    for name in ["registry"]
-        .iter()
-        .chain(&LINKS)
-        .chain(&PINNED_MAPS)
-        .chain(&["flush"])
-    {
+    for name in PINS {
         let _ = fs::remove_file(dir.join(name));
     }
     let _ = fs::remove_dir(dir);
@@ -886,7 +869,7 @@ fn register(
     reg.sessions[id] = SessionEntry {
         pid: me,
         used: 1,
-        start: process_start(me).context("reading this process's start time")?,
+        start: start_time(me).context("reading this process's start time")?,
     };
     let mut events = Vec::new();
     let mut done = || -> Result<Vec<usize>> {
@@ -969,7 +952,7 @@ pub fn keep(dir: &Path) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
     let parent = dir.parent().context("no parent directory")?;
-    let inst = {
+    let (inst, dir_ino) = {
         let Some(_lock) = lock(parent, false)? else {
             return Ok(());
         };
@@ -978,7 +961,6 @@ pub fn keep(dir: &Path) -> Result<()> {
             false => return Ok(()),
         }
     };
-    let (inst, dir_ino) = inst;
     loop {
         std::thread::sleep(KEEPER_PERIOD);
         let Some(_lock) = lock(parent, false)? else {
@@ -1034,9 +1016,9 @@ mod tests {
 
     #[test]
     fn start_time_of_this_process_is_found() {
-        let me = process_start(std::process::id());
+        let me = start_time(std::process::id());
         assert!(me.is_some_and(|t| t > 0));
-        assert_eq!(process_start(u32::MAX), None);
+        assert_eq!(start_time(u32::MAX), None);
     }
 
     #[test]

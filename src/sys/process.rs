@@ -239,6 +239,15 @@ pub fn alive(id: libc::pid_t) -> bool {
     })
 }
 
+/// When process `pid` started (field 22 of /proc/PID/stat, in clock ticks since boot),
+/// if it runs: with the pid, it names one process even after the pid is reused.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces: fields count from after it.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
 /// Calls `then` once every process or thread of `ids` has ended, from a thread of its
 /// own. Processes are watched through pidfds, which tell at once; a thread that is not
 /// a process's first has none before Linux 6.9, and is looked at every 20 ms.

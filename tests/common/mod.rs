@@ -46,6 +46,11 @@ pub fn privileged() -> bool {
     bperf::sys::privileged()
 }
 
+/// A finished command's stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 pub fn bperf() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bperf"))
 }
