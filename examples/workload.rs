@@ -6,7 +6,7 @@
 //!   workload echo                          the child side of pingpong
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
 //!
-//! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T` to stderr just before
+//! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T run_ns=R` to stderr just before
 //! it exits: its own getrusage (faults since it moved into its cgroup, the rest over its
 //! whole life), and the kernel's task-clock of the process since it moved into its cgroup
 //! (its whole life if it did not move), counted by a perf event it opens on itself first
@@ -66,15 +66,25 @@ fn open_task_clock() -> Option<OwnedFd> {
     perf_event::open_with_fallback(attr, Target::Task(0), None, false).ok()
 }
 
+/// The time this thread has run over its whole life, exec and what came before it
+/// included, as the scheduler counts it (/proc/self/schedstat, ns).
+fn run_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn report(mode: &str) {
     let ru = rusage();
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     // One write(2), so that reports of processes sharing stderr never interleave.
     let line = format!(
-        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns}\n",
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={}\n",
         std::process::id(),
         ru.ru_nvcsw + ru.ru_nivcsw,
-        faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed)
+        faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed),
+        run_ns()
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
