@@ -19,6 +19,7 @@ run: build
 
 # Counting tests measure each other on small machines: one test at a time.
 test: setup
+	@./scripts/setup --test
 	$(CARGO) test --release -- --test-threads=1
 
 # The cost-of-counting benchmark against perf (bench/README.md); about 30 minutes.

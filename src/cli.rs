@@ -38,6 +38,10 @@ pub enum Command {
     /// List the events this machine offers, marking those its kernel refuses.
     #[command(long_about = LIST_ABOUT)]
     List(ListArgs),
+    /// Count continuously and export the counts for Prometheus (HTTP /metrics, or a
+    /// file for node_exporter's textfile collector).
+    #[command(long_about = SERVE_ABOUT)]
+    Serve(ServeArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_name = "SHELL")]
@@ -230,13 +234,23 @@ pub struct StatArgs {
     /// perf_event controller; / or an empty name is the root. A name must lead, after ..
     /// and symlinks, to a cgroup on that mount. When any name holds a regular-expression
     /// character, every name is a pattern matched against whole paths. A name given
-    /// twice is counted once. Needs -a or -C, as in perf.
+    /// twice is counted once. Needs -a or -C, as in perf. With patterns, cgroups created
+    /// while counting are counted too, from their creation (see --all-cgroups).
     #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
     pub for_each_cgroup: Vec<String>,
 
-    /// Count every event for each cgroup that exists at start.
+    /// Count every event for each cgroup. Cgroups created while counting are counted from
+    /// their creation; a removed cgroup's final counts are printed once (in the next
+    /// interval with -I, else at the end), then it drops out.
     #[arg(long = "all-cgroups", conflicts_with_all = ["for_each_cgroup", "cgroup"])]
     pub all_cgroups: bool,
+
+    /// With --all-cgroups or patterns: count at most N cgroups at once. Further cgroups
+    /// are left out (said once on stderr), their time counted in their counted
+    /// ancestors, until removed cgroups free a place.
+    #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_cgroups: u32,
 
     /// Count the i-th event only in the i-th cgroup of this list.
     ///
@@ -508,13 +522,87 @@ pub struct StatArgs {
 const EXIT_STATUS: &str = "The command's status when one was given, 0 otherwise; 129 for \
 bad options or input (one line on standard error); 255 when counting could not be set up, \
 the output could not be written or the command could not be run; 141 when the output \
-pipe closed; 130 after Ctrl-C and 143 after SIGTERM without a command.";
+pipe closed; 130 after Ctrl-C and 143 after SIGTERM without a command. bperf serve exits 0 \
+after SIGTERM or Ctrl-C.";
+
+const SERVE_ABOUT: &str = "\
+Count continuously and export the counts for Prometheus (HTTP /metrics, or a file for \
+node_exporter's textfile collector).
+
+The counts are read when a scraper asks for /metrics (or when the textfile is written), \
+in Prometheus's text format, or OpenMetrics when the scraper asks for it. \
+bperf_count_total{event,cgroup} is the raw count since bperf started (task-clock in ns); \
+bperf_enabled_seconds_total and bperf_running_seconds_total tell multiplexing. \
+With --all-cgroups or patterns, cgroups created later are counted from their creation, \
+and a removed cgroup's final counts are exported once. SIGTERM and SIGINT stop bperf \
+(exit 0) with nothing left loaded; SIGHUP reads the cgroup tree again.";
+
+const SERVE_EXAMPLES: &[&str] = &[
+    "bperf serve -a -e task-clock,context-switches --all-cgroups",
+    "bperf serve --listen 0.0.0.0:9464 -e cycles,instructions --for-each-cgroup 'system.slice/.*'",
+    "bperf serve --textfile /var/lib/node_exporter/textfile -I 15000 --all-cgroups",
+];
 
 const STAT_EXAMPLES: &[&str] = &[
     "bperf stat -a -e task-clock,context-switches --for-each-cgroup web,db -I 1000",
     "bperf stat -a -x, --all-cgroups -- sleep 10",
     "bperf stat -a -e cycles,instructions -G system.slice -- make",
 ];
+
+/// What `bperf serve` counts and where it exports the counts.
+#[derive(Debug, Args, Clone)]
+#[command(args_override_self = true)]
+pub struct ServeArgs {
+    /// Serve /metrics over HTTP at this address (default 127.0.0.1:9464, unless only
+    /// --textfile is given). Give 0.0.0.0:PORT or [::]:PORT to be scraped from elsewhere.
+    #[arg(long = "listen", value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+
+    /// Also write the metrics to DIR/bperf.prom every interval (atomically: a temporary
+    /// file renamed over it), for node_exporter's textfile collector; removed at exit.
+    #[arg(long = "textfile", value_name = "DIR")]
+    pub textfile: Option<PathBuf>,
+
+    /// How often the textfile is written, in milliseconds.
+    #[arg(short = 'I', long = "interval-print", value_name = "MS", default_value_t = 10000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub interval: u64,
+
+    /// Events, as bperf stat takes them. Default: perf's default set (events this
+    /// machine cannot count are left out, said once on stderr).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+
+    /// Count on all CPUs (the default, unless -C is given).
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
+
+    /// Count only on these CPUs, e.g. 0-2,5.
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Count every event for each of these cgroups, as bperf stat does; patterns follow
+    /// the tree as cgroups come and go.
+    #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
+    pub for_each_cgroup: Vec<String>,
+
+    /// Count every event for each cgroup, those created later included.
+    #[arg(long = "all-cgroups", conflicts_with = "for_each_cgroup")]
+    pub all_cgroups: bool,
+
+    /// With --all-cgroups or patterns: count at most N cgroups at once (see bperf stat).
+    #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_cgroups: u32,
+
+    /// Export each CPU's counts (a cpu label) instead of their sum.
+    #[arg(short = 'A', long = "no-aggr")]
+    pub no_aggr: bool,
+
+    /// Say how long each read took; libbpf's diagnostics.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
 
 /// The man pages, as (file name, roff text): bperf(1) and one per subcommand.
 pub fn man_pages() -> Vec<(String, String)> {
@@ -523,10 +611,10 @@ pub fn man_pages() -> Vec<(String, String)> {
     let mut pages = vec![("bperf.1".to_string(), man_page(top.clone(), &[]))];
     for sub in top.get_subcommands() {
         let name = format!("bperf-{}", sub.get_name());
-        let examples: &[&str] = if sub.get_name() == "stat" {
-            STAT_EXAMPLES
-        } else {
-            &[]
+        let examples: &[&str] = match sub.get_name() {
+            "stat" => STAT_EXAMPLES,
+            "serve" => SERVE_EXAMPLES,
+            _ => &[],
         };
         let cmd = sub
             .clone()
@@ -555,7 +643,7 @@ fn man_page(cmd: clap::Command, examples: &[&str]) -> String {
     page.push_str(".SH \"EXIT STATUS\"\n");
     page.push_str(&roff_escape(EXIT_STATUS));
     page.push_str(
-        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), perf\\-stat(1)\n",
+        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), bperf\\-serve(1), perf\\-stat(1)\n",
     );
     page
 }

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod perfdata;
 pub mod reading;
 pub mod report;
+pub mod serve;
 pub mod stat;
 pub mod sys;
 

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
     let result = match &cli.cmd {
         cli::Command::Stat(args) => stat::run(args, mode == cli::StatMode::Record),
         cli::Command::List(args) => list::run(args),
+        cli::Command::Serve(args) => bperf::serve::run(args),
         cli::Command::Completions { shell } => {
             cli::completions(*shell, &mut io::stdout());
             Ok(0)

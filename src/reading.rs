@@ -89,6 +89,18 @@ impl Snapshot {
         self.data[i] = r;
     }
 
+    /// Takes slot `slot`'s readings from `other` (a snapshot of the same shape).
+    pub fn copy_slot(&mut self, slot: usize, other: &Snapshot) {
+        let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
+        self.data[range.clone()].copy_from_slice(&other.data[range]);
+    }
+
+    /// Zeroes slot `slot`'s readings.
+    pub fn clear_slot(&mut self, slot: usize) {
+        let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
+        self.data[range].fill(Reading::default());
+    }
+
     /// Sum over all CPUs.
     pub fn total(&self, slot: usize, event: usize) -> Reading {
         let mut sum = Reading::default();
@@ -131,6 +143,29 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn copy_slot_takes_one_slot_only() {
+        let r = |n| Reading {
+            counter: n,
+            enabled: n,
+            running: n,
+        };
+        let mut a = Snapshot::new(3, 2, 2);
+        let mut b = Snapshot::new(3, 2, 2);
+        for slot in 0..3 {
+            for e in 0..2 {
+                for c in 0..2 {
+                    b.set(slot, e, c, r((slot * 4 + e * 2 + c + 1) as u64));
+                }
+            }
+        }
+        a.copy_slot(1, &b);
+        assert_eq!(a.total(0, 0), Reading::default());
+        assert_eq!(a.total(2, 1), Reading::default());
+        assert_eq!(a.get(1, 0, 0), r(5));
+        assert_eq!(a.get(1, 1, 1), r(8));
+    }
+
     use super::*;
 
     #[test]

@@ -223,8 +223,9 @@ fn too_deep_a_chain_is_refused() {
 }
 
 /// Cgroups created and removed while --all-cgroups counts: a removed cgroup's rows
-/// show nothing after its removal, a cgroup created meanwhile is charged to its
-/// monitored parent, and the parent agrees with its cpu.stat throughout.
+/// stop after its final counts, a cgroup created meanwhile is counted from its creation,
+/// cgroups that churn leave no rows behind, and the parent agrees with its cpu.stat
+/// throughout.
 #[test]
 fn cgroups_that_come_and_go() {
     if !privileged() {
@@ -292,12 +293,33 @@ fn cgroups_that_come_and_go() {
         within(gone_ns, first, 3.0),
         "gone: {gone_ns} ns vs its spinner's {first} ns\n{csv}"
     );
-    let tail = &gone_rows[gone_rows.len() - 4..];
+    let end = lines.iter().filter_map(|l| l.time).fold(0.0, f64::max);
+    let last_gone = gone_rows.last().and_then(|l| l.time).unwrap_or(end);
     assert!(
-        tail.iter().all(|l| l.raw_value == "<not counted>"),
-        "{tail:?}"
+        last_gone < end,
+        "{} still printed at the end\n{csv}",
+        gone.name
     );
-    assert!(!lines.iter().any(|l| l.cgroup.ends_with("/made")));
+    // `made` was counted from its creation: its spinner's time.
+    let second = stderr
+        .lines()
+        .filter(|l| l.contains(" mode=spin "))
+        .map(|l| report_field(l, "task_clock_ns"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no second spinner report: {stderr}"));
+    let made_ns = value(&lines, "task-clock", &format!("{}/made", parent.name)) * 1e6;
+    assert!(
+        within(made_ns, second, 3.0),
+        "made: {made_ns} ns vs its spinner's {second} ns\n{csv}"
+    );
+    // The last interval shows only cgroups that exist.
+    let last_rows: Vec<&CsvLine> = lines.iter().filter(|l| l.time == Some(end)).collect();
+    assert!(
+        !last_rows
+            .iter()
+            .any(|l| l.cgroup.ends_with("/made") || l.cgroup.contains("/c")),
+        "{last_rows:?}"
+    );
 }
 
 /// Every parent counts at least what its children count, for every event and cgroup of

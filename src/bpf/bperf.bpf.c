@@ -63,6 +63,9 @@ const volatile bool cast_tasks = false;
  * is read, is in `live`, which the sessions change as they come and go. Slot 0 counts
  * everything each CPU counts; tracked processes and threads are charged too. */
 const volatile bool shared = false;
+/* Cgroups come and go while counting (live cgroups): userspace changes cgrp_slot and
+ * bumps live.slots_gen, as the sessions of shared counters do. */
+const volatile bool live_slots = false;
 
 struct bperf_live live;
 
@@ -611,7 +614,7 @@ static __always_inline void append_proc(struct bperf_charge *c, void *map, __u32
 	}
 }
 
-/* Shared counters: forget every charge list worked out (slots came or went). */
+/* Forget every charge list worked out (slots came or went). */
 static __always_inline void forget_charges(struct cpu_state *st)
 {
 	for (__u32 s = 0; s < CACHE_SETS; s++) {
@@ -642,7 +645,7 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 		return;
 	id = cg->kn->id;
 	tracked_ids(task, &tgid, &tid);
-	stale = shared && st->slots_gen != live.slots_gen;
+	stale = (shared || live_slots) && st->slots_gen != live.slots_gen;
 	if (id == st->cgid && tgid == st->ptgid && tid == st->ptid && !stale)
 		return;
 	if (stale)

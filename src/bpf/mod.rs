@@ -83,6 +83,10 @@ pub struct Config<'a> {
     pub cpus: &'a [u32],
     /// Monitored cgroup ids; slot i counts cgroups[i].
     pub cgroups: &'a [u64],
+    /// Slots for cgroups, at least cgroups.len().
+    pub nr_slots: usize,
+    /// Cgroups are added and removed while counting (see [`Bpf::add_cgroup`]).
+    pub live: bool,
     /// The perf_event controller sits on a cgroup v1 hierarchy.
     pub cgroup_v1: bool,
     pub masks: ReadMasks,
@@ -164,7 +168,7 @@ impl<'obj> Bpf<'obj> {
         if let Some(&cpu) = config.cpus.iter().find(|&&c| c as usize >= nr_possible) {
             bail!("CPU {cpu} does not exist (this machine has {nr_possible} possible CPUs)");
         }
-        let nr_slots = config.cgroups.len();
+        let nr_slots = config.nr_slots.max(config.cgroups.len());
         let counts_len = nr_possible * nr_slots * config.nr_events.max(1);
         if counts_len > u32::MAX as usize / 2 {
             bail!("too many cgroups x events x CPUs to count ({counts_len})");
@@ -225,6 +229,42 @@ impl<'obj> Bpf<'obj> {
         Ok(())
     }
 
+    /// Charges cgroup `id` to `slot` from now on.
+    pub fn add_cgroup(&self, id: u64, slot: usize) -> Result<()> {
+        assert!(slot < self.nr_slots);
+        self.skel
+            .maps
+            .cgrp_slot
+            .update(
+                &id.to_ne_bytes(),
+                &(slot as u32).to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .context("adding a cgroup to the cgroup map")
+    }
+
+    /// Stops charging cgroup `id` (it was removed). Its slot keeps what it counted.
+    pub fn remove_cgroup(&self, id: u64) {
+        // Gone already is fine: the cgroup charges nothing either way.
+        let _ = self.skel.maps.cgrp_slot.delete(&id.to_ne_bytes());
+    }
+
+    /// Makes every CPU work out its charge lists again, after cgroups were added or
+    /// removed (see live_slots in bperf.bpf.c).
+    pub fn slots_changed(&mut self) {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .expect("the BPF object has a .bss");
+        // SAFETY: the field lives in the mapped .bss, which the programs only read.
+        unsafe {
+            let gen = std::ptr::addr_of_mut!(bss.live.slots_gen);
+            gen.write_volatile(gen.read_volatile() + 1);
+        }
+    }
+
     /// Flushes and reads every slot's counts on `cpus`.
     pub fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
         self.flush(cpus)?;
@@ -259,12 +299,13 @@ fn open_and_load<'obj>(
     let m = &config.masks;
     let (nr_events, nr_slots) = match config.shared {
         true => (shared::EVENTS, shared::SLOTS),
-        false => (config.nr_events, config.cgroups.len()),
+        false => (config.nr_events, config.nr_slots.max(config.cgroups.len())),
     };
     ro.nr_events = nr_events as u32;
     ro.nr_cpus = nr_possible as u32;
     ro.nr_slots = nr_slots as u32;
     ro.shared = config.shared;
+    ro.live_slots = config.live;
     ro.use_v1 = config.cgroup_v1;
     ro.always_running = m.always_running;
     ro.use_ktime = config.helper_only;

@@ -43,6 +43,9 @@ pub struct Setup<'a> {
     pub threads: &'a [libc::pid_t],
     /// Monitored cgroup ids; empty means no BPF, plain per-CPU counting.
     pub cgroups: &'a [u64],
+    /// Live cgroups: room for this many, added and removed while counting (see
+    /// [`Counter::change_cgroups`]); None when the cgroups are fixed.
+    pub live_slots: Option<usize>,
     /// perf_event controller on cgroup v1.
     pub cgroup_v1: bool,
     /// -v: libbpf's diagnostics; -vv: also every perf_event_attr opened, as perf prints them.
@@ -123,6 +126,8 @@ impl<'obj> Counter<'obj> {
                     nr_events,
                     cpus: setup.cpus,
                     cgroups: setup.cgroups,
+                    nr_slots: nr_slots(setup),
+                    live: setup.live_slots.is_some(),
                     cgroup_v1: setup.cgroup_v1,
                     masks,
                     helper_only: path.helper_only,
@@ -156,8 +161,8 @@ impl<'obj> Counter<'obj> {
             user_only: opened.user_only,
             bpf,
             shared,
-            nr_slots: setup.cgroups.len().max(1),
-            base: Snapshot::new(setup.cgroups.len(), nr_events, targets.len()),
+            nr_slots: nr_slots(setup),
+            base: Snapshot::new(nr_slots(setup), nr_events, targets.len()),
             paused: None,
         };
         c.base = c.read_raw()?;
@@ -213,6 +218,31 @@ impl<'obj> Counter<'obj> {
         Ok(raw.since(&self.base))
     }
 
+    /// Counts cgroups `added` (slot, id) from now on, from zero, and stops counting the
+    /// cgroups `removed` (ids); their slots keep what they counted.
+    pub fn change_cgroups(&mut self, added: &[(usize, u64)], removed: &[u64]) -> Result<()> {
+        let Some(bpf) = &self.bpf else {
+            bail!("cgroups can only change while counting cgroups");
+        };
+        removed.iter().for_each(|&id| bpf.remove_cgroup(id));
+        if !added.is_empty() {
+            // The new slots start from what they hold now (a removed cgroup's counts).
+            let raw = self.read_raw()?;
+            for &(slot, _) in added {
+                self.base.copy_slot(slot, &raw);
+                if let Some(paused) = &mut self.paused {
+                    paused.copy_slot(slot, &raw);
+                }
+            }
+        }
+        let bpf = self.bpf.as_mut().expect("checked above");
+        for &(slot, id) in added {
+            bpf.add_cgroup(id, slot)?;
+        }
+        bpf.slots_changed();
+        Ok(())
+    }
+
     fn read_raw(&mut self) -> Result<Snapshot> {
         let mut s = match &self.bpf {
             Some(bpf) => bpf.read(&self.cpus, self.nr_events)?,
@@ -233,6 +263,16 @@ impl<'obj> Counter<'obj> {
         }
         Ok(s)
     }
+}
+
+/// Slots in the counts: one per cgroup, or as many as live cgroups may take; one
+/// without cgroups.
+fn nr_slots(setup: &Setup) -> usize {
+    setup
+        .live_slots
+        .unwrap_or(0)
+        .max(setup.cgroups.len())
+        .max(1)
 }
 
 type Fds = Vec<Vec<Option<OwnedFd>>>;
@@ -589,6 +629,7 @@ mod tests {
             inherit: true,
             threads: &[],
             cgroups,
+            live_slots: None,
             cgroup_v1: false,
             verbose: 0,
             shared: None,

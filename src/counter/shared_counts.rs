@@ -54,6 +54,8 @@ impl Shared {
         let mut open = |k: usize| open_on_cpus(setup, picked[k], &online);
         let hierarchy = sys::cgroupfs::discover()?;
         let config = bpf::Config {
+            nr_slots: 0,
+            live: false,
             nr_events: 0,
             cpus: &[],
             cgroups: &[],

@@ -18,6 +18,7 @@ use crate::counter::{Counter, Setup, SharedSetup};
 use crate::event::{self, Event};
 use crate::metrics;
 
+pub mod live;
 mod record;
 use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
@@ -27,6 +28,7 @@ use crate::sys::process::{self, Child, Workload};
 use crate::sys::topology;
 use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
+use live::{LiveCgroups, Pending};
 pub use record::report;
 use record::{record_path, write_record};
 use rustix::process::Signal;
@@ -59,6 +61,15 @@ pub struct Plan {
     pub hide_idle_threads: bool,
     /// --bpf-counters, the `b` modifier: the events counted through the shared counters.
     pub shared: Option<SharedPlan>,
+    /// --all-cgroups and patterns: the cgroups follow the tree as it changes.
+    pub live: Option<LivePlan>,
+}
+
+/// Live cgroups: the rule that picks them and how many can be counted at once.
+#[derive(Clone, Debug)]
+pub struct LivePlan {
+    pub selection: cgroup::Selection,
+    pub capacity: usize,
 }
 
 /// The events counted through the shared counters, and where those are pinned.
@@ -99,6 +110,8 @@ struct CgroupRows {
     cgroups: Vec<Cgroup>,
     rows: Vec<Series>,
     v1: bool,
+    /// The rule the cgroups were picked by, when it can be applied again.
+    selection: Option<cgroup::Selection>,
 }
 
 impl CgroupRows {
@@ -500,10 +513,16 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
     let split =
         |v: &[String]| -> Vec<String> { v.iter().flat_map(|s| cgroup::split_list(s)).collect() };
     let out = if a.all_cgroups {
-        CgroupRows::for_each(h, tree.all()?, nr_events)
+        CgroupRows {
+            selection: Some(cgroup::Selection::All),
+            ..CgroupRows::for_each(h, tree.all()?, nr_events)
+        }
     } else if for_each {
         let items = split(&a.for_each_cgroup);
-        CgroupRows::for_each(h, cgroup::expand(&tree, &items)?, nr_events)
+        CgroupRows {
+            selection: cgroup::Selection::of_items(&items)?,
+            ..CgroupRows::for_each(h, cgroup::expand(&tree, &items)?, nr_events)
+        }
     } else {
         CgroupRows::per_event(&tree, &split(&a.cgroup), nr_events)?
     };
@@ -511,8 +530,35 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
     Ok(out)
 }
 
+/// Live cgroups, where the cgroups were picked by a rule and the session follows the
+/// tree: not for shared counters, whose cgroups are fixed at joining, nor for `stat
+/// record` and -r, whose rows must stay the same. The first `capacity` cgroups are
+/// counted.
+fn live_plan(
+    a: &StatArgs,
+    shared: &Option<SharedPlan>,
+    record: bool,
+    cg: &mut CgroupRows,
+) -> Option<LivePlan> {
+    let fixed_rows = a.repeat.is_some_and(|r| r != 1) || record;
+    let selection = cg
+        .selection
+        .take()
+        .filter(|_| shared.is_none() && !fixed_rows)?;
+    let capacity = a.max_cgroups.max(1) as usize;
+    if cg.cgroups.len() > capacity {
+        cg.cgroups.truncate(capacity);
+        cg.rows.retain(|r| r.slot < capacity);
+    }
+    Some(LivePlan {
+        selection,
+        capacity,
+    })
+}
+
 impl Plan {
-    pub fn from_args(a: &StatArgs) -> Result<Plan> {
+    /// The plan of `a`; `record`: for `stat record`, whose rows stay as they start.
+    pub fn from_args(a: &StatArgs, record: bool) -> Result<Plan> {
         check_unavailable(a)?;
         check_timing(a)?;
         let per_cpu_target = a.all_cpus || a.cpu.is_some();
@@ -546,7 +592,8 @@ impl Plan {
         };
         let cpus = parse_cpus(a)?;
         let shared = shared_plan(a, &events)?;
-        let cg = parse_cgroups(a, events.len())?;
+        let mut cg = parse_cgroups(a, events.len())?;
+        let live = live_plan(a, &shared, record, &mut cg);
         let (threads, watched) = match all_threads {
             true => (process::all_threads(), Vec::new()),
             false => parse_threads(a)?,
@@ -576,6 +623,7 @@ impl Plan {
             metrics,
             hide_idle_threads: all_threads,
             shared,
+            live,
         })
     }
 
@@ -704,6 +752,8 @@ enum Wake {
     TargetsEnded,
     /// A --control command.
     Control(String),
+    /// The cgroup tree changed (live cgroups).
+    Cgroups,
 }
 
 /// The next wake, or None when `until` comes first.
@@ -863,7 +913,10 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
 /// A counting session under way: the counter, what it printed so far, and where.
 struct Session<'a, 'obj> {
     args: &'a StatArgs,
-    plan: &'a Plan,
+    plan: &'a mut Plan,
+    /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
+    /// waits to be looked at.
+    live: Option<(LiveCgroups, Pending)>,
     counter: Counter<'obj>,
     report: &'a mut Report<Box<dyn Write>>,
     /// A signal came: no more runs of -r.
@@ -905,6 +958,26 @@ impl Session<'_, '_> {
             recorded.push((ts, lines));
         }
         self.prev = now;
+        // Removed cgroups were reported once more: they go.
+        if let Some((live, _)) = &mut self.live {
+            live.release_gone();
+            self.plan.series = live.series(self.plan.events.len());
+        }
+        Ok(())
+    }
+
+    /// Follows the cgroup tree after it changed: new cgroups get rows (counted from
+    /// zero), removed ones stop counting.
+    fn refresh_cgroups(&mut self) -> Result<()> {
+        let Some((live, pending)) = &mut self.live else {
+            return Ok(());
+        };
+        pending.take();
+        let changes = live.refresh(&mut self.counter)?;
+        for (slot, _) in &changes.added {
+            self.prev.clear_slot(*slot);
+        }
+        self.plan.series = live.series(self.plan.events.len());
         Ok(())
     }
 
@@ -957,6 +1030,10 @@ impl Session<'_, '_> {
                 Some(Wake::TargetsEnded) => Ended::Done,
                 Some(Wake::Control(cmd)) => {
                     self.control(&cmd)?;
+                    continue;
+                }
+                Some(Wake::Cgroups) => {
+                    self.refresh_cgroups()?;
                     continue;
                 }
                 None => {
@@ -1169,7 +1246,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         }
         false => (a, None),
     };
-    let mut plan = Plan::from_args(a)?;
+    let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
     let (out, output) = open_output(a)?;
     if a.timeout.is_some_and(|ms| ms < 100) && !a.quiet {
@@ -1256,7 +1333,7 @@ struct RunIo<'a> {
 
 /// The counter of one run, on `task` or the CPUs. The first run names the events perf's
 /// way when the kernel let them count user space only.
-fn open_counter<'obj>(
+pub fn open_counter<'obj>(
     a: &StatArgs,
     plan: &mut Plan,
     task: Option<libc::pid_t>,
@@ -1272,6 +1349,7 @@ fn open_counter<'obj>(
         task,
         inherit: !a.no_inherit,
         cgroups: &ids,
+        live_slots: plan.live.as_ref().map(|l| l.capacity),
         cgroup_v1: plan.cgroup_v1,
         verbose: a.verbose,
         shared: plan.shared.as_ref().map(|sh| SharedSetup {
@@ -1347,11 +1425,22 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         }
         start = Instant::now();
     }
-    let plan = &*plan;
+    let live = match &plan.live {
+        Some(lp) => {
+            let live = LiveCgroups::new(lp, &plan.cgroups)?;
+            let pending = live.watch(move || io_tx.send(Wake::Cgroups).is_ok())?;
+            Some((live, pending))
+        }
+        None => None,
+    };
+    let nr_slots = live
+        .as_ref()
+        .map_or(plan.cgroups.len(), |(l, _)| l.capacity());
     let mut session = Session {
         args: a,
+        prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
         plan,
-        prev: Snapshot::new(plan.cgroups.len(), plan.events.len(), plan.nr_targets()),
+        live,
         counter,
         report,
         interrupted: false,
@@ -1360,6 +1449,8 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         start,
         recorded: record.then(Vec::new),
     };
+    // What changed in the tree since the cgroups were first read.
+    session.refresh_cgroups()?;
     let ended = session.count(early, wakes, child.as_ref())?;
     if let (Ended::Command(st, _), false) = (&ended, a.quiet) {
         // As perf's psignal(3): which signal ended the command.

@@ -1,6 +1,7 @@
 //! The cgroup file system: where the perf_event hierarchy is mounted, and what is under it.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -125,6 +126,105 @@ fn walk(dir: &Path, rel: &Path, out: &mut Vec<Cgroup>) -> std::io::Result<()> {
         let _ = walk(&dir.join(&d), &path, out);
     }
     Ok(())
+}
+
+/// Watches the cgroup tree under `mount` for cgroups created, removed or renamed, from
+/// a thread of its own, and calls `changed` after each batch of such changes until it
+/// returns false. Every directory is watched (inotify), new ones as they appear.
+pub fn watch(mount: &Path, changed: impl Fn() -> bool + Send + 'static) -> Result<()> {
+    use rustix::fs::inotify::{self, CreateFlags};
+    let fd = inotify::init(CreateFlags::CLOEXEC).context("cannot watch the cgroup tree")?;
+    let mut watches = Watches {
+        fd,
+        root: mount.to_path_buf(),
+        dirs: std::collections::HashMap::new(),
+        warned: false,
+    };
+    watches.add_tree(mount);
+    std::thread::spawn(move || watches.run(changed));
+    Ok(())
+}
+
+/// The inotify watches on a cgroup tree, by watch descriptor.
+struct Watches {
+    fd: std::os::fd::OwnedFd,
+    root: PathBuf,
+    dirs: std::collections::HashMap<i32, PathBuf>,
+    /// Said once that the kernel's limit on watches was reached.
+    warned: bool,
+}
+
+impl Watches {
+    /// Watches `dir` and every directory below it.
+    fn add_tree(&mut self, dir: &Path) {
+        use rustix::fs::inotify::{self, WatchFlags};
+        let flags = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::ONLYDIR;
+        match inotify::add_watch(&self.fd, dir, flags) {
+            Ok(wd) => drop(self.dirs.insert(wd, dir.to_path_buf())),
+            // Removed already: nothing to watch.
+            Err(rustix::io::Errno::NOENT) => return,
+            Err(e) if !self.warned => {
+                self.warned = true;
+                eprintln!(
+                    "bperf: cannot watch {} for new cgroups: {e} (fs.inotify.max_user_watches?); cgroups created below it are found at the next change elsewhere",
+                    dir.display()
+                );
+            }
+            Err(_) => {}
+        }
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                self.add_tree(&e.path());
+            }
+        }
+    }
+
+    /// Reads changes until `changed` says to stop, watching new directories as they come.
+    fn run(mut self, changed: impl Fn() -> bool) {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let mut buf = [std::mem::MaybeUninit::uninit(); 16384];
+        let fd = self.fd.try_clone().expect("duplicating the inotify fd");
+        let mut reader = Reader::new(&fd, &mut buf);
+        loop {
+            let mut new_dirs = Vec::new();
+            loop {
+                let Ok(ev) = reader.next() else {
+                    return;
+                };
+                let flags = ev.events();
+                if flags.contains(ReadFlags::IGNORED) {
+                    self.dirs.remove(&ev.wd());
+                }
+                let created = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
+                if let (true, Some(name), Some(dir)) =
+                    (created, ev.file_name(), self.dirs.get(&ev.wd()))
+                {
+                    let name = std::ffi::OsStr::from_bytes(name.to_bytes());
+                    new_dirs.push(dir.join(name));
+                }
+                if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                    // Changes were lost: watch whatever is new anywhere.
+                    new_dirs.push(self.root.clone());
+                }
+                if reader.is_buffer_empty() {
+                    break;
+                }
+            }
+            for dir in new_dirs {
+                self.add_tree(&dir);
+            }
+            if !changed() {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use regex::Regex;
 
 use crate::UsageError;
 
+pub mod live;
+
 /// The cgroup hierarchy that holds the perf_event controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hierarchy {
@@ -103,31 +105,66 @@ pub fn expand(tree: &dyn Tree, items: &[String]) -> Result<Vec<Cgroup>> {
 
 /// The cgroups whose names match any of the patterns (an empty one: the root).
 fn matching(tree: &dyn Tree, patterns: &[String]) -> Result<Vec<Cgroup>> {
-    let mut regexes = Vec::new();
-    for p in patterns.iter().filter(|p| !p.is_empty()) {
-        let re = Regex::new(&format!("^(?:{p})$"))
-            .map_err(|_| UsageError(format!("invalid cgroup pattern '{p}'")))?;
-        regexes.push(re);
-    }
-    let with_root = patterns.iter().any(|p| p.is_empty());
-    let matches = |cg: &Cgroup| {
-        regexes
-            .iter()
-            .any(|re| re.is_match(&cg.name) || re.is_match(&format!("/{}", cg.name)))
-    };
-    let out: Vec<Cgroup> = tree
-        .all()?
-        .into_iter()
-        .enumerate()
-        .filter(|(i, cg)| (*i == 0 && with_root) || matches(cg))
-        .map(|(_, cg)| cg)
-        .collect();
+    let out = Selection::patterns(patterns)?.select(tree)?;
     if out.is_empty() {
         return Err(tree
             .hierarchy()
             .refuse(&patterns.join(","), "matches no cgroup"));
     }
     Ok(out)
+}
+
+/// Which cgroups are counted, as a rule that can be applied again when the tree
+/// changes: every cgroup, or those whose names match patterns.
+#[derive(Clone, Debug)]
+pub enum Selection {
+    All,
+    Matching {
+        regexes: Vec<Regex>,
+        /// An empty pattern: the root too.
+        with_root: bool,
+    },
+}
+
+impl Selection {
+    /// --for-each-cgroup's items when they are patterns (see [`expand`]): whole names.
+    pub fn patterns(patterns: &[String]) -> Result<Selection> {
+        let mut regexes = Vec::new();
+        for p in patterns.iter().filter(|p| !p.is_empty()) {
+            let re = Regex::new(&format!("^(?:{p})$"))
+                .map_err(|_| UsageError(format!("invalid cgroup pattern '{p}'")))?;
+            regexes.push(re);
+        }
+        let with_root = patterns.iter().any(|p| p.is_empty());
+        Ok(Selection::Matching { regexes, with_root })
+    }
+
+    /// The rule of --for-each-cgroup's items, if they are patterns.
+    pub fn of_items(items: &[String]) -> Result<Option<Selection>> {
+        match items.iter().any(|i| is_pattern(i)) {
+            true => Selection::patterns(items).map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// The cgroups selected in the tree as it is now, in the order of the tree.
+    pub fn select(&self, tree: &dyn Tree) -> Result<Vec<Cgroup>> {
+        let all = tree.all()?;
+        let Selection::Matching { regexes, with_root } = self else {
+            return Ok(all);
+        };
+        let matches = |cg: &Cgroup| {
+            regexes
+                .iter()
+                .any(|re| re.is_match(&cg.name) || re.is_match(&format!("/{}", cg.name)))
+        };
+        Ok(all
+            .into_iter()
+            .enumerate()
+            .filter(|(i, cg)| (*i == 0 && *with_root) || matches(cg))
+            .map(|(_, cg)| cg)
+            .collect())
+    }
 }
 
 /// The deepest chain of monitored cgroups: how many of `cgroups` a cgroup's time is

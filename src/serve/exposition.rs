@@ -1,0 +1,253 @@
+//! The metrics `bperf serve` exports, and their two text formats: Prometheus's text
+//! exposition format 0.0.4 (written by the `prometheus` crate), which node_exporter's
+//! textfile collector and promtool read, and OpenMetrics 1.0 (written by
+//! `prometheus-client`), for scrapers that ask for it.
+
+use prometheus::proto;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+/// The content type of each format, as the HTTP response names it.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    OpenMetrics,
+}
+
+impl Format {
+    /// The format a scraper asks for in its Accept header: OpenMetrics when it lists it,
+    /// as Prometheus does; the classic text format otherwise.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        let asks = |a: &str| {
+            a.split(',').any(|part| {
+                let mut params = part.split(';').map(str::trim);
+                let openmetrics = params.next() == Some("application/openmetrics-text");
+                openmetrics && !params.any(|p| p.replace(' ', "") == "q=0")
+            })
+        };
+        match accept.is_some_and(asks) {
+            true => Format::OpenMetrics,
+            false => Format::Text,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => TEXT_CONTENT_TYPE,
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+/// One time series: its labels and value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub labels: Vec<(&'static str, String)>,
+    pub value: Value,
+}
+
+/// A metric and its series. `name` is without the `_total` that counters get.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Family {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    pub samples: Vec<Sample>,
+}
+
+/// `families` in `format`.
+pub fn encode(families: &[Family], format: Format) -> String {
+    match format {
+        Format::Text => encode_text(families),
+        Format::OpenMetrics => encode_openmetrics(families),
+    }
+}
+
+fn encode_text(families: &[Family]) -> String {
+    use prometheus::Encoder;
+    let protos: Vec<proto::MetricFamily> = families.iter().map(to_proto).collect();
+    let mut out = Vec::new();
+    prometheus::TextEncoder::new()
+        .encode(&protos, &mut out)
+        .expect("encoding to memory");
+    String::from_utf8(out).expect("the text format is UTF-8")
+}
+
+fn to_proto(f: &Family) -> proto::MetricFamily {
+    let mut mf = proto::MetricFamily::default();
+    let name = match f.kind {
+        Kind::Counter => format!("{}_total", f.name),
+        Kind::Gauge => f.name.to_string(),
+    };
+    mf.set_name(name);
+    mf.set_help(f.help.to_string());
+    mf.set_field_type(match f.kind {
+        Kind::Counter => proto::MetricType::COUNTER,
+        Kind::Gauge => proto::MetricType::GAUGE,
+    });
+    let metrics = f
+        .samples
+        .iter()
+        .map(|s| {
+            let labels = s
+                .labels
+                .iter()
+                .map(|(k, v)| {
+                    let mut l = proto::LabelPair::default();
+                    l.set_name(k.to_string());
+                    l.set_value(v.clone());
+                    l
+                })
+                .collect();
+            let value = match s.value {
+                Value::Int(v) => v as f64,
+                Value::Float(v) => v,
+            };
+            let mut m = proto::Metric::from_label(labels);
+            match f.kind {
+                Kind::Counter => {
+                    let mut c = proto::Counter::default();
+                    c.set_value(value);
+                    m.set_counter(c);
+                }
+                Kind::Gauge => {
+                    let mut g = proto::Gauge::default();
+                    g.set_value(value);
+                    m.set_gauge(g);
+                }
+            }
+            m
+        })
+        .collect();
+    mf.set_metric(metrics);
+    mf
+}
+
+/// The families as a prometheus-client collector, asked for them at encoding.
+#[derive(Debug)]
+struct Collected(Vec<Family>);
+
+impl prometheus_client::collector::Collector for Collected {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in &self.0 {
+            let kind = match f.kind {
+                Kind::Counter => MetricType::Counter,
+                Kind::Gauge => MetricType::Gauge,
+            };
+            let mut metric = encoder.encode_descriptor(f.name, f.help, None, kind)?;
+            if let [one] = f.samples.as_slice() {
+                if one.labels.is_empty() {
+                    encode_value(f.kind, one.value, metric)?;
+                    continue;
+                }
+            }
+            for s in &f.samples {
+                encode_value(f.kind, s.value, metric.encode_family(&s.labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn encode_value(kind: Kind, value: Value, series: MetricEncoder) -> Result<(), std::fmt::Error> {
+    match (kind, value) {
+        (Kind::Counter, Value::Int(v)) => ConstCounter::new(v).encode(series),
+        (Kind::Counter, Value::Float(v)) => ConstCounter::new(v).encode(series),
+        (Kind::Gauge, Value::Int(v)) => {
+            ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(series)
+        }
+        (Kind::Gauge, Value::Float(v)) => ConstGauge::new(v).encode(series),
+    }
+}
+
+fn encode_openmetrics(families: &[Family]) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Collected(families.to_vec())));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).expect("encoding to memory");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Family> {
+        vec![
+            Family {
+                name: "bperf_count",
+                help: "Events counted.",
+                kind: Kind::Counter,
+                samples: vec![Sample {
+                    labels: vec![("event", "task-clock".into()), ("cgroup", "a\"b\\c".into())],
+                    value: Value::Int(12345678901),
+                }],
+            },
+            Family {
+                name: "bperf_cgroups",
+                help: "Cgroups counted.",
+                kind: Kind::Gauge,
+                samples: vec![Sample {
+                    labels: vec![],
+                    value: Value::Int(3),
+                }],
+            },
+        ]
+    }
+
+    #[test]
+    fn the_text_format_names_counters_with_total() {
+        let t = encode(&sample(), Format::Text);
+        assert!(t.contains("# TYPE bperf_count_total counter\n"), "{t}");
+        assert!(
+            t.contains(
+                "bperf_count_total{event=\"task-clock\",cgroup=\"a\\\"b\\\\c\"} 12345678901\n"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("# TYPE bperf_cgroups gauge\nbperf_cgroups 3\n"),
+            "{t}"
+        );
+        assert!(!t.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_ends_with_eof() {
+        let t = encode(&sample(), Format::OpenMetrics);
+        assert!(t.contains("# TYPE bperf_count counter\n"), "{t}");
+        assert!(t.contains("bperf_count_total{event=\"task-clock\","), "{t}");
+        assert!(t.contains("\nbperf_cgroups 3\n"), "{t}");
+        assert!(t.ends_with("# EOF\n"), "{t}");
+    }
+
+    #[test]
+    fn the_accept_header_picks_the_format() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(Format::from_accept(Some(prometheus)), Format::OpenMetrics);
+        assert_eq!(Format::from_accept(Some("*/*")), Format::Text);
+        assert_eq!(Format::from_accept(None), Format::Text);
+        assert_eq!(
+            Format::from_accept(Some("application/openmetrics-text; q=0, text/plain")),
+            Format::Text
+        );
+    }
+}

@@ -1,0 +1,421 @@
+//! `bperf serve`: counts until stopped and exports the counts for Prometheus, read
+//! afresh at every scrape (HTTP /metrics) and at every write of the textfile.
+//!
+//! One thread owns the counter and answers everything in turn: scrapes (sent by the
+//! HTTP thread), textfile ticks, changes of the cgroup tree and signals. The BPF side
+//! counts whatever the threads do; a scrape only flushes and reads.
+
+mod exposition;
+mod http;
+
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+pub use exposition::{Family, Format, Kind, Sample, Value};
+
+use crate::cli::{ServeArgs, StatArgs};
+use crate::counter::Counter;
+use crate::event::Event;
+use crate::reading::{Reading, Snapshot};
+use crate::stat::live::{LiveCgroups, Pending};
+use crate::stat::{self, Plan};
+use crate::UsageError;
+
+/// Where bperf listens when told nothing: Prometheus's port for exporters like this,
+/// on loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// What wakes the counting thread.
+pub enum Wake {
+    /// A scrape: the metrics in this format, sent back on the channel.
+    Scrape(Format, mpsc::Sender<String>),
+    /// The cgroup tree changed, or SIGHUP asked to read it again.
+    Cgroups,
+    /// SIGTERM or SIGINT: stop.
+    Stop,
+}
+
+/// The options of `bperf stat` that serve's options stand for.
+fn stat_args(a: &ServeArgs) -> StatArgs {
+    StatArgs {
+        events: a.events.clone(),
+        all_cpus: a.all_cpus || a.cpu.is_none(),
+        cpu: a.cpu.clone(),
+        for_each_cgroup: a.for_each_cgroup.clone(),
+        all_cgroups: a.all_cgroups,
+        max_cgroups: a.max_cgroups,
+        no_aggr: a.no_aggr,
+        verbose: a.verbose,
+        ..StatArgs::default()
+    }
+}
+
+pub fn run(a: &ServeArgs) -> Result<i32> {
+    let sa = stat_args(a);
+    let mut plan = Plan::from_args(&sa, false)?;
+    let listen = match (&a.listen, &a.textfile) {
+        (Some(l), _) => Some(l.clone()),
+        (None, Some(_)) => None,
+        (None, None) => Some(DEFAULT_LISTEN.to_string()),
+    };
+    if let Some(dir) = &a.textfile {
+        check_textfile_dir(dir)?;
+    }
+    let (tx, wakes) = mpsc::channel();
+    // Listening first: a port in use is said before anything is loaded.
+    let server = match &listen {
+        Some(addr) => Some(http::serve(addr, tx.clone())?),
+        None => None,
+    };
+    forward_signals(tx.clone())?;
+    let mut storage = MaybeUninit::uninit();
+    let counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true)?;
+    for (i, e) in plan.events.iter().enumerate() {
+        if !counter.supported(i) {
+            eprintln!(
+                "bperf: event '{}' is not supported here: not exported",
+                e.name
+            );
+        }
+    }
+    let live = match &plan.live {
+        Some(lp) => {
+            let live = LiveCgroups::new(lp, &plan.cgroups)?;
+            let tx = tx.clone();
+            let pending = live.watch(move || tx.send(Wake::Cgroups).is_ok())?;
+            Some((live, pending))
+        }
+        None => None,
+    };
+    if let Some(s) = &server {
+        eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
+    }
+    let mut exporter = Exporter {
+        plan: &plan,
+        counter,
+        live,
+        per_cpu: a.no_aggr,
+        verbose: a.verbose,
+        unseen: Outputs::default(),
+        outputs: Outputs {
+            http: server.is_some(),
+            textfile: a.textfile.is_some(),
+        },
+    };
+    let textfile = a
+        .textfile
+        .as_ref()
+        .map(|dir| (dir.join("bperf.prom"), Duration::from_millis(a.interval)));
+    let result = exporter.serve(&wakes, textfile.as_ref().map(|(p, i)| (p.as_path(), *i)));
+    if let Some((path, _)) = &textfile {
+        let _ = std::fs::remove_file(path);
+    }
+    drop(server);
+    result.map(|()| 0)
+}
+
+/// The counter and what it counts, exported on request.
+struct Exporter<'a, 'obj> {
+    plan: &'a Plan,
+    counter: Counter<'obj>,
+    live: Option<(LiveCgroups, Pending)>,
+    per_cpu: bool,
+    verbose: u8,
+    /// The outputs (HTTP, textfile) that have not exported since cgroups were last
+    /// removed: removed cgroups are exported until each output has shown them.
+    unseen: Outputs,
+    outputs: Outputs,
+}
+
+/// A set of outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Outputs {
+    http: bool,
+    textfile: bool,
+}
+
+impl Exporter<'_, '_> {
+    /// Answers wakes until told to stop, writing `textfile` (path, interval) on time.
+    fn serve(
+        &mut self,
+        wakes: &mpsc::Receiver<Wake>,
+        textfile: Option<(&Path, Duration)>,
+    ) -> Result<()> {
+        self.refresh_cgroups()?;
+        let mut next_write = textfile.map(|(_, every)| Instant::now() + every);
+        loop {
+            let wake = match next_write {
+                Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
+                    Ok(w) => Some(w),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Stop),
+                },
+                None => Some(wakes.recv().unwrap_or(Wake::Stop)),
+            };
+            match wake {
+                Some(Wake::Stop) => return Ok(()),
+                Some(Wake::Cgroups) => self.refresh_cgroups()?,
+                Some(Wake::Scrape(format, reply)) => {
+                    self.unseen.http = false;
+                    let text = exposition::encode(&self.families()?, format);
+                    // A scraper that gave up is no error.
+                    let _ = reply.send(text);
+                }
+                None => {
+                    let (path, every) = textfile.expect("a write is due only with a textfile");
+                    self.unseen.textfile = false;
+                    let text = exposition::encode(&self.families()?, Format::Text);
+                    write_atomically(path, &text)?;
+                    next_write = next_write.map(|t| (t + every).max(Instant::now()));
+                }
+            }
+        }
+    }
+
+    fn refresh_cgroups(&mut self) -> Result<()> {
+        if let Some((live, pending)) = &mut self.live {
+            pending.take();
+            if !live.refresh(&mut self.counter)?.removed.is_empty() {
+                self.unseen = self.outputs;
+            }
+        }
+        Ok(())
+    }
+
+    /// The metrics as of now. Removed cgroups are in them once, with their final counts.
+    fn families(&mut self) -> Result<Vec<Family>> {
+        let t = Instant::now();
+        let snap = self.counter.read()?;
+        if self.verbose > 0 {
+            eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
+        }
+        let rows: Vec<(usize, Option<String>)> = match &self.live {
+            Some((live, _)) => live
+                .reported()
+                .into_iter()
+                .map(|(slot, cg)| (slot, Some(cgroup_label(&cg.path))))
+                .collect(),
+            None if self.plan.cgroups.is_empty() => vec![(0, None)],
+            None => self
+                .plan
+                .cgroups
+                .iter()
+                .enumerate()
+                .map(|(slot, cg)| (slot, Some(cgroup_label(&cg.path))))
+                .collect(),
+        };
+        let counter = &self.counter;
+        let counted = Counted {
+            events: &self.plan.events,
+            cpus: &self.plan.cpus,
+            supported: &|e| counter.supported(e),
+            per_cpu: self.per_cpu,
+        };
+        let mut out = counted.families(&rows, &snap);
+        if let Some((live, _)) = &mut self.live {
+            out.push(gauge(
+                "bperf_cgroups",
+                "Cgroups counted, those removed since the last export included.",
+                rows.len() as u64,
+            ));
+            out.push(gauge(
+                "bperf_cgroups_left_out",
+                "Cgroups not counted because --max-cgroups were counted already.",
+                live.left_out() as u64,
+            ));
+            if self.unseen == Outputs::default() {
+                live.release_gone();
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn gauge(name: &'static str, help: &'static str, v: u64) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+        samples: vec![Sample {
+            labels: Vec::new(),
+            value: Value::Int(v),
+        }],
+    }
+}
+
+/// A cgroup's label: its path relative to the mount, `/` for the root.
+pub fn cgroup_label(path: &Path) -> String {
+    match path.as_os_str().is_empty() {
+        true => "/".into(),
+        false => path.display().to_string(),
+    }
+}
+
+/// What was counted, and how to export it.
+pub struct Counted<'a> {
+    pub events: &'a [Event],
+    pub cpus: &'a [u32],
+    pub supported: &'a dyn Fn(usize) -> bool,
+    /// One series per CPU (a cpu label) rather than their sum.
+    pub per_cpu: bool,
+}
+
+impl Counted<'_> {
+    /// The count, enabled and running time of every event the machine counts, for each
+    /// row (slot, cgroup label) of `snap`.
+    pub fn families(&self, rows: &[(usize, Option<String>)], snap: &Snapshot) -> Vec<Family> {
+        let mut count = Vec::new();
+        let mut enabled = Vec::new();
+        let mut running = Vec::new();
+        for (slot, cgroup) in rows {
+            for (e, event) in self.events.iter().enumerate() {
+                if !(self.supported)(e) {
+                    continue;
+                }
+                for (cpu, r) in self.readings(snap, *slot, e) {
+                    let mut labels = vec![("event", event.name.clone())];
+                    labels.extend(cgroup.iter().map(|c| ("cgroup", c.clone())));
+                    labels.extend(cpu.map(|c| ("cpu", c.to_string())));
+                    let sample = |value| Sample {
+                        labels: labels.clone(),
+                        value,
+                    };
+                    count.push(sample(Value::Int(r.counter)));
+                    enabled.push(sample(Value::Float(r.enabled as f64 / 1e9)));
+                    running.push(sample(Value::Float(r.running as f64 / 1e9)));
+                }
+            }
+        }
+        vec![
+            Family {
+                name: "bperf_count",
+                help: "Events counted since bperf started (task-clock and cpu-clock in ns), not scaled for multiplexing.",
+                kind: Kind::Counter,
+                samples: count,
+            },
+            Family {
+                name: "bperf_enabled_seconds",
+                help: "Time the event was enabled while counting for the series.",
+                kind: Kind::Counter,
+                samples: enabled,
+            },
+            Family {
+                name: "bperf_running_seconds",
+                help: "Time the event was on the PMU while counting for the series (less than enabled when multiplexed).",
+                kind: Kind::Counter,
+                samples: running,
+            },
+        ]
+    }
+
+    /// The readings of `event` in `slot`: each CPU's, or their sum.
+    fn readings(&self, snap: &Snapshot, slot: usize, event: usize) -> Vec<(Option<u32>, Reading)> {
+        match self.per_cpu {
+            true => self
+                .cpus
+                .iter()
+                .enumerate()
+                .map(|(pos, &cpu)| (Some(cpu), snap.get(slot, event, pos)))
+                .collect(),
+            false => vec![(None, snap.total(slot, event))],
+        }
+    }
+}
+
+/// Refuses a textfile directory that is not there or not writable, before counting.
+fn check_textfile_dir(dir: &Path) -> Result<()> {
+    let probe = dir.join(".bperf.prom.probe");
+    std::fs::write(&probe, b"")
+        .map_err(|e| UsageError(format!("--textfile {}: {e}", dir.display())))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// Writes `text` to `path` through a temporary file renamed over it, so that a reader
+/// sees the old file or the new one, never a part. The temporary name does not end in
+/// .prom, which node_exporter would read.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let mut tmp = PathBuf::from(path);
+    tmp.set_extension("prom.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// SIGTERM and SIGINT stop serving; SIGHUP reads the cgroup tree again.
+fn forward_signals(tx: mpsc::Sender<Wake>) -> Result<()> {
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let wake = match sig {
+                SIGHUP => Wake::Cgroups,
+                _ => Wake::Stop,
+            };
+            if tx.send(wake).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_event_and_cpu_is_a_series() {
+        let sysfs = crate::test_fixtures::sysfs_at(format!(
+            "{}/tests/fixtures/sysfs/intel/devices",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        let events =
+            crate::event::parse_events("task-clock,context-switches,page-faults", &sysfs).unwrap();
+        let mut snap = Snapshot::new(2, 3, 2);
+        let r = |n: u64| Reading {
+            counter: n,
+            enabled: 2_000_000_000,
+            running: 1_000_000_000,
+        };
+        snap.set(1, 0, 0, r(5));
+        snap.set(1, 0, 1, r(7));
+        let supported = |e: usize| e != 2;
+        let rows = vec![(0, Some("/".to_string())), (1, Some("a/b".to_string()))];
+        let counted = Counted {
+            events: &events,
+            cpus: &[0, 3],
+            supported: &supported,
+            per_cpu: false,
+        };
+        let f = counted.families(&rows, &snap);
+        assert_eq!(f[0].samples.len(), 4, "page-faults is not supported");
+        let ab = &f[0].samples[2];
+        assert_eq!(
+            ab.labels,
+            vec![("event", "task-clock".into()), ("cgroup", "a/b".into())]
+        );
+        assert_eq!(ab.value, Value::Int(12));
+        assert_eq!(f[1].samples[2].value, Value::Float(4.0));
+        assert_eq!(f[2].samples[2].value, Value::Float(2.0));
+        let per_cpu = Counted {
+            per_cpu: true,
+            ..counted
+        };
+        let f = per_cpu.families(&rows, &snap);
+        assert_eq!(f[0].samples.len(), 8);
+        assert_eq!(f[0].samples[5].labels[2], ("cpu", "3".into()));
+        assert_eq!(f[0].samples[5].value, Value::Int(7));
+    }
+
+    #[test]
+    fn the_root_is_slash() {
+        assert_eq!(cgroup_label(Path::new("")), "/");
+        assert_eq!(cgroup_label(Path::new("system.slice/x")), "system.slice/x");
+    }
+}

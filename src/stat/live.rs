@@ -1,0 +1,110 @@
+//! Live cgroups in a counting session: the tree is read again whenever it changes, new
+//! cgroups are counted from then on, removed ones stop being counted (see
+//! cgroup::live for the slots), and the rows follow.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use super::{LivePlan, Series};
+use crate::cgroup::live::{Changes, LiveSlots};
+use crate::cgroup::{Cgroup, Selection, Tree};
+use crate::counter::Counter;
+use crate::sys::cgroupfs::{self, Cgroupfs};
+
+/// The cgroups a session counts while the tree changes.
+pub struct LiveCgroups {
+    selection: Selection,
+    tree: Cgroupfs,
+    slots: LiveSlots,
+    /// Cgroups left out at the last refresh, to say so once per change.
+    left_out: usize,
+}
+
+impl LiveCgroups {
+    /// Starts from `initial`, slot i counting initial[i].
+    pub fn new(plan: &LivePlan, initial: &[Cgroup]) -> Result<LiveCgroups> {
+        Ok(LiveCgroups {
+            selection: plan.selection.clone(),
+            tree: Cgroupfs::new(cgroupfs::discover()?)?,
+            slots: LiveSlots::new(initial, plan.capacity),
+            left_out: 0,
+        })
+    }
+
+    /// Calls `changed` from another thread whenever the tree may have changed, until it
+    /// returns false. Changes that come while one call is pending make no more calls.
+    pub fn watch(&self, changed: impl Fn() -> bool + Send + 'static) -> Result<Pending> {
+        let pending = Pending(Arc::new(AtomicBool::new(false)));
+        let flag = pending.0.clone();
+        cgroupfs::watch(&self.tree.hierarchy().mount, move || {
+            flag.swap(true, Ordering::SeqCst) || changed()
+        })?;
+        Ok(pending)
+    }
+
+    /// Reads the tree again: counts new cgroups from now on, stops counting removed
+    /// ones (they are reported once more, until [`release_gone`](Self::release_gone)).
+    pub fn refresh(&mut self, counter: &mut Counter) -> Result<Changes> {
+        let now = self.selection.select(&self.tree)?;
+        let changes = self.slots.update(&now);
+        let added: Vec<(usize, u64)> = changes.added.iter().map(|(s, c)| (*s, c.id)).collect();
+        let removed: Vec<u64> = changes.removed.iter().map(|c| c.id).collect();
+        if !added.is_empty() || !removed.is_empty() {
+            counter.change_cgroups(&added, &removed)?;
+        }
+        if changes.left_out > 0 && changes.left_out != self.left_out {
+            eprintln!(
+                "bperf: {} cgroups are not counted: all {} places are taken (--max-cgroups); their time counts in their counted ancestors",
+                changes.left_out,
+                self.slots.capacity()
+            );
+        }
+        self.left_out = changes.left_out;
+        Ok(changes)
+    }
+
+    /// Forgets removed cgroups once their final counts were reported.
+    pub fn release_gone(&mut self) {
+        self.slots.release_gone();
+    }
+
+    /// The rows: every event for each cgroup counted or just removed, in tree order.
+    pub fn series(&self, nr_events: usize) -> Vec<Series> {
+        let mut out = Vec::new();
+        for (slot, cg) in self.slots.reported() {
+            for event in 0..nr_events {
+                out.push(Series {
+                    event,
+                    slot,
+                    cgroup: Some(cg.name.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// The cgroups reported, with their slots, in tree order.
+    pub fn reported(&self) -> Vec<(usize, &Cgroup)> {
+        self.slots.reported()
+    }
+
+    /// How many cgroups were left out at the last refresh, every place being taken.
+    pub fn left_out(&self) -> usize {
+        self.left_out
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+}
+
+/// Whether a change of the tree waits to be looked at; cleared when it is.
+pub struct Pending(Arc<AtomicBool>);
+
+impl Pending {
+    pub fn take(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,371 @@
+//! bperf serve scraped by a real Prometheus, and its textfile read by promtool, on real
+//! cgroups. Needs root, and Prometheus from Debian's package (make test unpacks it into
+//! target/tools).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A program of Debian's prometheus package: from target/tools, else from PATH.
+fn prometheus_tool(name: &str) -> PathBuf {
+    let unpacked = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/tools/usr/bin")
+        .join(name);
+    if unpacked.exists() {
+        return unpacked;
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.exists())
+    });
+    on_path.unwrap_or_else(|| {
+        panic!("{name} not found: run `make test` (scripts/setup --test unpacks it)")
+    })
+}
+
+/// A free port on loopback.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed and reaped when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// GET `path` from 127.0.0.1:`port`, with `accept`; the status line and the body.
+fn get(port: u16, path: &str, accept: &str) -> Option<(String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.to_string(), body.to_string()))
+}
+
+/// Waits until `f` gives something, for up to `secs` seconds.
+fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// bperf serve with `args`, listening on a free port once it answers.
+fn start_serve(args: &[&str]) -> (Running, u16) {
+    let port = free_port();
+    let child = bperf()
+        .arg("serve")
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = Running(child);
+    wait_for(20, || get(port, "/metrics", "*/*")).expect("bperf serve never answered");
+    (running, port)
+}
+
+/// The value of the series whose line starts with `prefix` in a text exposition.
+fn series(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Ends bperf with SIGTERM: it exits 0 with nothing of its own left loaded.
+fn stop(mut serve: Running) -> String {
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
+    let st = serve.0.wait().unwrap();
+    let mut err = String::new();
+    serve
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(st.code(), Some(0), "bperf serve ended with {st}: {err}");
+    assert_eq!(bperf_programs(), Vec::<String>::new());
+    err
+}
+
+/// Prometheus scraping bperf every second sees a cgroup created after bperf started,
+/// with the task-clock rate of the one busy loop in it (1e9 ns/s), and bperf's count
+/// agrees with the cgroup's cpu.stat.
+#[test]
+fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
+    let dir = TempDir::new("prometheus");
+    let prom_port = free_port();
+    std::fs::write(
+        dir.0.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    // Prometheus on CPU 0 and the busy loop alone on CPU 1, where it runs all the time.
+    let _prometheus = Running(
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(prometheus_tool("prometheus"))
+            .arg(format!(
+                "--config.file={}",
+                dir.0.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let cg = TestCgroup::new("scraped");
+    let unaccounted = unaccounted_ns();
+    let spinner = Running(
+        Command::new("taskset")
+            .args(["-c", "1"])
+            .arg(workload())
+            .args(["spin", "40000", &cg.procs()])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let selector = format!(
+        "bperf_count_total{{event=\"task-clock\",cgroup=~\".*{}\"}}",
+        cg.name
+    );
+    let query = |q: &str| -> Option<serde_json::Value> {
+        let url = format!("/api/v1/query?query={}", encode_query(q));
+        let (_, body) = get(prom_port, &url, "application/json")?;
+        serde_json::from_str(&body).ok()
+    };
+    // A rate over 10 s once Prometheus has scraped the new series for 11 s.
+    let samples = format!("count_over_time({selector}[11s])");
+    let scraped = wait_for(30, || {
+        let n = query(&samples)?["data"]["result"][0]["value"][1]
+            .as_str()?
+            .parse::<f64>()
+            .ok()?;
+        (n >= 11.0).then_some(())
+    });
+    assert!(
+        scraped.is_some(),
+        "Prometheus never scraped {} for 11 s",
+        cg.name
+    );
+    let v = query(&format!("rate({selector}[10s])")).expect("Prometheus answers");
+    let body = v.to_string();
+    let result = &v["data"]["result"];
+    assert_eq!(result.as_array().map(Vec::len), Some(1), "{body}");
+    let rate: f64 = result[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(
+        within(rate, 1e9, 5.0),
+        "task-clock rate {rate} ns/s for one busy loop: {body}"
+    );
+    drop(spinner);
+    // bperf's count against cpu.stat, the busy loop gone.
+    std::thread::sleep(Duration::from_millis(200));
+    let kernel = cg.usage_ns() as f64;
+    let (_, text) = get(port, "/metrics", "*/*").unwrap();
+    let prefix = format!(
+        "bperf_count_total{{event=\"task-clock\",cgroup=\"{}\"}} ",
+        cg.name
+    );
+    let ours = series(&text, &prefix).unwrap_or_else(|| panic!("no {prefix} in {text}"));
+    let slack = unaccounted_since(unaccounted);
+    assert!(
+        ours >= kernel * 0.98 && ours <= kernel * 1.02 + slack,
+        "{}: bperf {ours} ns, cpu.stat {kernel} ns (+ up to {slack} ns the kernel leaves out)",
+        cg.name
+    );
+    stop(serve);
+}
+
+/// The textfile is written atomically in the text format promtool accepts, holds a
+/// removed cgroup's final count once, and is removed when bperf stops.
+#[test]
+fn the_textfile_passes_promtool_and_goes_at_exit() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let dir = TempDir::new("textfile");
+    let file = dir.0.join("bperf.prom");
+    let (serve, port) = start_serve(&[
+        "--textfile",
+        dir.0.to_str().unwrap(),
+        "-I",
+        "200",
+        "--all-cgroups",
+        "-e",
+        "task-clock,page-faults",
+    ]);
+    let text = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let check = Command::new(prometheus_tool("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .as_ref()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("bperf_count_total{event=\"task-clock\",cgroup=\"/\"}"),
+        "{text}"
+    );
+    // OpenMetrics for a scraper that asks for it.
+    let (head, om) = get(
+        port,
+        "/metrics",
+        "application/openmetrics-text;version=1.0.0",
+    )
+    .unwrap();
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    // A cgroup that comes and goes: its final count is exported once, then not.
+    let cg = TestCgroup::new("brief");
+    let own = {
+        let o = run_ok(Command::new(workload()).args(["spin", "300", &cg.procs()]));
+        own_task_clock_ns(&stderr(&o), &["spin"])
+    };
+    let name = cg.name.clone();
+    let prefix = format!("bperf_count_total{{event=\"task-clock\",cgroup=\"{name}\"}} ");
+    drop(cg);
+    // Scrapes until the series is gone: the last value it had is the final count.
+    let mut last = None;
+    let gone = wait_for(10, || {
+        let (_, text) = get(port, "/metrics", "*/*")?;
+        match series(&text, &prefix) {
+            Some(v) => {
+                last = Some(v);
+                None
+            }
+            None => Some(()),
+        }
+    });
+    assert!(gone.is_some(), "{name} is still exported after its removal");
+    let last = last.unwrap_or_else(|| panic!("{name} was never exported"));
+    assert!(
+        within(last, own, 3.0),
+        "{name}: final {last} ns, its spinner's {own} ns"
+    );
+    let (_, text) = get(port, "/metrics", "*/*").unwrap();
+    assert!(
+        series(&text, &prefix).is_none(),
+        "{name} came back:\n{text}"
+    );
+    stop(serve);
+    assert!(!file.exists(), "the textfile is left behind");
+    assert_eq!(
+        std::fs::read_dir(&dir.0).unwrap().count(),
+        0,
+        "files left in the textfile directory"
+    );
+}
+
+/// Bad addresses and directories are one line, before anything is loaded.
+#[test]
+fn bad_listen_and_textfile_are_refused() {
+    let o = bperf()
+        .args(["serve", "--listen", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(129));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let o = bperf()
+        .args(["serve", "--textfile", "/nonexistent/dir"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(129));
+    assert!(
+        stderr(&o).contains("--textfile /nonexistent/dir"),
+        "{}",
+        stderr(&o)
+    );
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = bperf().args(["serve", "--listen", &addr]).output().unwrap();
+    assert_eq!(o.status.code(), Some(255));
+    assert!(stderr(&o).contains("cannot listen on"), "{}", stderr(&o));
+    assert_eq!(bperf_programs(), Vec::<String>::new());
+}
+
+/// A PromQL query in a URL.
+fn encode_query(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A directory for one test, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
