@@ -91,13 +91,17 @@ impl LiveSlots {
         changes
     }
 
-    /// Frees the slots of removed cgroups, once their final counts were reported.
-    pub fn release_gone(&mut self) {
+    /// Frees the slots of removed cgroups, once their final counts were reported; true
+    /// when there were any.
+    pub fn release_gone(&mut self) -> bool {
+        let mut freed = false;
         for slot in &mut self.slots {
             if matches!(slot, Slot::Gone(_)) {
                 *slot = Slot::Free;
+                freed = true;
             }
         }
+        freed
     }
 
     /// The cgroups to report, counted and gone, with their slots, in the order of the

@@ -229,8 +229,9 @@ impl Exporter<'_, '_> {
                 "Cgroups not counted because --max-cgroups were counted already.",
                 live.left_out() as u64,
             ));
-            if self.unseen == Outputs::default() {
-                live.release_gone();
+            if self.unseen == Outputs::default() && live.release_gone() {
+                // Places freed for cgroups left out: they are counted from now on.
+                self.refresh_cgroups()?;
             }
         }
         Ok(out)

@@ -65,9 +65,10 @@ impl LiveCgroups {
         Ok(changes)
     }
 
-    /// Forgets removed cgroups once their final counts were reported.
-    pub fn release_gone(&mut self) {
-        self.slots.release_gone();
+    /// Forgets removed cgroups once their final counts were reported. True when that
+    /// freed places that cgroups left out are waiting for: refresh then.
+    pub fn release_gone(&mut self) -> bool {
+        self.slots.release_gone() && self.left_out > 0
     }
 
     /// The rows: every event for each cgroup counted or just removed, in tree order.

@@ -958,10 +958,14 @@ impl Session<'_, '_> {
             recorded.push((ts, lines));
         }
         self.prev = now;
-        // Removed cgroups were reported once more: they go.
+        // Removed cgroups were reported once more: they go, and cgroups left out for
+        // want of a place may take theirs.
         if let Some((live, _)) = &mut self.live {
-            live.release_gone();
+            let waiting = live.release_gone();
             self.plan.series = live.series(self.plan.events.len());
+            if waiting {
+                self.refresh_cgroups()?;
+            }
         }
         Ok(())
     }
