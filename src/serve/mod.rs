@@ -14,8 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
+use signal_hook::consts::SIGHUP;
 
 pub use exposition::{Family, Format, Kind, Sample, Value};
 
@@ -23,7 +22,7 @@ use crate::cli::{ServeArgs, StatArgs};
 use crate::counter::Counter;
 use crate::event::Event;
 use crate::reading::{Reading, Snapshot};
-use crate::stat::live::{LiveCgroups, Pending};
+use crate::stat::live::LiveCgroups;
 use crate::stat::{self, Plan};
 use crate::UsageError;
 
@@ -73,7 +72,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         Some(addr) => Some(http::serve(addr, tx.clone())?),
         None => None,
     };
-    forward_signals(tx.clone())?;
+    stat::forward_signals(tx.clone(), wake_of)?;
     let mut storage = MaybeUninit::uninit();
     let counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true)?;
     for (i, e) in plan.events.iter().enumerate() {
@@ -86,10 +85,10 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     }
     let live = match &plan.live {
         Some(lp) => {
-            let live = LiveCgroups::new(lp, &plan.cgroups)?;
             let tx = tx.clone();
-            let pending = live.watch(move || tx.send(Wake::Cgroups).is_ok())?;
-            Some((live, pending))
+            Some(LiveCgroups::start(lp, &plan.cgroups, move || {
+                tx.send(Wake::Cgroups).is_ok()
+            })?)
         }
         None => None,
     };
@@ -124,7 +123,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
 struct Exporter<'a, 'obj> {
     plan: &'a Plan,
     counter: Counter<'obj>,
-    live: Option<(LiveCgroups, Pending)>,
+    live: Option<LiveCgroups>,
     per_cpu: bool,
     verbose: u8,
     /// The outputs (HTTP, textfile) that have not exported since cgroups were last
@@ -150,14 +149,7 @@ impl Exporter<'_, '_> {
         self.refresh_cgroups()?;
         let mut next_write = textfile.map(|(_, every)| Instant::now() + every);
         loop {
-            let wake = match next_write {
-                Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
-                    Ok(w) => Some(w),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Stop),
-                },
-                None => Some(wakes.recv().unwrap_or(Wake::Stop)),
-            };
+            let wake = stat::wait_until(wakes, next_write, || Wake::Stop);
             match wake {
                 Some(Wake::Stop) => return Ok(()),
                 Some(Wake::Cgroups) => self.refresh_cgroups()?,
@@ -179,8 +171,7 @@ impl Exporter<'_, '_> {
     }
 
     fn refresh_cgroups(&mut self) -> Result<()> {
-        if let Some((live, pending)) = &mut self.live {
-            pending.take();
+        if let Some(live) = &mut self.live {
             if !live.refresh(&mut self.counter)?.removed.is_empty() {
                 self.unseen = self.outputs;
             }
@@ -196,7 +187,7 @@ impl Exporter<'_, '_> {
             eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
         }
         let rows: Vec<(usize, Option<String>)> = match &self.live {
-            Some((live, _)) => live
+            Some(live) => live
                 .reported()
                 .into_iter()
                 .map(|(slot, cg)| (slot, Some(cgroup_label(&cg.path))))
@@ -218,7 +209,7 @@ impl Exporter<'_, '_> {
             per_cpu: self.per_cpu,
         };
         let mut out = counted.families(&rows, &snap);
-        if let Some((live, _)) = &mut self.live {
+        if let Some(live) = &mut self.live {
             out.push(gauge(
                 "bperf_cgroups",
                 "Cgroups counted, those removed since the last export included.",
@@ -349,21 +340,11 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
 }
 
 /// SIGTERM and SIGINT stop serving; SIGHUP reads the cgroup tree again.
-fn forward_signals(tx: mpsc::Sender<Wake>) -> Result<()> {
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
-    std::thread::spawn(move || {
-        for sig in signals.forever() {
-            let wake = match sig {
-                SIGHUP => Wake::Cgroups,
-                _ => Wake::Stop,
-            };
-            if tx.send(wake).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(())
+fn wake_of(signal: i32) -> Wake {
+    match signal {
+        SIGHUP => Wake::Cgroups,
+        _ => Wake::Stop,
+    }
 }
 
 #[cfg(test)]

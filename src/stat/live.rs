@@ -20,33 +20,38 @@ pub struct LiveCgroups {
     slots: LiveSlots,
     /// Cgroups left out at the last refresh, to say so once per change.
     left_out: usize,
+    /// A change of the tree waits to be looked at: set by the watching thread, cleared
+    /// by [`refresh`](Self::refresh).
+    pending: Arc<AtomicBool>,
 }
 
 impl LiveCgroups {
-    /// Starts from `initial`, slot i counting initial[i].
-    pub fn new(plan: &LivePlan, initial: &[Cgroup]) -> Result<LiveCgroups> {
-        Ok(LiveCgroups {
+    /// Starts from `initial`, slot i counting initial[i], and watches the tree: calls
+    /// `changed` from another thread whenever it may have changed, until `changed`
+    /// returns false. Changes that come while one is pending make no more calls.
+    pub fn start(
+        plan: &LivePlan,
+        initial: &[Cgroup],
+        changed: impl Fn() -> bool + Send + 'static,
+    ) -> Result<LiveCgroups> {
+        let live = LiveCgroups {
             selection: plan.selection.clone(),
             tree: Cgroupfs::new(cgroupfs::discover()?)?,
             slots: LiveSlots::new(initial, plan.capacity),
             left_out: 0,
-        })
-    }
-
-    /// Calls `changed` from another thread whenever the tree may have changed, until it
-    /// returns false. Changes that come while one call is pending make no more calls.
-    pub fn watch(&self, changed: impl Fn() -> bool + Send + 'static) -> Result<Pending> {
-        let pending = Pending(Arc::new(AtomicBool::new(false)));
-        let flag = pending.0.clone();
-        cgroupfs::watch(&self.tree.hierarchy().mount, move || {
+            pending: Arc::new(AtomicBool::new(false)),
+        };
+        let flag = live.pending.clone();
+        cgroupfs::watch(&live.tree.hierarchy().mount, move || {
             flag.swap(true, Ordering::SeqCst) || changed()
         })?;
-        Ok(pending)
+        Ok(live)
     }
 
     /// Reads the tree again: counts new cgroups from now on, stops counting removed
     /// ones (they are reported once more, until [`release_gone`](Self::release_gone)).
     pub fn refresh(&mut self, counter: &mut Counter) -> Result<Changes> {
+        self.pending.store(false, Ordering::SeqCst);
         let now = self.selection.select(&self.tree)?;
         let changes = self.slots.update(&now);
         let added: Vec<(usize, u64)> = changes.added.iter().map(|(s, c)| (*s, c.id)).collect();
@@ -98,14 +103,5 @@ impl LiveCgroups {
 
     pub fn capacity(&self) -> usize {
         self.slots.capacity()
-    }
-}
-
-/// Whether a change of the tree waits to be looked at; cleared when it is.
-pub struct Pending(Arc<AtomicBool>);
-
-impl Pending {
-    pub fn take(&self) {
-        self.0.store(false, Ordering::SeqCst);
     }
 }

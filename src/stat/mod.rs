@@ -28,7 +28,7 @@ use crate::sys::process::{self, Child, Workload};
 use crate::sys::topology;
 use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
-use live::{LiveCgroups, Pending};
+use live::LiveCgroups;
 pub use record::report;
 use record::{record_path, write_record};
 use rustix::process::Signal;
@@ -758,13 +758,22 @@ enum Wake {
 
 /// The next wake, or None when `until` comes first.
 fn wait(wakes: &mpsc::Receiver<Wake>, until: Option<Instant>) -> Option<Wake> {
+    wait_until(wakes, until, || Wake::Signal(SIGTERM))
+}
+
+/// The next wake, or None when `until` comes first; `gone()` when every sender is gone.
+pub fn wait_until<W>(
+    wakes: &mpsc::Receiver<W>,
+    until: Option<Instant>,
+    gone: impl Fn() -> W,
+) -> Option<W> {
     match until {
         Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
             Err(mpsc::RecvTimeoutError::Timeout) => None,
             Ok(w) => Some(w),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Signal(SIGTERM)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(gone()),
         },
-        None => Some(wakes.recv().unwrap_or(Wake::Signal(SIGTERM))),
+        None => Some(wakes.recv().unwrap_or_else(|_| gone())),
     }
 }
 
@@ -806,15 +815,15 @@ fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Option<std::fs:
     Ok(ack)
 }
 
-/// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
-/// them end bperf before it prints. signal-hook says which signal came (ctrlc, used
-/// before, does not), for perf's exit status.
-fn forward_signals(tx: mpsc::Sender<Wake>) -> Result<()> {
+/// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes (`wake` of the
+/// signal), instead of letting them end bperf before it prints. signal-hook says which
+/// signal came (ctrlc, used before, does not), for perf's exit status.
+pub fn forward_signals<W: Send + 'static>(tx: mpsc::Sender<W>, wake: fn(i32) -> W) -> Result<()> {
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     std::thread::spawn(move || {
         for sig in signals.forever() {
-            let _ = tx.send(Wake::Signal(sig));
+            let _ = tx.send(wake(sig));
         }
     });
     Ok(())
@@ -916,7 +925,7 @@ struct Session<'a, 'obj> {
     plan: &'a mut Plan,
     /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
     /// waits to be looked at.
-    live: Option<(LiveCgroups, Pending)>,
+    live: Option<LiveCgroups>,
     counter: Counter<'obj>,
     report: &'a mut Report<Box<dyn Write>>,
     /// A signal came: no more runs of -r.
@@ -960,7 +969,7 @@ impl Session<'_, '_> {
         self.prev = now;
         // Removed cgroups were reported once more: they go, and cgroups left out for
         // want of a place may take theirs.
-        if let Some((live, _)) = &mut self.live {
+        if let Some(live) = &mut self.live {
             let waiting = live.release_gone();
             self.plan.series = live.series(self.plan.events.len());
             if waiting {
@@ -973,10 +982,9 @@ impl Session<'_, '_> {
     /// Follows the cgroup tree after it changed: new cgroups get rows (counted from
     /// zero), removed ones stop counting.
     fn refresh_cgroups(&mut self) -> Result<()> {
-        let Some((live, pending)) = &mut self.live else {
+        let Some(live) = &mut self.live else {
             return Ok(());
         };
-        pending.take();
         let changes = live.refresh(&mut self.counter)?;
         for (slot, _) in &changes.added {
             self.prev.clear_slot(*slot);
@@ -1257,7 +1265,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
     }
     let (tx, wakes) = mpsc::channel();
-    forward_signals(tx.clone())?;
+    forward_signals(tx.clone(), Wake::Signal)?;
     let mut report = Report::new(options, out);
     let mut ack = match &a.control {
         Some(spec) => forward_control(spec, tx.clone())?,
@@ -1430,16 +1438,14 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         start = Instant::now();
     }
     let live = match &plan.live {
-        Some(lp) => {
-            let live = LiveCgroups::new(lp, &plan.cgroups)?;
-            let pending = live.watch(move || io_tx.send(Wake::Cgroups).is_ok())?;
-            Some((live, pending))
-        }
+        Some(lp) => Some(LiveCgroups::start(lp, &plan.cgroups, move || {
+            io_tx.send(Wake::Cgroups).is_ok()
+        })?),
         None => None,
     };
     let nr_slots = live
         .as_ref()
-        .map_or(plan.cgroups.len(), |(l, _)| l.capacity());
+        .map_or(plan.cgroups.len(), LiveCgroups::capacity);
     let mut session = Session {
         args: a,
         prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
