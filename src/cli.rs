@@ -42,6 +42,14 @@ pub enum Command {
     /// file for node_exporter's textfile collector).
     #[command(long_about = SERVE_ABOUT)]
     Serve(ServeArgs),
+    /// Record every slice of time a CPU gives a monitored cgroup, with its counts, to a
+    /// file (bperf.data) for bperf report.
+    #[command(long_about = RECORD_ABOUT)]
+    Record(RecordArgs),
+    /// Print what bperf record wrote: per-cgroup totals like bperf stat's, breakdowns
+    /// by CPU and task, distributions, and a timeline.
+    #[command(long_about = REPORT_ABOUT)]
+    Report(ReportArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_name = "SHELL")]
@@ -543,6 +551,14 @@ const SERVE_EXAMPLES: &[&str] = &[
     "bperf serve --textfile /var/lib/node_exporter/textfile -I 15000 --all-cgroups",
 ];
 
+const RECORD_EXAMPLES: &[&str] = &[
+    "bperf record -a -e task-clock,context-switches --for-each-cgroup web,db -- sleep 10",
+    "bperf report -i bperf.data -x,",
+    "bperf report --sort cgroup,comm",
+    "bperf report --timeline timeline.json",
+    "bperf report --timeline timeline.svg",
+];
+
 const STAT_EXAMPLES: &[&str] = &[
     "bperf stat -a -e task-clock,context-switches --for-each-cgroup web,db -I 1000",
     "bperf stat -a -x, --all-cgroups -- sleep 10",
@@ -604,6 +620,125 @@ pub struct ServeArgs {
     pub verbose: u8,
 }
 
+const RECORD_ABOUT: &str = "\
+Record every slice of time a CPU gives a monitored cgroup: when a task of a monitored \
+cgroup leaves a CPU (or moves to another cgroup), one record says when the slice began, \
+how long it was, which CPU, cgroup, process, thread and command ran, and what every \
+event counted in it. The BPF program that splits counts between cgroups sends the \
+records through one perf ring buffer per CPU. The file (-o, default bperf.data) also \
+holds the events, cgroups and CPUs, how many records were lost, and the counters' own \
+totals, so that counts stay right even when records are lost.
+
+Without cgroup options every cgroup is recorded (--all-cgroups); the cgroups are those \
+of the start. Without -C every CPU is. With a command, recording lasts while it runs; \
+without one, until Ctrl-C or SIGTERM.";
+
+const REPORT_ABOUT: &str = "\
+Print what bperf record wrote. Without options: the totals of each cgroup, summed from \
+the records and printed as bperf stat prints them (table, -x, -j), so that they can be \
+checked against bperf stat; when records were lost, the counters' totals instead, and a \
+note says so. --sort prints a breakdown by cgroup, CPU, process, thread or command; \
+--hist the distribution of slice lengths and of each slice's metrics; --timeline writes \
+the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU) or, for a \
+name ending in .svg, as a picture.";
+
+/// What `bperf record` records and where.
+#[derive(Debug, Args, Clone)]
+#[command(trailing_var_arg = true, args_override_self = true)]
+pub struct RecordArgs {
+    /// Events, as bperf stat takes them (default: task-clock, context-switches).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+
+    /// Record on all CPUs (the default, unless -C is given).
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
+
+    /// Record only on these CPUs, e.g. 0-2,5.
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Record the slices of each of these cgroups (names or patterns, as bperf stat
+    /// takes them).
+    #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
+    pub for_each_cgroup: Vec<String>,
+
+    /// Record the slices of every cgroup (the default without cgroup options).
+    #[arg(long = "all-cgroups", conflicts_with_all = ["for_each_cgroup", "cgroup"])]
+    pub all_cgroups: bool,
+
+    /// Record these cgroups (as bperf stat's -G with one name for all events).
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "CGROUPS",
+        conflicts_with = "for_each_cgroup"
+    )]
+    pub cgroup: Vec<String>,
+
+    /// Write to FILE (an existing one is kept as FILE.old, as perf record does).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "bperf.data"
+    )]
+    pub output: PathBuf,
+
+    /// Pages of each CPU's ring buffer: a power of two, or a size with B, K, M or G.
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<String>,
+
+    /// Say how long each read took; libbpf's diagnostics.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// The command to run while recording (after --).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What `bperf report` reads and prints.
+#[derive(Debug, Args, Clone)]
+#[command(args_override_self = true)]
+pub struct ReportArgs {
+    /// The file bperf record wrote.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "bperf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Print the totals as CSV with this separator, as bperf stat -x.
+    #[arg(
+        short = 'x',
+        long = "field-separator",
+        value_name = "SEP",
+        conflicts_with = "json"
+    )]
+    pub field_separator: Option<String>,
+
+    /// Print the totals as JSON, one object per line, as bperf stat -j.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+
+    /// Print a breakdown by these keys instead, largest first: cgroup, cpu, pid, tid,
+    /// comm (comma-separated).
+    #[arg(short = 's', long = "sort", value_name = "KEYS")]
+    pub sort: Option<String>,
+
+    /// Print the distribution of slice lengths, and of each slice's metrics, per cgroup.
+    #[arg(long = "hist")]
+    pub hist: bool,
+
+    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON, or an SVG
+    /// picture when FILE ends in .svg.
+    #[arg(long = "timeline", value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+}
+
 /// The man pages, as (file name, roff text): bperf(1) and one per subcommand.
 pub fn man_pages() -> Vec<(String, String)> {
     let top = Cli::command();
@@ -614,6 +749,7 @@ pub fn man_pages() -> Vec<(String, String)> {
         let examples: &[&str] = match sub.get_name() {
             "stat" => STAT_EXAMPLES,
             "serve" => SERVE_EXAMPLES,
+            "record" | "report" => RECORD_EXAMPLES,
             _ => &[],
         };
         let cmd = sub
@@ -643,7 +779,7 @@ fn man_page(cmd: clap::Command, examples: &[&str]) -> String {
     page.push_str(".SH \"EXIT STATUS\"\n");
     page.push_str(&roff_escape(EXIT_STATUS));
     page.push_str(
-        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), bperf\\-serve(1), perf\\-stat(1)\n",
+        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), bperf\\-serve(1), bperf\\-record(1), bperf\\-report(1), perf\\-stat(1)\n",
     );
     page
 }

@@ -15,6 +15,7 @@ pub mod list;
 pub mod metrics;
 pub mod perfdata;
 pub mod reading;
+pub mod record;
 pub mod report;
 pub mod serve;
 pub mod stat;

@@ -35,6 +35,8 @@ fn main() -> ExitCode {
         cli::Command::Stat(args) => stat::run(args, mode == cli::StatMode::Record),
         cli::Command::List(args) => list::run(args),
         cli::Command::Serve(args) => bperf::serve::run(args),
+        cli::Command::Record(args) => bperf::record::run(args),
+        cli::Command::Report(args) => bperf::record::report(args),
         cli::Command::Completions { shell } => {
             cli::completions(*shell, &mut io::stdout());
             Ok(0)

@@ -66,8 +66,17 @@ const volatile bool shared = false;
 /* Cgroups come and go while counting (live cgroups): userspace changes cgrp_slot and
  * bumps live.slots_gen, as the sessions of shared counters do. */
 const volatile bool live_slots = false;
+/* bperf record: every slice of a monitored cgroup goes out through `slices` (see
+ * send_slice), and a switch between two tasks of one cgroup ends a slice too. */
+const volatile bool record_slices = false;
 
 struct bperf_live live;
+/* bperf record: the phase of the recording, set by userspace. The next flush of each
+ * CPU moves it into the phase: slices are sent from the first read a counter takes
+ * (its baseline) to its last, and add up to what the counter reads between the two. */
+#define RECORD_OPENING 1
+#define RECORD_CLOSING 2
+__u32 record_phase;
 
 /* How event masks and the number of events are known: fixed at load for one session,
  * changed by the sessions for shared counters. */
@@ -81,6 +90,22 @@ struct {
 	__uint(value_size, sizeof(__u32));
 	__uint(max_entries, 1);
 } events SEC(".maps");
+
+/* bperf record: one PERF_COUNT_SW_BPF_OUTPUT event per counted CPU, at key = CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, 1);
+} slices SEC(".maps");
+
+/* bperf record: slices each CPU could not send (its buffer was full). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} slices_lost SEC(".maps");
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {
@@ -153,6 +178,10 @@ struct cpu_state {
 	__u32 ptgid, ptid;       /* the tracked process and thread being charged, or 0 */
 	__u64 slots_gen;         /* live.slots_gen when the charges were worked out */
 	__u32 gen[BPERF_MAX_EVENTS]; /* live.event_gen when event i was last read */
+	/* bperf record only: */
+	__u64 owner;             /* the task whose slice is open */
+	__u32 recording;         /* 0: not yet, RECORD_OPENING: sending, RECORD_CLOSING: done */
+	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
 };
 
 struct {
@@ -447,8 +476,11 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 		return 0;
 	}
 	/* An event the machine cannot count has no fd in the array: skip it. */
-	if (read_event(st, i, a))
+	if (read_event(st, i, a)) {
+		if (record_slices)
+			st->slice.delta[i] = (struct bperf_reading){};
 		return 0;
+	}
 	d.counter = a->v.counter - st->prev[i].counter;
 	d.enabled = a->v.enabled - st->prev[i].enabled;
 	d.running = a->v.running - st->prev[i].running;
@@ -461,12 +493,15 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 	st->prev[i].enabled += d.enabled;
 	st->prev[i].running += d.running;
 	charge_slots(&st->charge, bpf_get_smp_processor_id(), i, &d);
+	if (record_slices)
+		st->slice.delta[i] = d;
 	return 0;
 }
 
 /*
  * Read every event on this CPU and charge what it counted since the last reading to the
- * slots being charged. @now, @rq_clock_fresh: see struct read_args.
+ * slots being charged. @now, @rq_clock_fresh: see struct read_args. Returns true when
+ * that was a slice to send (bperf record): st->slice then holds it.
  *
  * With @tail_ns, only the part of that window up to @tail_ns before @now: the last
  * @tail_ns were run by a task of another cgroup, after a switch that was not seen (see
@@ -478,6 +513,7 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __u64 tail_ns)
 {
 	struct read_args a = { .now = now, .rq_clock_fresh = rq_clock_fresh, .charged_share = ALL };
+	__u64 charged;
 
 	if (!st)
 		return 0;
@@ -486,13 +522,52 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 		a.dt = now - st->last;
 	if (tail_ns && st->last)
 		a.charged_share = fraction(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
-	st->last += a.charged_share == ALL ? a.dt : scaled(a.dt, a.charged_share);
+	charged = a.charged_share == ALL ? a.dt : scaled(a.dt, a.charged_share);
+	if (record_slices) {
+		st->slice.start = st->last;
+		st->slice.length = charged;
+	}
+	st->last += charged;
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		if (i >= NR_EVENTS)
 			break;
 		account_event(st, i, &a);
 	}
-	return 0;
+	return record_slices && st->charge.nr && charged && st->recording == RECORD_OPENING;
+}
+
+/* bperf record: send the slice account() left in st->slice, @flags its BPERF_SLICE_*. */
+static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 flags)
+{
+	__u32 n = NR_EVENTS, zero = 0;
+	__u64 size, *lost;
+
+	if (n > BPERF_MAX_EVENTS)
+		n = BPERF_MAX_EVENTS;
+	st->slice.cpu = bpf_get_smp_processor_id();
+	st->slice.nr_events = n;
+	st->slice.flags = flags;
+	size = sizeof(st->slice) - sizeof(st->slice.delta) + n * sizeof(st->slice.delta[0]);
+	if (size > sizeof(st->slice))
+		return;
+	if (!bpf_perf_event_output(ctx, &slices, BPF_F_CURRENT_CPU, &st->slice, size))
+		return;
+	lost = bpf_map_lookup_elem(&slices_lost, &zero);
+	if (lost)
+		*lost += 1;
+}
+
+/* bperf record: @task's slice in cgroup @cgid begins: who runs where, for send_slice. */
+static __always_inline void open_slice(struct cpu_state *st, struct task_struct *task, __u64 cgid)
+{
+	if (!record_slices)
+		return;
+	st->owner = (__u64)task;
+	st->slice.cgid = cgid;
+	st->slice.slot = st->charge.nr ? st->charge.slot[0] : 0;
+	st->slice.pid = task->tgid;
+	st->slice.tid = task->pid;
+	bpf_probe_read_kernel(st->slice.comm, sizeof(st->slice.comm), task->comm);
 }
 
 /* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */
@@ -628,8 +703,8 @@ static __always_inline void forget_charges(struct cpu_state *st)
  * @now on, after charging what was counted since the last reading to the slots charged
  * so far, or the share of its last @tail_ns to @task's. @now, @rq_clock_fresh: see
  * struct read_args. */
-static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task, __u64 now,
-					bool rq_clock_fresh, __u64 tail_ns)
+static __always_inline void charge_task(void *ctx, struct cpu_state *st, struct task_struct *task,
+					__u64 now, bool rq_clock_fresh, __u64 tail_ns)
 {
 	struct bperf_charge *charge;
 	struct cgroup *cg;
@@ -646,7 +721,8 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	id = cg->kn->id;
 	tracked_ids(task, &tgid, &tid);
 	stale = (shared || live_slots) && st->slots_gen != live.slots_gen;
-	if (id == st->cgid && tgid == st->ptgid && tid == st->ptid && !stale)
+	if (id == st->cgid && tgid == st->ptgid && tid == st->ptid && !stale &&
+	    (!record_slices || (__u64)task == st->owner))
 		return;
 	if (stale)
 		forget_charges(st);
@@ -667,12 +743,14 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	 * woken, but its task-clock does not: the clocks are then read by the helper. */
 	if (old_procs || tgid || tid)
 		rq_clock_fresh = false;
-	account(st, now, rq_clock_fresh, tail_ns);
+	if (account(st, now, rq_clock_fresh, tail_ns))
+		send_slice(ctx, st, 0);
 	copy_charge(&st->charge, charge);
 	append_proc(&st->charge, &proc_tgid, tgid);
 	append_proc(&st->charge, &proc_tid, tid);
-	if (tail_ns)
-		account(st, now, rq_clock_fresh, 0);
+	open_slice(st, task, id);
+	if (tail_ns && account(st, now, rq_clock_fresh, 0))
+		send_slice(ctx, st, 0);
 }
 
 /*
@@ -713,21 +791,21 @@ static __always_inline bool track_task(struct cpu_state *st, struct task_struct 
  * charged to the agent's cgroup until its own switch. The time since @prev arrived is
  * then @prev's, the time before stays with the cgroup being charged.
  */
-static __always_inline void settle_task_switch(struct cpu_state *st, struct task_struct *prev,
+static __always_inline void settle_task_switch(void *ctx, struct cpu_state *st, struct task_struct *prev,
 				      struct task_struct *next, struct rq *rq, __u64 now, bool rq_clock_fresh)
 {
 	if (track_task(st, prev, next))
-		charge_task(st, prev, now, rq_clock_fresh, running_for(prev, rq));
-	charge_task(st, next, now, rq_clock_fresh, 0);
+		charge_task(ctx, st, prev, now, rq_clock_fresh, running_for(prev, rq));
+	charge_task(ctx, st, next, now, rq_clock_fresh, 0);
 }
 
 /* @task, current on this CPU (run queue @rq), has been running and goes on: settle and
  * charge its cgroup from @now on (after it moved itself, or before a read). If the
  * switch to it was not seen, its time since it arrived is its own (see settle_task_switch). */
-static __always_inline void settle_current_task(struct cpu_state *st, struct task_struct *task, struct rq *rq,
-				    __u64 now)
+static __always_inline void settle_current_task(void *ctx, struct cpu_state *st, struct task_struct *task,
+						struct rq *rq, __u64 now)
 {
-	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
+	charge_task(ctx, st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
 }
 
 /*
@@ -764,7 +842,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
 	if (!st)
 		return 0;
 	take_switches(st, rq);
-	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now);
+	settle_task_switch(ctx, st, prev, next, rq, now, HAVE_RQ && now);
 	return 0;
 }
 
@@ -786,7 +864,7 @@ int BPF_PROG(bperf_on_attach)
 	st->busy = 1;
 	asm volatile("" ::: "memory");
 	take_switches(st, rq);
-	settle_current_task(st, task, rq, cpu_clock_now(rq));
+	settle_current_task(ctx, st, task, rq, cpu_clock_now(rq));
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -808,8 +886,11 @@ int bperf_flush(void *ctx)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	settle_current_task(st, task, rq, now);
-	account(st, now, false, 0);
+	settle_current_task(ctx, st, task, rq, now);
+	if (account(st, now, false, 0))
+		send_slice(ctx, st, BPERF_SLICE_CUT);
+	if (record_slices && record_phase > st->recording)
+		st->recording = record_phase;
 	return 0;
 }
 

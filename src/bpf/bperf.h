@@ -54,4 +54,21 @@ struct bperf_live {
 	__u32 event_gen[BPERF_MAX_EVENTS]; /* bumped whenever event i is added or removed */
 };
 
+/* bperf record: the stretch of time one CPU charged a monitored cgroup for one task,
+ * from when the task (or the cgroup) came to when it went, or to a read (a cut). */
+#define BPERF_SLICE_CUT 1 /* ended by a read: the task runs on into the next slice */
+struct bperf_slice {
+	__u64 start;  /* the CPU's clock (see cpu_clock_now in bperf.bpf.c), ns */
+	__u64 length; /* ns */
+	__u64 cgid;   /* the cgroup the task ran in, monitored or not */
+	__u32 cpu;
+	__u32 slot;   /* the innermost monitored cgroup charged; its monitored ancestors were too */
+	__u32 pid;    /* process id (tgid) */
+	__u32 tid;
+	char comm[16];
+	__u32 nr_events;
+	__u32 flags;  /* BPERF_SLICE_* */
+	struct bperf_reading delta[BPERF_MAX_EVENTS]; /* nr_events of them are sent */
+};
+
 #endif

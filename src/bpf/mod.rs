@@ -28,6 +28,10 @@ use crate::reading::{Reading, Snapshot};
 use skel::types::{bperf_proc, bperf_reading, cpu_state};
 use skel::{BperfSkel, BperfSkelBuilder};
 
+/// bperf record's phases (RECORD_OPENING and RECORD_CLOSING in bperf.bpf.c).
+const RECORD_OPENING: u32 = 1;
+const RECORD_CLOSING: u32 = 2;
+
 /// The length of the array field that `field` points at, at compile time.
 const fn array_len<T, const N: usize>(_field: fn(&cpu_state) -> &[T; N]) -> usize {
     N
@@ -100,6 +104,9 @@ pub struct Config<'a> {
     /// Load the instance shared by every session (see shared.rs) rather than one for
     /// this counter alone: nr_events, cgroups and masks are then left to the sessions.
     pub shared: bool,
+    /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;
+    /// empty when not recording.
+    pub rings: &'a [(u32, BorrowedFd<'a>)],
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mapped count array.
@@ -190,6 +197,13 @@ impl<'obj> Bpf<'obj> {
                 .update(&id.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
                 .context("filling the cgroup map")?;
         }
+        for &(cpu, fd) in config.rings {
+            let val = fd.as_raw_fd() as u32;
+            skel.maps
+                .slices
+                .update(&cpu.to_ne_bytes(), &val.to_ne_bytes(), MapFlags::ANY)
+                .context("filling the ring array")?;
+        }
         let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
         let links = vec![
             skel.progs
@@ -201,7 +215,7 @@ impl<'obj> Bpf<'obj> {
                 .attach()
                 .context("attaching to cgroup_attach_task")?,
         ];
-        let bpf = Bpf {
+        let mut bpf = Bpf {
             _links: links,
             skel,
             counts,
@@ -209,7 +223,47 @@ impl<'obj> Bpf<'obj> {
         };
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
+        // Slices are sent from the next read on: the counter's own baseline.
+        if !config.rings.is_empty() {
+            bpf.set_record_phase(RECORD_OPENING);
+        }
         Ok(bpf)
+    }
+
+    /// bperf record: the next read on each CPU moves it into `phase` (see record_phase
+    /// in bperf.bpf.c).
+    fn set_record_phase(&mut self, phase: u32) {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .expect("the BPF object has a .bss");
+        // SAFETY: the field lives in the mapped .bss, which the programs only read.
+        unsafe { std::ptr::addr_of_mut!(bss.record_phase).write_volatile(phase) };
+    }
+
+    /// bperf record: no slice is sent after the next read's.
+    pub fn close_recording(&mut self) {
+        self.set_record_phase(RECORD_CLOSING);
+    }
+
+    /// bperf record: how many slices each of `cpus` could not send (its ring was full).
+    pub fn slices_lost(&self, cpus: &[u32]) -> Result<Vec<u64>> {
+        let per_cpu = self
+            .skel
+            .maps
+            .slices_lost
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the lost slice counts")?
+            .unwrap_or_default();
+        let lost = |cpu: u32| {
+            per_cpu
+                .get(cpu as usize)
+                .and_then(|v| v.get(..8))
+                .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        };
+        Ok(cpus.iter().map(|&c| lost(c)).collect())
     }
 
     /// Brings every CPU's counts up to now: runs the flush program on each CPU.
@@ -313,6 +367,7 @@ fn open_and_load<'obj>(
     ro.plain_count = m.plain_count & !m.rq_switches;
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
+    ro.record_slices = !config.rings.is_empty();
     if config.shared {
         shared::size_maps(&mut open.maps)?;
     } else {
@@ -323,6 +378,7 @@ fn open_and_load<'obj>(
     }
     let per_cpu = nr_possible * nr_events.max(1);
     open.maps.events.set_max_entries(per_cpu as u32)?;
+    open.maps.slices.set_max_entries(nr_possible as u32)?;
     open.maps.counts.set_max_entries(counts_len as u32)?;
     open.load().map_err(|e| match e.kind() {
         libbpf_rs::ErrorKind::PermissionDenied => anyhow::anyhow!(

@@ -31,6 +31,7 @@ enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 #define BPF_F_MMAPABLE (1U << 10)
+#define BPF_F_CURRENT_CPU 0xffffffffULL
 #define BPF_ANY 0
 #define BPF_F_NO_PREALLOC (1U << 0)
 
@@ -92,6 +93,7 @@ struct task_struct {
 	struct css_set *cgroups;
 	struct sched_entity se;
 	struct sched_info sched_info;
+	char comm[16];
 };
 
 /* A perf event array: one bpf_event_entry per index, holding the counting perf event. */

@@ -52,6 +52,9 @@ pub struct Setup<'a> {
     pub verbose: u8,
     /// Events counted through the shared counters (--bpf-counters, the `b` modifier).
     pub shared: Option<SharedSetup<'a>>,
+    /// bperf record: the ring (CPU, BPF output event) of each CPU, which every slice of
+    /// a monitored cgroup is sent to from the counter's first read to its last.
+    pub rings: &'a [(u32, std::os::fd::BorrowedFd<'a>)],
 }
 
 /// The events a counter counts through the shared counters, and where those live.
@@ -134,6 +137,7 @@ impl<'obj> Counter<'obj> {
                     plain_loads: path.loads,
                     privilege_hint: privilege_hint(setup),
                     shared: false,
+                    rings: setup.rings,
                 };
                 let fds = event_fds(&opened.fds, setup.cpus);
                 Some(Bpf::load(&config, &fds, storage)?)
@@ -241,6 +245,21 @@ impl<'obj> Counter<'obj> {
         }
         bpf.slots_changed();
         Ok(())
+    }
+
+    /// bperf record: the next read is the last one slices are sent for.
+    pub fn close_recording(&mut self) {
+        if let Some(bpf) = &mut self.bpf {
+            bpf.close_recording();
+        }
+    }
+
+    /// bperf record: the slices each CPU could not send, in the order of the CPUs.
+    pub fn slices_lost(&self) -> Result<Vec<u64>> {
+        match &self.bpf {
+            Some(bpf) => bpf.slices_lost(&self.cpus),
+            None => Ok(vec![0; self.cpus.len()]),
+        }
     }
 
     fn read_raw(&mut self) -> Result<Snapshot> {
@@ -633,6 +652,7 @@ mod tests {
             cgroup_v1: false,
             verbose: 0,
             shared: None,
+            rings: &[],
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();

@@ -65,6 +65,7 @@ impl Shared {
             plain_loads: path.loads,
             privilege_hint: "shared counters need CAP_PERFMON, CAP_BPF and CAP_SYS_ADMIN (or root)",
             shared: true,
+            rings: &[],
         };
         let session = Session::join(Request {
             dir: sh.dir,

@@ -74,7 +74,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     };
     stat::forward_signals(tx.clone(), wake_of)?;
     let mut storage = MaybeUninit::uninit();
-    let counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true)?;
+    let counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true, &[])?;
     for (i, e) in plan.events.iter().enumerate() {
         if !counter.supported(i) {
             eprintln!(

@@ -1351,6 +1351,7 @@ pub fn open_counter<'obj>(
     task: Option<libc::pid_t>,
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     first: bool,
+    rings: &[(u32, std::os::fd::BorrowedFd)],
 ) -> Result<Counter<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let threads: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
@@ -1369,6 +1370,7 @@ pub fn open_counter<'obj>(
             dir: &sh.dir,
             processes: if sh.by_process { &plan.watched } else { &[] },
         }),
+        rings,
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {
@@ -1403,7 +1405,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         .as_ref()
         .filter(|_| plan.task_mode)
         .map(Workload::pid);
-    let mut counter = open_counter(a, plan, task, &mut storage, first)?;
+    let mut counter = open_counter(a, plan, task, &mut storage, first, &[])?;
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
     if a.delay == Some(-1) {
         counter.start_paused();

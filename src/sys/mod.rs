@@ -4,6 +4,7 @@
 
 pub mod cgroupfs;
 pub mod perf_event;
+pub mod perf_ring;
 pub mod process;
 pub mod sysfs;
 pub mod topology;

@@ -1,0 +1,476 @@
+//! The file bperf record writes and bperf report reads (bperf.data).
+//!
+//! ```text
+//! magic    8 bytes  "BPERFREC"
+//! version  u32      1
+//! length   u32      of the header
+//! header   JSON     Header: events, cgroups, CPUs, clock, command, start time
+//! blocks            each: kind u32, length u32, then `length` bytes
+//!   kind 1  a slice: the BPF program's struct bperf_slice (src/bpf/bperf.h), as sent:
+//!           start u64, length u64, cgroup id u64, cpu u32, slot u32, pid u32, tid u32,
+//!           comm [16]u8, nr_events u32, flags u32, then nr_events x (counter u64,
+//!           enabled u64, running u64)
+//!   kind 2  the end, last in the file: End as JSON (duration, lost records per CPU,
+//!           the counters' totals)
+//! ```
+//! Integers are little-endian. A file without its end block is refused: the recording
+//! did not finish.
+
+use std::io::{self, Read, Write};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value as Json};
+
+use crate::reading::Reading;
+
+pub const MAGIC: &[u8; 8] = b"BPERFREC";
+pub const VERSION: u32 = 1;
+const SLICE: u32 = 1;
+const END: u32 = 2;
+/// Bytes of a slice before its deltas.
+pub const SLICE_HEAD: usize = 64;
+const READING: usize = 24;
+/// The largest block a reader accepts: far more than any slice or end block needs.
+const MAX_BLOCK: u32 = 1 << 30;
+
+/// A cgroup recorded: its slot in the slices, id, name as given and path below the
+/// mount ("" for the root).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedCgroup {
+    pub slot: usize,
+    pub id: u64,
+    pub name: String,
+    pub path: String,
+}
+
+/// What the file says about the recording before its slices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub events: Vec<String>,
+    /// Whether the machine could count each event.
+    pub supported: Vec<bool>,
+    pub cgroups: Vec<RecordedCgroup>,
+    pub cpus: Vec<u32>,
+    /// What slice times are on: "sched_clock" (the run queue clock) or "ktime".
+    pub clock: String,
+    pub command: Vec<String>,
+    /// When recording started, in seconds since the epoch.
+    pub started: f64,
+}
+
+/// What the file says once recording ended.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct End {
+    pub duration_ns: u64,
+    /// Slices each CPU (in header order) could not send: its ring was full.
+    pub lost: Vec<u64>,
+    /// Slices the reader was told were dropped (PERF_RECORD_LOST), per CPU.
+    pub ring_lost: Vec<u64>,
+    /// The counters' own totals: [slot][event][cpu position].
+    pub totals: Vec<Vec<Vec<Reading>>>,
+}
+
+/// One slice as recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub start: u64,
+    pub length: u64,
+    pub cgid: u64,
+    pub cpu: u32,
+    pub slot: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// Ended by a read rather than by a switch: the task ran on into the next slice.
+    pub cut: bool,
+    pub deltas: Vec<Reading>,
+}
+
+/// A whole recording, read back.
+#[derive(Debug)]
+pub struct Recording {
+    pub header: Header,
+    pub slices: Vec<Slice>,
+    pub end: End,
+}
+
+impl End {
+    pub fn lost_total(&self) -> u64 {
+        self.lost
+            .iter()
+            .sum::<u64>()
+            .max(self.ring_lost.iter().sum())
+    }
+}
+
+fn header_json(h: &Header) -> Json {
+    let cgroups: Vec<Json> = h
+        .cgroups
+        .iter()
+        .map(|c| json!({"slot": c.slot, "id": c.id, "name": c.name, "path": c.path}))
+        .collect();
+    json!({
+        "events": h.events,
+        "supported": h.supported,
+        "cgroups": cgroups,
+        "cpus": h.cpus,
+        "clock": h.clock,
+        "command": h.command,
+        "started": h.started,
+        "byte_order": "little",
+    })
+}
+
+/// Writes the magic, version and header.
+pub fn write_header(out: &mut impl Write, h: &Header) -> io::Result<()> {
+    let text = header_json(h).to_string();
+    out.write_all(MAGIC)?;
+    out.write_all(&VERSION.to_le_bytes())?;
+    out.write_all(&(text.len() as u32).to_le_bytes())?;
+    out.write_all(text.as_bytes())
+}
+
+/// Writes one slice as the BPF program sent it (`raw`, perhaps padded); false if it is
+/// too short to be one.
+pub fn write_slice(out: &mut impl Write, raw: &[u8]) -> io::Result<bool> {
+    let Some(n) = raw.get(56..60) else {
+        return Ok(false);
+    };
+    let n = u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize;
+    let Some(bytes) = raw.get(..SLICE_HEAD + n * READING) else {
+        return Ok(false);
+    };
+    out.write_all(&SLICE.to_le_bytes())?;
+    out.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    out.write_all(bytes)?;
+    Ok(true)
+}
+
+/// Writes the end block.
+pub fn write_end(out: &mut impl Write, end: &End) -> io::Result<()> {
+    let totals: Vec<Json> = end
+        .totals
+        .iter()
+        .map(|events| {
+            json!(events
+                .iter()
+                .map(|cpus| cpus
+                    .iter()
+                    .map(|r| json!([r.counter, r.enabled, r.running]))
+                    .collect::<Vec<_>>())
+                .collect::<Vec<_>>())
+        })
+        .collect();
+    let text = json!({
+        "duration_ns": end.duration_ns,
+        "lost": end.lost,
+        "ring_lost": end.ring_lost,
+        "totals": totals,
+    })
+    .to_string();
+    out.write_all(&END.to_le_bytes())?;
+    out.write_all(&(text.len() as u32).to_le_bytes())?;
+    out.write_all(text.as_bytes())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// A slice block's bytes as a Slice, for `nr_events` events.
+pub fn parse_slice(b: &[u8], nr_events: usize) -> Result<Slice> {
+    if b.len() < SLICE_HEAD {
+        bail!("a slice of {} bytes (at least {SLICE_HEAD})", b.len());
+    }
+    let n = u32_at(b, 56) as usize;
+    if n != nr_events || b.len() != SLICE_HEAD + n * READING {
+        bail!(
+            "a slice of {n} events in {} bytes, for {nr_events} events",
+            b.len()
+        );
+    }
+    let comm = &b[40..56];
+    let comm_len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+    let deltas = (0..n)
+        .map(|i| {
+            let at = SLICE_HEAD + i * READING;
+            Reading {
+                counter: u64_at(b, at),
+                enabled: u64_at(b, at + 8),
+                running: u64_at(b, at + 16),
+            }
+        })
+        .collect();
+    Ok(Slice {
+        start: u64_at(b, 0),
+        length: u64_at(b, 8),
+        cgid: u64_at(b, 16),
+        cpu: u32_at(b, 24),
+        slot: u32_at(b, 28),
+        pid: u32_at(b, 32),
+        tid: u32_at(b, 36),
+        comm: String::from_utf8_lossy(&comm[..comm_len]).into_owned(),
+        cut: u32_at(b, 60) & 1 != 0,
+        deltas,
+    })
+}
+
+fn parse_header(text: &[u8]) -> Result<Header> {
+    let v: Json = serde_json::from_slice(text).context("the header is not JSON")?;
+    let strings = |key: &str| -> Result<Vec<String>> {
+        v[key]
+            .as_array()
+            .with_context(|| format!("the header has no {key}"))?
+            .iter()
+            .map(|s| s.as_str().map(String::from).context("not a string"))
+            .collect()
+    };
+    let cgroups = v["cgroups"]
+        .as_array()
+        .context("the header has no cgroups")?
+        .iter()
+        .map(|c| {
+            Ok(RecordedCgroup {
+                slot: c["slot"].as_u64().context("a cgroup without its slot")? as usize,
+                id: c["id"].as_u64().context("a cgroup without its id")?,
+                name: c["name"].as_str().unwrap_or_default().to_string(),
+                path: c["path"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cpus = v["cpus"]
+        .as_array()
+        .context("the header has no cpus")?
+        .iter()
+        .map(|c| {
+            c.as_u64()
+                .map(|c| c as u32)
+                .context("a CPU that is not a number")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let events = strings("events")?;
+    let supported = match v["supported"].as_array() {
+        Some(a) => a.iter().map(|b| b.as_bool().unwrap_or(true)).collect(),
+        None => vec![true; events.len()],
+    };
+    Ok(Header {
+        events,
+        supported,
+        cgroups,
+        cpus,
+        clock: v["clock"].as_str().unwrap_or("sched_clock").to_string(),
+        command: strings("command").unwrap_or_default(),
+        started: v["started"].as_f64().unwrap_or(0.0),
+    })
+}
+
+fn parse_end(text: &[u8]) -> Result<End> {
+    let v: Json = serde_json::from_slice(text).context("the end block is not JSON")?;
+    let numbers = |key: &str| -> Vec<u64> {
+        v[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(Json::as_u64).collect())
+            .unwrap_or_default()
+    };
+    let reading = |r: &Json| Reading {
+        counter: r[0].as_u64().unwrap_or(0),
+        enabled: r[1].as_u64().unwrap_or(0),
+        running: r[2].as_u64().unwrap_or(0),
+    };
+    let list = |j: &Json| j.as_array().cloned().unwrap_or_default();
+    let totals = list(&v["totals"])
+        .iter()
+        .map(|events| {
+            list(events)
+                .iter()
+                .map(|cpus| list(cpus).iter().map(reading).collect())
+                .collect()
+        })
+        .collect();
+    Ok(End {
+        duration_ns: v["duration_ns"].as_u64().unwrap_or(0),
+        lost: numbers("lost"),
+        ring_lost: numbers("ring_lost"),
+        totals,
+    })
+}
+
+/// Reads exactly `buf.len()` bytes at `*at`; a short file is said as truncated.
+fn read_at(input: &mut impl Read, buf: &mut [u8], at: &mut u64, what: &str) -> Result<()> {
+    input.read_exact(buf).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => {
+            anyhow::anyhow!("truncated: the file ends inside {what} at byte {at}")
+        }
+        _ => anyhow::Error::from(e),
+    })?;
+    *at += buf.len() as u64;
+    Ok(())
+}
+
+/// Reads a whole recording.
+pub fn read(input: &mut impl Read) -> Result<Recording> {
+    let mut at = 0u64;
+    let mut magic = [0u8; 8];
+    let mut head = [0u8; 8];
+    read_at(input, &mut magic, &mut at, "the magic number")?;
+    if &magic != MAGIC {
+        bail!(
+            "not a bperf record file (it does not start with {:?})",
+            "BPERFREC"
+        );
+    }
+    read_at(input, &mut head, &mut at, "the header")?;
+    let version = u32_at(&head, 0);
+    if version != VERSION {
+        bail!("a version {version} bperf record file: this bperf reads version {VERSION}");
+    }
+    let mut text = vec![0u8; u32_at(&head, 4).min(MAX_BLOCK) as usize];
+    read_at(input, &mut text, &mut at, "the header")?;
+    let header = parse_header(&text)?;
+    let mut slices = Vec::new();
+    loop {
+        let mut block = [0u8; 8];
+        let start = at;
+        match input.read(&mut block[..1])? {
+            0 => bail!("truncated: no end block after byte {at} (the recording did not finish)"),
+            _ => at += 1,
+        }
+        read_at(input, &mut block[1..], &mut at, "a block header")?;
+        let (kind, len) = (u32_at(&block, 0), u32_at(&block, 4));
+        if len > MAX_BLOCK {
+            bail!("a block of {len} bytes at byte {start}: the file is damaged");
+        }
+        let mut body = vec![0u8; len as usize];
+        read_at(input, &mut body, &mut at, "a block")?;
+        match kind {
+            SLICE => slices.push(
+                parse_slice(&body, header.events.len())
+                    .with_context(|| format!("bad slice at byte {start}"))?,
+            ),
+            END => {
+                let end = parse_end(&body)?;
+                return Ok(Recording {
+                    header,
+                    slices,
+                    end,
+                });
+            }
+            k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            events: vec!["task-clock".into(), "context-switches".into()],
+            supported: vec![true, false],
+            cgroups: vec![RecordedCgroup {
+                slot: 0,
+                id: 42,
+                name: "web".into(),
+                path: "web".into(),
+            }],
+            cpus: vec![0, 1],
+            clock: "sched_clock".into(),
+            command: vec!["sleep".into(), "1".into()],
+            started: 1.5,
+        }
+    }
+
+    /// A slice as the BPF program sends it, padded as the kernel pads raw samples.
+    fn raw_slice(start: u64, deltas: &[u64]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [start, 1000, 42] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [1u32, 0, 7, 8] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(b"spin\0\0\0\0\0\0\0\0\0\0\0\0");
+        b.extend_from_slice(&(deltas.len() as u32).to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        for &d in deltas {
+            for v in [d, 1000, 1000] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        b
+    }
+
+    fn file(end: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_header(&mut out, &header()).unwrap();
+        assert!(write_slice(&mut out, &raw_slice(5, &[1000, 1])).unwrap());
+        assert!(!write_slice(&mut out, &[0; 10]).unwrap());
+        if end {
+            let r = Reading {
+                counter: 3,
+                enabled: 4,
+                running: 5,
+            };
+            let end = End {
+                duration_ns: 9,
+                lost: vec![0, 2],
+                ring_lost: vec![0, 1],
+                totals: vec![vec![vec![r; 2]; 2]],
+            };
+            write_end(&mut out, &end).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn a_recording_reads_back_as_written() {
+        let rec = read(&mut &file(true)[..]).unwrap();
+        assert_eq!(rec.header, header());
+        assert_eq!(rec.slices.len(), 1);
+        let s = &rec.slices[0];
+        assert_eq!(
+            (s.start, s.length, s.cgid, s.cpu, s.slot),
+            (5, 1000, 42, 1, 0)
+        );
+        assert_eq!((s.pid, s.tid, s.comm.as_str(), s.cut), (7, 8, "spin", true));
+        assert_eq!(s.deltas[0].counter, 1000);
+        assert_eq!(s.deltas[1].counter, 1);
+        assert_eq!(rec.end.lost_total(), 2);
+        assert_eq!(rec.end.totals[0][1][1].running, 5);
+    }
+
+    #[test]
+    fn every_cut_short_file_is_refused() {
+        let whole = file(true);
+        for len in 0..whole.len() {
+            let err = read(&mut &whole[..len]).unwrap_err().to_string();
+            assert!(
+                err.starts_with("truncated") || err.contains("not JSON"),
+                "{len}: {err}"
+            );
+        }
+        let err = read(&mut &file(false)[..]).unwrap_err().to_string();
+        assert!(err.contains("no end block"), "{err}");
+    }
+
+    #[test]
+    fn other_files_are_refused() {
+        let err = read(&mut &b"PERFILE2........"[..]).unwrap_err().to_string();
+        assert!(err.contains("not a bperf record file"), "{err}");
+        let mut v2 = file(true);
+        v2[8] = 2;
+        let err = read(&mut &v2[..]).unwrap_err().to_string();
+        assert!(err.contains("version 2"), "{err}");
+        let mut bad = file(true);
+        let first_block = 16 + u32_at(&bad, 12) as usize;
+        bad[first_block] = 9;
+        let err = read(&mut &bad[..]).unwrap_err().to_string();
+        assert!(err.contains("unknown block kind 9"), "{err}");
+    }
+}

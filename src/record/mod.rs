@@ -1,0 +1,371 @@
+//! `bperf record` and `bperf report`: every slice of time a CPU gives a monitored cgroup,
+//! with what each event counted in it, streamed from the BPF program through one perf
+//! ring buffer per CPU into a file (see file.rs), and read back as totals, breakdowns,
+//! distributions and a timeline.
+//!
+//! Recording: the counter is stat's, with a ring per CPU; one thread drains the rings
+//! into the file while the main thread waits for the command or a signal. The counter's
+//! last read closes the recording (no slice is sent after it), so the slices add up to
+//! the totals the file ends with.
+
+pub mod analysis;
+pub mod file;
+mod print;
+pub mod timeline;
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rustix::process::Signal;
+
+use crate::cli::{RecordArgs, ReportArgs, StatArgs};
+use crate::stat::{self, Plan};
+use crate::sys::perf_ring::{self, Record, Ring};
+use crate::sys::process::Workload;
+use crate::UsageError;
+use file::{End, Header, RecordedCgroup};
+
+pub use print::report;
+
+/// What record counts when told nothing: time and switches, the two every slice has.
+const DEFAULT_EVENTS: &str = "task-clock,context-switches";
+
+/// Ring pages per CPU when -m is not given (bench/results/levers.md: no slice lost at
+/// the highest switch rate this VM reaches).
+pub const DEFAULT_PAGES: usize = 256;
+
+/// How often the reader drains the rings even when no ring reached its mark.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+
+/// The options of `bperf stat` that record's options stand for.
+fn stat_args(a: &RecordArgs) -> StatArgs {
+    let no_cgroups = a.for_each_cgroup.is_empty() && a.cgroup.is_empty();
+    let events = match a.events.is_empty() {
+        true => vec![DEFAULT_EVENTS.to_string()],
+        false => a.events.clone(),
+    };
+    StatArgs {
+        events,
+        all_cpus: a.all_cpus || a.cpu.is_none(),
+        cpu: a.cpu.clone(),
+        for_each_cgroup: a.for_each_cgroup.iter().chain(&a.cgroup).cloned().collect(),
+        all_cgroups: a.all_cgroups || no_cgroups,
+        verbose: a.verbose,
+        command: a.command.clone(),
+        ..StatArgs::default()
+    }
+}
+
+/// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
+/// power of two pages, as perf takes it.
+pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
+    let s = s.trim();
+    let unit = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('B') => Some(1),
+        Some('K') => Some(1 << 10),
+        Some('M') => Some(1 << 20),
+        Some('G') => Some(1 << 30),
+        _ => None,
+    };
+    let bad = || {
+        UsageError(format!(
+            "-m {s}: give a power of two pages, or a size such as 512K"
+        ))
+    };
+    let pages = match unit {
+        Some(unit) => {
+            let n: usize = s[..s.len() - 1].parse().map_err(|_| bad())?;
+            let bytes = n.checked_mul(unit).ok_or_else(bad)?;
+            bytes.div_ceil(page_size).max(1).next_power_of_two()
+        }
+        None => {
+            let n: usize = s.parse().map_err(|_| bad())?;
+            if !n.is_power_of_two() {
+                return Err(UsageError(format!(
+                    "-m {s}: the number of pages must be a power of two"
+                ))
+                .into());
+            }
+            n
+        }
+    };
+    if pages > 1 << 20 {
+        return Err(bad().into());
+    }
+    Ok(pages)
+}
+
+/// What the reader thread brings back.
+struct Drained {
+    out: BufWriter<File>,
+    slices: u64,
+    /// Records the kernel said it dropped (PERF_RECORD_LOST), per CPU in ring order.
+    ring_lost: Vec<u64>,
+}
+
+/// Drains every ring into `out` until `stop`, then once more.
+fn drain_rings(
+    mut rings: Vec<Ring>,
+    mut out: BufWriter<File>,
+    stop: Arc<AtomicBool>,
+) -> Result<Drained> {
+    let mut slices = 0u64;
+    let mut ring_lost = vec![0u64; rings.len()];
+    let mut failed: Option<io::Error> = None;
+    loop {
+        let last = stop.load(Ordering::Acquire);
+        for (i, ring) in rings.iter_mut().enumerate() {
+            ring.drain(&mut |r| match r {
+                Record::Sample(raw) if failed.is_none() => match file::write_slice(&mut out, raw) {
+                    Ok(true) => slices += 1,
+                    Ok(false) => {}
+                    Err(e) => failed = Some(e),
+                },
+                Record::Sample(_) => {}
+                Record::Lost(n) => ring_lost[i] += n,
+            });
+        }
+        if let Some(e) = failed {
+            return Err(e).context("writing the slices");
+        }
+        if last {
+            return Ok(Drained {
+                out,
+                slices,
+                ring_lost,
+            });
+        }
+        perf_ring::wait(&rings, DRAIN_EVERY).context("waiting for the ring buffers")?;
+    }
+}
+
+/// Opens `path` for writing, keeping an existing file as `path`.old.
+fn create_output(path: &Path) -> Result<BufWriter<File>> {
+    if path.exists() {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        std::fs::rename(path, &old).with_context(|| {
+            format!(
+                "cannot keep {} as {}",
+                path.display(),
+                PathBuf::from(&old).display()
+            )
+        })?;
+    }
+    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(BufWriter::with_capacity(1 << 20, f))
+}
+
+/// The header of the recording of `plan`.
+fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
+    let cgroups = plan
+        .cgroups
+        .iter()
+        .enumerate()
+        .map(|(slot, c)| RecordedCgroup {
+            slot,
+            id: c.id,
+            name: c.name.clone(),
+            path: c.path.display().to_string(),
+        })
+        .collect();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    Header {
+        events: plan.events.iter().map(|e| e.name.clone()).collect(),
+        supported: supported.to_vec(),
+        cgroups,
+        cpus: plan.cpus.clone(),
+        clock: match std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1") {
+            true => "ktime".into(),
+            false => "sched_clock".into(),
+        },
+        command: a.command.clone(),
+        started,
+    }
+}
+
+/// What ended the recording.
+enum Wake {
+    Exited(std::process::ExitStatus),
+    Signal(i32),
+}
+
+/// Runs `bperf record`; returns the process exit code.
+pub fn run(a: &RecordArgs) -> Result<i32> {
+    let sa = stat_args(a);
+    let mut plan = Plan::from_args(&sa, true)?;
+    if plan.shared.is_some() {
+        return Err(UsageError(
+            "bperf record counts on its own: no --bpf-counters or :b events".into(),
+        )
+        .into());
+    }
+    let pages = match &a.mmap_pages {
+        Some(s) => parse_pages(s, perf_ring::page_size())?,
+        None => DEFAULT_PAGES,
+    };
+    let wake_at = (pages * perf_ring::page_size() / 4) as u32;
+    let rings = plan
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            perf_ring::open_ring(cpu, pages, wake_at)
+                .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
+        })
+        .collect::<Result<Vec<Ring>>>()?;
+    let mut out = create_output(&a.output)?;
+    let (tx, wakes) = mpsc::channel();
+    stat::forward_signals(tx.clone(), Wake::Signal)?;
+    let workload = match a.command.is_empty() {
+        true => None,
+        false => Some(Workload::prepare(&a.command)?),
+    };
+    let mut storage = MaybeUninit::uninit();
+    let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
+    let mut counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true, &fds)?;
+    drop(fds);
+    let supported: Vec<bool> = (0..plan.events.len())
+        .map(|i| counter.supported(i))
+        .collect();
+    file::write_header(&mut out, &header(&plan, &supported, a))
+        .with_context(|| format!("cannot write to {}", a.output.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = spawn_reader(rings, out, stop.clone());
+    let start = Instant::now();
+    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+        Some(Err(e)) => {
+            eprintln!("Workload failed: {e}");
+            None
+        }
+        Some(Ok(child)) => Some(child),
+        None => None,
+    };
+    let code = match (&a.command.is_empty(), &child) {
+        (false, None) => 255,
+        _ => wait_for_end(&wakes, child.as_ref()),
+    };
+    counter.close_recording();
+    let totals = counter.read()?;
+    let duration = start.elapsed();
+    let lost = counter.slices_lost()?;
+    drop(counter);
+    stop.store(true, Ordering::Release);
+    let drained = reader.join().expect("the ring reader does not panic")?;
+    let end = End {
+        duration_ns: duration.as_nanos() as u64,
+        lost,
+        ring_lost: drained.ring_lost.clone(),
+        totals: (0..plan.cgroups.len())
+            .map(|slot| {
+                (0..plan.events.len())
+                    .map(|e| {
+                        (0..plan.cpus.len())
+                            .map(|c| totals.get(slot, e, c))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    finish_file(drained.out, &end, &a.output)?;
+    say_written(&a.output, drained.slices, end.lost_total());
+    Ok(code)
+}
+
+fn spawn_reader(
+    rings: Vec<Ring>,
+    out: BufWriter<File>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Result<Drained>> {
+    std::thread::spawn(move || drain_rings(rings, out, stop))
+}
+
+/// Waits for the command to end (a signal is passed on to it) or, without one, for a
+/// signal; bperf's exit status, as perf's.
+fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process::Child>) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        match wakes.recv() {
+            Ok(Wake::Exited(st)) => {
+                return st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+            }
+            Ok(Wake::Signal(_)) if child.is_some() => {
+                child.into_iter().for_each(|c| c.signal(Signal::TERM));
+            }
+            Ok(Wake::Signal(sig)) => return 128 + sig,
+            Err(_) => return 255,
+        }
+    }
+}
+
+fn finish_file(mut out: BufWriter<File>, end: &End, path: &Path) -> Result<()> {
+    file::write_end(&mut out, end)
+        .and_then(|_| out.flush())
+        .with_context(|| format!("cannot write to {}", path.display()))
+}
+
+/// perf record's closing line, and a warning when slices were lost.
+fn say_written(path: &Path, slices: u64, lost: u64) {
+    let mb = std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6);
+    eprintln!(
+        "[ bperf record: Captured and wrote {mb:.3} MB {} ({slices} slices, {lost} lost) ]",
+        path.display()
+    );
+    if lost > 0 {
+        eprintln!(
+            "bperf record: {lost} slices were lost (a ring buffer was full): -m gives each CPU a larger one; the totals in the file are whole"
+        );
+    }
+}
+
+/// The recording in `path`, or one line saying why it cannot be read.
+pub fn load(path: &Path) -> Result<file::Recording> {
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let size = f.metadata().map_or(0, |m| m.len());
+    if size == 0 {
+        bail!("{} is empty", path.display());
+    }
+    file::read(&mut io::BufReader::with_capacity(1 << 20, f))
+        .with_context(|| path.display().to_string())
+}
+
+/// Keeps the options that only make sense together honest.
+pub fn check_report_args(a: &ReportArgs) -> Result<()> {
+    let modes = [a.sort.is_some(), a.hist, a.timeline.is_some()];
+    if modes.iter().filter(|&&m| m).count() > 1 {
+        return Err(UsageError(
+            "--sort, --hist and --timeline print different things: give one".into(),
+        )
+        .into());
+    }
+    if a.field_separator.as_deref() == Some("") {
+        return Err(UsageError("-x needs a separator".into()).into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmap_pages_as_perf_takes_them() {
+        assert_eq!(parse_pages("8", 4096).unwrap(), 8);
+        assert!(parse_pages("6", 4096).is_err());
+        assert_eq!(parse_pages("512K", 4096).unwrap(), 128);
+        assert_eq!(parse_pages("100K", 4096).unwrap(), 32);
+        assert_eq!(parse_pages("1M", 4096).unwrap(), 256);
+        assert!(parse_pages("x", 4096).is_err());
+        assert!(parse_pages("99999999G", 4096).is_err());
+    }
+}
