@@ -1,0 +1,259 @@
+//! bperf record and bperf report against the kernel's accounting: per-cgroup task-clock
+//! summed from the slices against cpu.stat, a pinned ping-pong's slices against its
+//! context switches, a ring too small to keep up, the timeline, and files that are not
+//! whole. Needs root.
+
+mod common;
+
+use std::process::Output;
+
+use common::*;
+use serde_json::Value as Json;
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+/// Records `cmd` with `args`; the output, which must say how many slices were lost.
+fn record(file: &TempFile, args: &[&str], cmd: &[String]) -> Output {
+    let o = run_ok(
+        bperf()
+            .args(["record", "-a", "-o"])
+            .arg(&file.0)
+            .args(args)
+            .arg("--")
+            .args(cmd),
+    );
+    let err = stderr(&o);
+    assert!(err.contains("[ bperf record: Captured and wrote"), "{err}");
+    o
+}
+
+/// The (slices, lost) record's closing line gives.
+fn captured(err: &str) -> (u64, u64) {
+    let line = err.lines().find(|l| l.contains("Captured")).unwrap();
+    let inner = line.split('(').nth(1).unwrap();
+    let nums: Vec<u64> = inner
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (nums[0], nums[1])
+}
+
+fn report(file: &TempFile, args: &[&str]) -> Output {
+    run_ok(bperf().args(["report", "-i"]).arg(&file.0).args(args))
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A busy cgroup (a spinner on CPU 0) and a ping-pong cgroup (both ends on CPU 1): the
+/// per-cgroup task-clock that report sums from the slices agrees with cpu.stat; the
+/// ping-pong's slices are its context switches; the timeline's slices add up to the
+/// same task-clock, and its picture is a well-formed SVG with a row per CPU.
+#[test]
+fn slices_add_up_to_the_kernels_accounting() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let (busy, pp) = (TestCgroup::new("rec-busy"), TestCgroup::new("rec-pp"));
+    let w = workload().display().to_string();
+    let script = format!(
+        "taskset -c 0 {w} spin 800 {pa} & \
+         sh -c 'echo $$ > {pb} && exec taskset -c 1 {w} pingpong 20000 {pb}' & wait",
+        pa = busy.procs(),
+        pb = pp.procs(),
+    );
+    let (ub, up) = (busy.usage_ns(), pp.usage_ns());
+    let unaccounted = unaccounted_ns();
+    let file = TempFile::new("rec.data");
+    let o = record(
+        &file,
+        &[
+            "-e",
+            "task-clock,context-switches",
+            "--for-each-cgroup",
+            &format!("{},{}", busy.name, pp.name),
+        ],
+        &sh(&script),
+    );
+    let unaccounted = unaccounted_since(unaccounted);
+    let err = stderr(&o);
+    assert_eq!(
+        captured(&err).1,
+        0,
+        "slices lost at the default size: {err}"
+    );
+    let csv = stdout(&report(&file, &["-x,"]));
+    let lines = parse_csv(&csv, false);
+    let own = |modes: &[&str]| own_task_clock_ns(&err, modes);
+    for (cg, before, own) in [
+        (&busy, ub, own(&["spin"])),
+        (&pp, up, own(&["pingpong", "echo"])),
+    ] {
+        let kernel = (cg.usage_ns() - before) as f64;
+        let ours = value(&lines, "task-clock", &cg.name) * 1e6;
+        assert!(
+            agrees_with_kernel(ours, own, kernel, unaccounted),
+            "{}: slices {ours} ns, own task-clock {own} ns, cpu.stat {kernel} ns\n{csv}\n{err}",
+            cg.name
+        );
+    }
+
+    // Each time a task of the ping-pong left CPU 1 is one slice: its context switches.
+    let (cs, _) = rusage_totals(&err);
+    let by_cgroup = stdout(&report(&file, &["--sort", "cgroup", "-x,"]));
+    let slices: f64 = by_cgroup
+        .lines()
+        .find(|l| l.starts_with(&format!("{},", pp.name)))
+        .and_then(|l| l.split(',').nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {} row in {by_cgroup}", pp.name));
+    assert!(cs > 30_000, "the ping-pong switched {cs} times");
+    assert!(
+        within(slices, cs as f64, 1.0),
+        "{slices} slices for {cs} context switches\n{by_cgroup}"
+    );
+
+    // The timeline: one track per CPU, and the slices of a cgroup last its task-clock.
+    let trace = TempFile::new("rec-trace.json");
+    report(&file, &["--timeline", trace.0.to_str().unwrap()]);
+    let v: Json = serde_json::from_str(&trace.read()).expect("the trace is JSON");
+    let events = v["traceEvents"].as_array().unwrap();
+    let tracks = events.iter().filter(|e| e["name"] == "thread_name").count();
+    assert_eq!(tracks, bperf::sys::online_cpus().unwrap().len());
+    for cg in [&busy, &pp] {
+        let dur_ms: f64 = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == cg.name.as_str())
+            .map(|e| e["dur"].as_f64().unwrap() / 1e3)
+            .sum();
+        let tc = value(&lines, "task-clock", &cg.name);
+        assert!(
+            within(dur_ms, tc, 2.0),
+            "{}: slices last {dur_ms} ms, task-clock {tc} ms",
+            cg.name
+        );
+    }
+    let picture = TempFile::new("rec-trace.svg");
+    report(&file, &["--timeline", picture.0.to_str().unwrap()]);
+    let text = picture.read();
+    let svg = roxmltree::Document::parse(&text).expect("the picture is well-formed SVG");
+    let rows = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.text().is_some_and(|t| t.starts_with("CPU ")))
+        .count();
+    assert_eq!(rows, tracks);
+    let painted = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("title"))
+        .count();
+    assert!(painted >= 2, "nothing painted: {text}");
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// A one-page ring cannot keep up with a ping-pong: the slices lost are counted, said
+/// by record and by report, and the totals still agree with cpu.stat (they are the
+/// counters' own).
+#[test]
+fn a_tiny_ring_loses_slices_and_says_so() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let pp = TestCgroup::new("rec-tiny");
+    let w = workload().display().to_string();
+    let script = format!(
+        "echo $$ > {p} && exec taskset -c 1 {w} pingpong 50000 {p}",
+        p = pp.procs()
+    );
+    let before = pp.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let file = TempFile::new("tiny.data");
+    let o = record(
+        &file,
+        &["-m", "1", "-e", "task-clock", "--for-each-cgroup", &pp.name],
+        &sh(&script),
+    );
+    let unaccounted = unaccounted_since(unaccounted);
+    let err = stderr(&o);
+    let (slices, lost) = captured(&err);
+    assert!(lost > 0, "a one-page ring lost nothing: {err}");
+    assert!(err.contains("slices were lost"), "{err}");
+    let (cs, _) = rusage_totals(&err);
+    assert!(
+        slices + lost >= cs * 99 / 100,
+        "{slices} slices + {lost} lost for {cs} switches"
+    );
+    let r = report(&file, &["-x,"]);
+    assert!(
+        stderr(&r).contains(&format!("{lost} slices were lost")),
+        "{}",
+        stderr(&r)
+    );
+    let lines = parse_csv(&stdout(&r), false);
+    let ours = value(&lines, "task-clock", &pp.name) * 1e6;
+    let kernel = (pp.usage_ns() - before) as f64;
+    let own = own_task_clock_ns(&err, &["pingpong", "echo"]);
+    assert!(
+        agrees_with_kernel(ours, own, kernel, unaccounted),
+        "totals {ours} ns, own {own} ns, cpu.stat {kernel} ns"
+    );
+}
+
+/// Without a command, record runs until SIGINT, exits 130 as perf does, and leaves a
+/// whole file and nothing loaded.
+#[test]
+fn record_until_ctrl_c() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let file = TempFile::new("sigint.data");
+    let child = bperf()
+        .args(["record", "-e", "task-clock", "-o"])
+        .arg(&file.0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let (slices, lost) = captured(&stderr(&o));
+    assert!(slices > 0 && lost == 0, "{}", stderr(&o));
+    // Every cgroup by default: the root among them.
+    let table = stdout(&report(&file, &[]));
+    assert!(table.contains("task-clock"), "{table}");
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// Files report cannot use: one line each, exit 255.
+#[test]
+fn files_that_are_not_whole_are_refused_in_one_line() {
+    let bad = TempFile::new("bad.data");
+    let cases: [(&[u8], &str); 4] = [
+        (b"", "is empty"),
+        (b"PERFILE2 and more", "not a bperf record file"),
+        (b"BPERFREC\x01\x00\x00\x00\x40\x00\x00\x00{", "truncated"),
+        (b"BPERFREC\x07\x00\x00\x00\x00\x00\x00\x00", "version 7"),
+    ];
+    for (bytes, says) in cases {
+        std::fs::write(&bad.0, bytes).unwrap();
+        let o = bperf().args(["report", "-i"]).arg(&bad.0).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(255), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    let o = bperf()
+        .args(["record", "-m", "3", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
+    assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
+}
