@@ -97,6 +97,8 @@ const LEFT: usize = 70;
 const ROW: usize = 26;
 const TOP: usize = 40;
 const COLUMNS: usize = WIDTH - LEFT - 10;
+/// The most characters of the title (the command) that fit the width.
+const TITLE_CHARS: usize = 160;
 
 /// A distinct colour for slot `i` (hues a golden angle apart).
 fn colour(i: usize) -> String {
@@ -176,7 +178,11 @@ pub fn svg(rec: &Recording) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let title = format!("bperf record {}", rec.header.command.join(" "));
+    let mut title = format!("bperf record {}", rec.header.command.join(" "));
+    if let Some((cut, _)) = title.char_indices().nth(TITLE_CHARS) {
+        title.truncate(cut);
+        title.push_str("...");
+    }
     let _ = writeln!(out, r#"<text x="{LEFT}" y="20">{}</text>"#, escape(&title));
     for (r, cols) in rows.iter().enumerate() {
         let y = TOP + r * ROW;
