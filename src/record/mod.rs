@@ -223,7 +223,6 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
                 .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
         })
         .collect::<Result<Vec<Ring>>>()?;
-    let mut out = create_output(&a.output)?;
     let (tx, wakes) = mpsc::channel();
     stat::forward_signals(tx.clone(), Wake::Signal)?;
     let workload = match a.command.is_empty() {
@@ -237,6 +236,8 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
+    // Only now: a recording that cannot start leaves an earlier file as it was.
+    let mut out = create_output(&a.output)?;
     file::write_header(&mut out, &header(&plan, &supported, a))
         .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
