@@ -214,15 +214,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         Some(s) => parse_pages(s, perf_ring::page_size())?,
         None => DEFAULT_PAGES,
     };
-    let wake_at = (pages * perf_ring::page_size() / 4) as u32;
-    let rings = plan
-        .cpus
-        .iter()
-        .map(|&cpu| {
-            perf_ring::open_ring(cpu, pages, wake_at)
-                .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
-        })
-        .collect::<Result<Vec<Ring>>>()?;
+    let rings = open_rings(&plan.cpus, pages)?;
     let (tx, wakes) = mpsc::channel();
     stat::forward_signals(tx.clone(), Wake::Signal)?;
     let workload = match a.command.is_empty() {
@@ -243,18 +235,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(rings, out, stop.clone());
     let start = Instant::now();
-    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
-        Some(Err(e)) => {
-            eprintln!("Workload failed: {e}");
-            None
-        }
-        Some(Ok(child)) => Some(child),
-        None => None,
-    };
-    let code = match (&a.command.is_empty(), &child) {
-        (false, None) => 255,
-        _ => wait_for_end(&wakes, child.as_ref()),
-    };
+    let code = run_workload(workload, tx, &wakes);
     counter.close_recording();
     let totals = counter.read()?;
     let duration = start.elapsed();
@@ -266,21 +247,56 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         duration_ns: duration.as_nanos() as u64,
         lost,
         ring_lost: drained.ring_lost.clone(),
-        totals: (0..plan.cgroups.len())
-            .map(|slot| {
-                (0..plan.events.len())
-                    .map(|e| {
-                        (0..plan.cpus.len())
-                            .map(|c| totals.get(slot, e, c))
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect(),
+        totals: per_slot_totals(&plan, &totals),
     };
     finish_file(drained.out, &end, &a.output)?;
     say_written(&a.output, drained.slices, end.lost_total());
     Ok(code)
+}
+
+/// One ring per CPU, each woken when a quarter of it is full.
+fn open_rings(cpus: &[u32], pages: usize) -> Result<Vec<Ring>> {
+    let wake_at = (pages * perf_ring::page_size() / 4) as u32;
+    cpus.iter()
+        .map(|&cpu| {
+            perf_ring::open_ring(cpu, pages, wake_at)
+                .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
+        })
+        .collect()
+}
+
+/// Starts the command, if any, and waits for it or a signal; the exit status.
+fn run_workload(
+    workload: Option<Workload>,
+    tx: mpsc::Sender<Wake>,
+    wakes: &mpsc::Receiver<Wake>,
+) -> i32 {
+    match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+        Some(Err(e)) => {
+            eprintln!("Workload failed: {e}");
+            255
+        }
+        Some(Ok(child)) => wait_for_end(wakes, Some(&child)),
+        None => wait_for_end(wakes, None),
+    }
+}
+
+/// The counters' totals as the end block keeps them: [slot][event][CPU position].
+fn per_slot_totals(
+    plan: &Plan,
+    totals: &crate::reading::Snapshot,
+) -> Vec<Vec<Vec<crate::reading::Reading>>> {
+    (0..plan.cgroups.len())
+        .map(|slot| {
+            (0..plan.events.len())
+                .map(|e| {
+                    (0..plan.cpus.len())
+                        .map(|c| totals.get(slot, e, c))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn spawn_reader(
