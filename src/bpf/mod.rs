@@ -233,14 +233,18 @@ impl<'obj> Bpf<'obj> {
     /// bperf record: the next read on each CPU moves it into `phase` (see record_phase
     /// in bperf.bpf.c).
     fn set_record_phase(&mut self, phase: u32) {
-        let bss = self
-            .skel
+        let bss = self.bss();
+        // SAFETY: the field lives in the mapped .bss, which the programs only read.
+        unsafe { std::ptr::addr_of_mut!(bss.record_phase).write_volatile(phase) };
+    }
+
+    /// The program's .bss, mapped: what userspace changes while the programs run.
+    fn bss(&mut self) -> &mut skel::types::bss {
+        self.skel
             .maps
             .bss_data
             .as_deref_mut()
-            .expect("the BPF object has a .bss");
-        // SAFETY: the field lives in the mapped .bss, which the programs only read.
-        unsafe { std::ptr::addr_of_mut!(bss.record_phase).write_volatile(phase) };
+            .expect("the BPF object has a .bss")
     }
 
     /// bperf record: no slice is sent after the next read's.
@@ -306,12 +310,7 @@ impl<'obj> Bpf<'obj> {
     /// Makes every CPU work out its charge lists again, after cgroups were added or
     /// removed (see live_slots in bperf.bpf.c).
     pub fn slots_changed(&mut self) {
-        let bss = self
-            .skel
-            .maps
-            .bss_data
-            .as_deref_mut()
-            .expect("the BPF object has a .bss");
+        let bss = self.bss();
         // SAFETY: the field lives in the mapped .bss, which the programs only read.
         unsafe {
             let gen = std::ptr::addr_of_mut!(bss.live.slots_gen);
