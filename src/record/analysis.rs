@@ -193,6 +193,8 @@ pub enum Measure {
     Count(usize),
     /// instructions / cycles (events i and j).
     Ipc(usize, usize),
+    /// task-clock (event i) over the slice's length: the CPUs it kept busy.
+    Cpus(usize),
 }
 
 impl Measure {
@@ -201,6 +203,7 @@ impl Measure {
             Measure::Length => "slice-us".into(),
             Measure::Count(i) => events[*i].clone(),
             Measure::Ipc(..) => "IPC".into(),
+            Measure::Cpus(_) => "CPUs".into(),
         }
     }
 
@@ -212,12 +215,16 @@ impl Measure {
                 let (i, c) = (s.deltas.get(ins)?.counter, s.deltas.get(cyc)?.counter);
                 (c > 0).then(|| i as f64 / c as f64)
             }
+            Measure::Cpus(i) => {
+                let t = s.deltas.get(i)?.counter;
+                (s.length > 0).then(|| t as f64 / s.length as f64)
+            }
         }
     }
 }
 
-/// What --hist shows: slice length, each event's count, and IPC when both cycles and
-/// instructions were recorded.
+/// What --hist shows: slice length, each event's count, CPUs with task-clock, and IPC
+/// when both cycles and instructions were recorded.
 pub fn measures(events: &[String]) -> Vec<Measure> {
     let find = |name: &str| {
         events
@@ -226,6 +233,9 @@ pub fn measures(events: &[String]) -> Vec<Measure> {
     };
     let mut out = vec![Measure::Length];
     out.extend((0..events.len()).map(Measure::Count));
+    if let Some(i) = find("task-clock") {
+        out.push(Measure::Cpus(i));
+    }
     if let (Some(i), Some(c)) = (find("instructions"), find("cycles")) {
         out.push(Measure::Ipc(i, c));
     }
@@ -238,7 +248,8 @@ pub fn distributions(rec: &Recording, m: &Measure) -> Vec<(String, Spread)> {
     let mut per_slot: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     // A slice cut by a read is one with the next: lengths are whole slices.
     let mut open: HashMap<u32, (u32, f64)> = HashMap::new();
-    let joinable = !matches!(m, Measure::Ipc(..));
+    // Ratios of pieces do not add up.
+    let joinable = !matches!(m, Measure::Ipc(..) | Measure::Cpus(_));
     for s in &rec.slices {
         let Some(v) = m.of(s) else { continue };
         let Some(values) = per_slot.get_mut(s.slot as usize) else {
@@ -351,6 +362,23 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].1.n, 2);
         assert_eq!(d[0].1.max, 10.0);
+        let cpus = distributions(&rec, &Measure::Cpus(0));
+        assert_eq!((cpus[0].1.n, cpus[0].1.max), (3, 1.0));
+        let names: Vec<String> = ["task-clock", "cycles", "instructions"]
+            .map(String::from)
+            .into();
+        let labels: Vec<String> = measures(&names).iter().map(|m| m.label(&names)).collect();
+        assert_eq!(
+            labels,
+            [
+                "slice-us",
+                "task-clock",
+                "cycles",
+                "instructions",
+                "CPUs",
+                "IPC"
+            ]
+        );
         let s = spread(vec![3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.p50, s.max, s.mean), (2.0, 3.0, 2.0));
     }
