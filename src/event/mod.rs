@@ -141,6 +141,19 @@ pub const DETAILED_EVENTS: [&str; 3] = [
     "L1-dcache-prefetches,L1-dcache-prefetch-misses",
 ];
 
+/// The event a name read back from a recording stands for, keeping that name (perf's
+/// name with -A may carry its PMU: `cpu-clock [software]`); one it cannot parse is a
+/// plain event of no known type.
+pub fn recorded(name: &str, sysfs: &dyn Sources) -> Event {
+    let plain = name.split(" [").next().unwrap_or(name);
+    let parsed = parse_events(plain, sysfs).ok();
+    let mut e = parsed
+        .and_then(|p| p.into_iter().next())
+        .unwrap_or_else(|| Event::plain(name, u32::MAX, 0));
+    e.name = name.to_string();
+    e
+}
+
 /// Parses an -e list. Errors are one line and name the part that is wrong.
 pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     let mut events = vec![];

@@ -310,12 +310,9 @@ fn spawn_reader(
 /// Waits for the command to end (a signal is passed on to it) or, without one, for a
 /// signal; bperf's exit status, as perf's.
 fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process::Child>) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
     loop {
         match wakes.recv() {
-            Ok(Wake::Exited(st)) => {
-                return st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
-            }
+            Ok(Wake::Exited(st)) => return crate::sys::process::exit_code(st),
             Ok(Wake::Signal(_)) if child.is_some() => {
                 child.into_iter().for_each(|c| c.signal(Signal::TERM));
             }

@@ -71,18 +71,8 @@ fn write_timeline(rec: &Recording, path: &std::path::Path) -> Result<i32> {
 /// The recorded events as the report prints them (their units and metrics).
 fn events_of(rec: &Recording) -> Vec<Event> {
     let sysfs = Sysfs::system();
-    rec.header
-        .events
-        .iter()
-        .map(|name| {
-            let parsed = event::parse_events(name, &sysfs).ok();
-            let mut e = parsed
-                .and_then(|p| p.into_iter().next())
-                .unwrap_or_else(|| Event::plain(name, u32::MAX, 0));
-            e.name = name.clone();
-            e
-        })
-        .collect()
+    let names = rec.header.events.iter();
+    names.map(|name| event::recorded(name, &sysfs)).collect()
 }
 
 /// Per-cgroup totals as bperf stat prints them: summed from the slices, or the

@@ -792,7 +792,7 @@ impl Ended {
     /// (130 after Ctrl-C, 143 after SIGTERM).
     fn exit_code(&self) -> i32 {
         match self {
-            Ended::Command(st, _) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
+            Ended::Command(st, _) => process::exit_code(*st),
             Ended::Signal(sig) => 128 + sig,
             Ended::Done => 0,
         }

@@ -200,16 +200,7 @@ pub fn report(a: &StatReportArgs) -> Result<i32> {
     let events: Vec<Event> = data
         .events
         .iter()
-        .map(|r| {
-            // perf's name with -A may carry its PMU: `cpu-clock [software]`.
-            let plain = r.name.split(" [").next().unwrap_or(&r.name);
-            let parsed = event::parse_events(plain, &sysfs).ok();
-            let mut e = parsed
-                .and_then(|p| p.into_iter().next())
-                .unwrap_or_else(|| Event::plain(&r.name, u32::MAX, 0));
-            e.name = r.name.clone();
-            e
-        })
+        .map(|r| event::recorded(&r.name, &sysfs))
         .collect();
     let per_cpu = a.no_aggr || data.aggr_mode == AGGR_NONE;
     let groups = if per_cpu {

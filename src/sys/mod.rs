@@ -140,12 +140,11 @@ pub fn sync() {
 
 /// Runs `command` with `sh -c` and waits for it; its exit code (128 + signal if killed).
 pub fn shell(command: &str) -> std::io::Result<i32> {
-    use std::os::unix::process::ExitStatusExt;
     let st = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .status()?;
-    Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)))
+    Ok(process::exit_code(st))
 }
 
 /// perf's --control: `fd:CTL[,ACK]` (descriptors the caller opened) or

@@ -121,6 +121,12 @@ impl Workload {
     }
 }
 
+/// A command's exit status as a shell gives it: its code, or 128 + the signal that
+/// ended it.
+pub fn exit_code(st: ExitStatus) -> i32 {
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
 /// A started command. It is ended and reaped at the latest when this is dropped, on
 /// every way out of bperf: SIGTERM, then SIGKILL if it is still there after
 /// `GRACE`.
