@@ -533,7 +533,8 @@ fn control_enables_and_disables_counting() {
         return;
     }
     let _g = serial();
-    let dir = TempDir::new("control");
+    let dir = RemovedDir(TempFile::new("control").0.clone());
+    std::fs::create_dir(&dir.0).unwrap();
     let (ctl, ack) = (dir.0.join("ctl"), dir.0.join("ack"));
     for f in [&ctl, &ack] {
         assert!(std::process::Command::new("mkfifo")
@@ -595,6 +596,15 @@ fn control_enables_and_disables_counting() {
     // bperf has ended: its end of the ack pipe is closed, and the reader sees the end.
     let acks = acks.join().unwrap();
     assert_eq!(acks, "ack\nack\nack\n", "{err}");
+}
+
+/// A directory a test made, removed with what is in it however the test ends.
+struct RemovedDir(std::path::PathBuf);
+
+impl Drop for RemovedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// -M: each metric is worked out from the counts printed beside it, and CPUs_utilized

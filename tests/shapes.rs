@@ -531,6 +531,23 @@ fn output_has_perf_612s_shape() {
 /// The count and unit columns of a table line.
 const COUNT_AND_UNIT: usize = 23;
 
+/// A directory removed however the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(prefix: &str) -> TempDir {
+        let dir = TempDir(std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())));
+        fs::create_dir_all(&dir.0).unwrap();
+        dir
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 fn report(tool: &Path, file: &Path) -> String {
     let out = Command::new(tool)
         .args(["stat", "report", "-i"])
