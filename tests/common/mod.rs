@@ -2,6 +2,8 @@
 //! throwaway cgroups, the workload binary and the kernel's own accounting.
 #![allow(dead_code)]
 
+pub mod damage;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
