@@ -808,3 +808,175 @@ fn a_script_for_perf_runs_on_bperf() {
         "{name}: perf (recorded), then bperf"
     );
 }
+
+/// perf stat command lines where bperf once printed otherwise than perf 6.12 (issue 23's
+/// classes), each compared whole: exit status, standard error, standard output and the
+/// -o file. In the arguments, `{A}` and `{B}` stand for two test cgroups in which
+/// something runs on every CPU, `{OUT}` for an output file.
+const PARITY_CASES: &[(&str, &[&str])] = &[
+    // 1: -C without -a: the header names the CPUs as written.
+    ("cpu-list", &["-C", "0", "-e", "cs", "--", "sleep", "0.05"]),
+    (
+        "cpu-list-runs",
+        &["-C", "1,0", "-r", "2", "-e", "cs", "--", "sleep", "0.02"],
+    ),
+];
+
+/// What one run of a tool left: its exit status, and what it wrote (standard error,
+/// standard output under `--- stdout`, the -o file under `--- file`).
+struct Transcript {
+    code: i32,
+    text: String,
+}
+
+impl Transcript {
+    /// As the fixtures keep it: `exit N`, then the text.
+    fn to_fixture(&self) -> String {
+        format!("exit {}\n{}", self.code, self.text)
+    }
+
+    fn from_fixture(s: &str) -> Transcript {
+        let (first, text) = s.split_once('\n').unwrap_or((s, ""));
+        let code = first
+            .strip_prefix("exit ")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("fixture without its exit status: {first}"));
+        Transcript {
+            code,
+            text: text.to_string(),
+        }
+    }
+}
+
+/// Two test cgroups, each with a shell on every CPU that wakes every 10 ms.
+struct BusyCgroups {
+    a: TestCgroup,
+    b: TestCgroup,
+    shells: Vec<std::process::Child>,
+}
+
+impl Drop for BusyCgroups {
+    fn drop(&mut self) {
+        for shell in &mut self.shells {
+            let _ = shell.kill();
+            let _ = shell.wait();
+        }
+    }
+}
+
+impl BusyCgroups {
+    fn new() -> BusyCgroups {
+        // Fixed names: the fixtures hold them, padding included.
+        let named = |name: &str| {
+            let path = cgroup2_mount().join(name);
+            let _ = fs::create_dir(&path);
+            assert!(path.is_dir(), "cannot create {}", path.display());
+            TestCgroup {
+                path,
+                name: name.to_string(),
+            }
+        };
+        let mut cgroups = BusyCgroups {
+            a: named("bperf-parity-a"),
+            b: named("bperf-parity-b"),
+            shells: Vec::new(),
+        };
+        let cpus = bperf::sys::online_cpus().unwrap();
+        for procs in [cgroups.a.procs(), cgroups.b.procs()] {
+            for cpu in &cpus {
+                let script = format!("echo $$ > {procs}; while :; do sleep 0.01; done");
+                let shell = Command::new("taskset")
+                    .args(["-c", &cpu.to_string(), "sh", "-c", &script])
+                    .spawn()
+                    .unwrap();
+                cgroups.shells.push(shell);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        cgroups
+    }
+}
+
+/// Runs `tool stat ARGS`, the placeholders filled in.
+fn transcript(tool: &Path, args: &[&str], cgroups: &BusyCgroups, out: &Path) -> Transcript {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("{A}", &cgroups.a.name)
+                .replace("{B}", &cgroups.b.name)
+                .replace("{OUT}", out.to_str().unwrap())
+        })
+        .collect();
+    let uses_file = args.iter().any(|a| a.contains(out.to_str().unwrap()));
+    let _ = fs::remove_file(out);
+    let o = Command::new(tool).arg("stat").args(&args).output().unwrap();
+    let mut text = String::from_utf8_lossy(&o.stderr).into_owned();
+    if !o.stdout.is_empty() {
+        text.push_str("--- stdout\n");
+        text.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    if uses_file {
+        text.push_str("--- file\n");
+        text.push_str(&fs::read_to_string(out).unwrap_or_default());
+    }
+    Transcript {
+        code: o.status.code().unwrap_or(-1),
+        text,
+    }
+}
+
+/// What differs from one machine to the next: the CPU's name, the date.
+fn machine_neutral(text: &str) -> String {
+    let cpuid = regex::Regex::new(r"(?m)^Using CPUID .*$").unwrap();
+    let started = regex::Regex::new(r"(?m)^# started on .*$").unwrap();
+    let text = cpuid.replace_all(text, "Using CPUID X");
+    started.replace_all(&text, "# started on DATE").into_owned()
+}
+
+fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose: &str) {
+    assert_eq!(
+        want.code, got.code,
+        "{name}: {whose} exits {}, bperf {}:\n{}\n--- bperf:\n{}",
+        want.code, got.code, want.text, got.text
+    );
+    let (w, g) = (machine_neutral(&want.text), machine_neutral(&got.text));
+    if shape(&w) != shape(&g) {
+        eprintln!("--- {whose}:\n{}--- bperf:\n{}", want.text, got.text);
+    }
+    assert_same_shape(name, &w, &g, whose);
+}
+
+/// Each of PARITY_CASES prints what perf 6.12 prints, live when perf 6.12 is here, and
+/// as recorded. BPERF_SHAPES_ONLY=NAME runs the cases whose name starts with NAME.
+#[test]
+fn parity_cases_have_perf_612s_shape() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let perf = perf_612();
+    let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
+    let only = std::env::var("BPERF_SHAPES_ONLY").unwrap_or_default();
+    let dir = TempDir::new("bperf-parity");
+    let out = dir.0.join("out.txt");
+    let cgroups = BusyCgroups::new();
+    for (name, args) in PARITY_CASES.iter().filter(|(n, _)| n.starts_with(&only)) {
+        let ours = transcript(&bperf, args, &cgroups, &out);
+        if let Some(perf) = &perf {
+            let theirs = transcript(perf, args, &cgroups, &out);
+            if record {
+                fs::write(fixture(name), theirs.to_fixture()).unwrap();
+            }
+            assert_same_transcript(name, &theirs, &ours, "perf (live)");
+        }
+        let recorded = fs::read_to_string(fixture(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        assert_same_transcript(
+            name,
+            &Transcript::from_fixture(&recorded),
+            &ours,
+            "perf (recorded)",
+        );
+    }
+}

@@ -48,8 +48,8 @@ pub struct Plan {
     pub threads: Vec<Thread>,
     /// -p, -t: the processes or threads whose end ends counting (without a command).
     pub watched: Vec<libc::pid_t>,
-    /// What the header says is counted: perf's `'system wide'`, `'CMD'`, `process id
-    /// 'PIDS'` or `thread id 'TIDS'`.
+    /// What the header says is counted: perf's `'system wide'`, `'CPU(s) LIST'`, `'CMD'`,
+    /// `process id 'PIDS'` or `thread id 'TIDS'`.
     pub target: String,
     /// --per-socket and the like: the mode and its groups of CPUs.
     pub aggr: Option<(aggr::Mode, Vec<aggr::Group>)>,
@@ -603,7 +603,11 @@ impl Plan {
             (Some(p), _) => format!("process id '{p}'"),
             (_, Some(t)) => format!("thread id '{t}'"),
             _ if task_mode => format!("'{}'", a.command.join(" ")),
-            _ => "'system wide'".into(),
+            // As perf: -C without -a names the CPUs as they were written.
+            _ => match (&a.cpu, a.all_cpus) {
+                (Some(list), false) => format!("'CPU(s) {list}'"),
+                _ => "'system wide'".into(),
+            },
         };
         let aggr = mode.map(|m| {
             let topology = topology::read(&topology::system_root(), &cpus);
