@@ -364,7 +364,8 @@ pub struct StatArgs {
     #[arg(long = "all-user")]
     pub all_user: bool,
 
-    /// Null run: open no counter, only time the command.
+    /// Null run: no default events, only the time elapsed (events given with -e are
+    /// still counted, as perf counts them).
     #[arg(short = 'n', long = "null")]
     pub null_run: bool,
 
@@ -403,7 +404,8 @@ pub struct StatArgs {
     #[arg(long = "control", value_name = "SPEC")]
     pub control: Option<String>,
 
-    /// Print nothing: no counts, messages or warnings; only the exit status tells.
+    /// Print no counts (nor create the -o file); messages and warnings still go to
+    /// standard error, as perf's do.
     #[arg(long = "quiet")]
     pub quiet: bool,
 

@@ -820,6 +820,24 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         "cpu-list-runs",
         &["-C", "1,0", "-r", "2", "-e", "cs", "--", "sleep", "0.02"],
     ),
+    // 10: --quiet leaves out the counts only, not the messages.
+    (
+        "quiet-delay",
+        &["--quiet", "-D", "100", "-e", "cs", "--", "sleep", "0.2"],
+    ),
+    (
+        "quiet-timeout",
+        &["--quiet", "--timeout", "50", "-a", "-e", "cs"],
+    ),
+    // 9: -n with events counts them all the same.
+    (
+        "null-events",
+        &["-n", "-e", "task-clock,cs", "--", "sleep", "0.05"],
+    ),
+    (
+        "null-events-csv",
+        &["-n", "-x,", "-a", "-e", "cs", "--", "sleep", "0.05"],
+    ),
 ];
 
 /// What one run of a tool left: its exit status, and what it wrote (standard error,
@@ -947,7 +965,7 @@ fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose
 }
 
 /// Each of PARITY_CASES prints what perf 6.12 prints, live when perf 6.12 is here, and
-/// as recorded. BPERF_SHAPES_ONLY=NAME runs the cases whose name starts with NAME.
+/// as recorded. BPERF_SHAPES_ONLY=NAME[,NAME] runs the cases whose names start so.
 #[test]
 fn parity_cases_have_perf_612s_shape() {
     if !privileged() {
@@ -961,7 +979,8 @@ fn parity_cases_have_perf_612s_shape() {
     let dir = TempDir::new("bperf-parity");
     let out = dir.0.join("out.txt");
     let cgroups = BusyCgroups::new();
-    for (name, args) in PARITY_CASES.iter().filter(|(n, _)| n.starts_with(&only)) {
+    let picked = |name: &str| only.split(',').any(|prefix| name.starts_with(prefix));
+    for (name, args) in PARITY_CASES.iter().filter(|(n, _)| picked(n)) {
         let ours = transcript(&bperf, args, &cgroups, &out);
         if let Some(perf) = &perf {
             let theirs = transcript(perf, args, &cgroups, &out);

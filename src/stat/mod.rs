@@ -345,7 +345,9 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
     } else {
         a.events.join(",")
     };
-    for extra in event::DETAILED_EVENTS.iter().take(a.detailed as usize) {
+    // As perf: a null run adds no events of its own.
+    let detailed = if a.null_run { 0 } else { a.detailed as usize };
+    for extra in event::DETAILED_EVENTS.iter().take(detailed) {
         list = format!("{list},{extra}");
     }
     let sysfs = Sysfs::system();
@@ -585,8 +587,8 @@ impl Plan {
                 "nothing to count: give a command, or -a or -C to count CPUs".into(),
             ));
         }
-        // A null run opens no counter.
-        let (events, metrics) = match a.null_run {
+        // A null run opens no counter of its own, but counts the events asked for, as perf.
+        let (events, metrics) = match a.null_run && a.events.is_empty() && a.metrics.is_empty() {
             true => Default::default(),
             false => parse_events(a)?,
         };
@@ -1076,28 +1078,23 @@ impl Session<'_, '_> {
     /// Carries out a --control command as perf stat does: enable and disable print an
     /// interval with -I; all but snapshot and unknown ones are acknowledged.
     fn control(&mut self, cmd: &str) -> Result<()> {
-        let quiet = self.args.quiet;
         let answered = match cmd {
             "enable" | "disable" => {
                 match cmd {
                     "enable" => self.counter.resume()?,
                     _ => self.counter.pause()?,
                 }
-                if !quiet {
-                    eprintln!("Events {cmd}d");
-                }
+                eprintln!("Events {cmd}d");
                 if self.args.interval.is_some() {
                     self.print_interval()?;
                 }
                 true
             }
             "evlist" => {
-                if !quiet {
-                    self.plan
-                        .events
-                        .iter()
-                        .for_each(|e| eprintln!("{}", e.name));
-                }
+                self.plan
+                    .events
+                    .iter()
+                    .for_each(|e| eprintln!("{}", e.name));
                 true
             }
             "ping" | "stop" => true,
@@ -1265,7 +1262,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
     let (out, output) = open_output(a)?;
-    if a.timeout.is_some_and(|ms| ms < 100) && !a.quiet {
+    if a.timeout.is_some_and(|ms| ms < 100) {
         eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
     }
     let (tx, wakes) = mpsc::channel();
@@ -1414,7 +1411,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     if a.delay == Some(-1) {
         counter.start_paused();
     }
-    if (delay.is_some() || a.delay == Some(-1)) && !a.quiet {
+    if delay.is_some() || a.delay == Some(-1) {
         eprintln!("Events disabled");
     }
     // Counting runs from before the command is let go (starting it waits for its exec).
@@ -1438,9 +1435,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     if let Some(ms) = delay {
         early = wait(wakes, Instant::now().checked_add(Duration::from_millis(ms)));
         counter.restart()?;
-        if !a.quiet {
-            eprintln!("Events enabled");
-        }
+        eprintln!("Events enabled");
         start = Instant::now();
     }
     let live = match &plan.live {
@@ -1468,7 +1463,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     // What changed in the tree since the cgroups were first read.
     session.refresh_cgroups()?;
     let ended = session.count(early, wakes, child.as_ref())?;
-    if let (Ended::Command(st, _), false) = (&ended, a.quiet) {
+    if let Ended::Command(st, _) = &ended {
         // As perf's psignal(3): which signal ended the command.
         if let Some(sig) = st.signal() {
             eprintln!("{}: {}", a.command[0], kernel::signal_description(sig));
