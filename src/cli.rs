@@ -57,8 +57,8 @@ pub enum Command {
     },
 }
 
-/// Parses the command line; for `stat`, notes which -e each --filter follows, as perf
-/// applies a filter to the event before it.
+/// Parses the command line; for `stat`, notes which -e each --filter and -G follows, as
+/// perf applies a filter to the event before it and -G to the events before it.
 pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
     let matches = Cli::command().try_get_matches_from(args)?;
@@ -68,14 +68,19 @@ pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
             .indices_of("events")
             .map(Iterator::collect)
             .unwrap_or_default();
-        a.filter_after = m
-            .indices_of("filter")
-            .map(|filters| {
-                filters
-                    .map(|at| events.iter().filter(|&&e| e < at).count())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let after = |name: &str| -> Vec<usize> {
+            m.indices_of(name)
+                .map(|at| {
+                    at.map(|at| events.iter().filter(|&&e| e < at).count())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        a.filter_after = after("filter");
+        a.cgroup_after = after("cgroup");
+        let first_for_each = m.indices_of("for_each_cgroup").and_then(|mut i| i.next());
+        a.cgroup_after_for_each = first_for_each
+            .is_some_and(|f| m.indices_of("cgroup").is_some_and(|mut g| g.any(|g| g > f)));
     }
     Ok(cli)
 }
@@ -214,12 +219,21 @@ pub struct StatArgs {
     #[arg(skip)]
     pub filter_after: Vec<usize>,
 
+    /// For each -G, how many -e options came before it (filled in by `parse`).
+    #[arg(skip)]
+    pub cgroup_after: Vec<usize>,
+
+    /// A -G came after --for-each-cgroup (filled in by `parse`): perf refuses it as it
+    /// reads the command line.
+    #[arg(skip)]
+    pub cgroup_after_for_each: bool,
+
     /// Count on all CPUs (system-wide; bperf always counts per CPU).
     #[arg(short = 'a', long = "all-cpus")]
     pub all_cpus: bool,
 
     /// Count these processes (every thread of each), which run already: PID[,PID...].
-    #[arg(short = 'p', long = "pid", value_name = "PIDS", conflicts_with = "tid")]
+    #[arg(short = 'p', long = "pid", value_name = "PIDS")]
     pub pid: Option<String>,
 
     /// Count these threads, which run already: TID[,TID...].
@@ -260,16 +274,13 @@ pub struct StatArgs {
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_cgroups: u32,
 
-    /// Count the i-th event only in the i-th cgroup of this list.
+    /// Count the events before it in these cgroups, in order, as perf does.
     ///
-    /// Events beyond the list, or given an empty name, are counted system-wide. One name
-    /// alone applies to every event, as in perf. Needs -a or -C.
-    #[arg(
-        short = 'G',
-        long = "cgroup",
-        value_name = "CGROUPS",
-        conflicts_with = "for_each_cgroup"
-    )]
+    /// Each name goes to the next event of the -e options before this -G that has none
+    /// yet (an empty name skips one); while only one name was given, every event before
+    /// it takes that cgroup. Events left without one, and those -d adds, are counted
+    /// system-wide, with an empty cgroup column. Needs -a or -C.
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUPS")]
     pub cgroup: Vec<String>,
 
     /// Print counts every MS milliseconds (at least 10).
@@ -279,19 +290,14 @@ pub struct StatArgs {
     /// Stop after this many intervals (needs -I; 0: no limit).
     ///
     /// A command keeps running to its end, as with perf.
-    #[arg(long = "interval-count", value_name = "N", requires = "interval")]
+    #[arg(long = "interval-count", value_name = "N")]
     pub interval_count: Option<u64>,
 
     /// Print CSV with this field separator.
     ///
     /// Fields: [time,] [CPU,] value, unit, event, [cgroup,] running time, percentage
     /// running, metric value, metric unit.
-    #[arg(
-        short = 'x',
-        long = "field-separator",
-        value_name = "SEP",
-        conflicts_with = "json"
-    )]
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
     pub field_separator: Option<String>,
 
     /// Print one JSON object per line.
@@ -303,7 +309,7 @@ pub struct StatArgs {
     pub output: Option<PathBuf>,
 
     /// Append to the -o file instead of replacing it.
-    #[arg(long = "append", requires = "output")]
+    #[arg(long = "append")]
     pub append: bool,
 
     /// Print thousands separators as the locale has them (the default; not with -x).
@@ -321,8 +327,13 @@ pub struct StatArgs {
 
     /// Run the command N times and print the mean counts, with their standard error;
     /// 0: run it again and again, printing each run, until interrupted.
-    #[arg(short = 'r', long = "repeat", value_name = "N")]
-    pub repeat: Option<usize>,
+    #[arg(
+        short = 'r',
+        long = "repeat",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub repeat: Option<i32>,
 
     /// With -r, also print the time of each run and its difference from the mean.
     #[arg(long = "table")]
@@ -349,7 +360,7 @@ pub struct StatArgs {
     pub no_scale: bool,
 
     /// Write the counts to this open file descriptor instead of stderr.
-    #[arg(long = "log-fd", value_name = "FD", conflicts_with = "output")]
+    #[arg(long = "log-fd", value_name = "FD", allow_negative_numbers = true)]
     pub log_fd: Option<i32>,
 
     /// Children of the command are not counted.
@@ -387,7 +398,7 @@ pub struct StatArgs {
     pub delay: Option<i64>,
 
     /// With -I, also print the counts of the whole run at the end.
-    #[arg(long = "summary", requires = "interval")]
+    #[arg(long = "summary")]
     pub summary: bool,
 
     /// With --summary and -x, do not start the summary's lines with 'summary'.
@@ -395,7 +406,7 @@ pub struct StatArgs {
     pub no_csv_summary: bool,
 
     /// Clear the screen before each interval (not with -o).
-    #[arg(long = "interval-clear", requires = "interval")]
+    #[arg(long = "interval-clear")]
     pub interval_clear: bool,
 
     /// Take 'enable', 'disable', 'ping', 'stop', 'evlist' and 'snapshot' commands, one
@@ -410,28 +421,28 @@ pub struct StatArgs {
     pub quiet: bool,
 
     /// Counts summed per processor socket.
-    #[arg(long = "per-socket", group = "aggregation")]
+    #[arg(long = "per-socket")]
     pub per_socket: bool,
 
     /// Counts summed per die.
-    #[arg(long = "per-die", group = "aggregation")]
+    #[arg(long = "per-die")]
     pub per_die: bool,
 
     /// Counts summed per cluster.
-    #[arg(long = "per-cluster", group = "aggregation")]
+    #[arg(long = "per-cluster")]
     pub per_cluster: bool,
 
     /// Counts summed per cache of level L (default: the last level), e.g. --per-cache=L2.
     #[arg(long = "per-cache", value_name = "L", num_args = 0..=1, require_equals = true,
-          default_missing_value = "", group = "aggregation")]
+          default_missing_value = "")]
     pub per_cache: Option<String>,
 
     /// Counts summed per physical core.
-    #[arg(long = "per-core", group = "aggregation")]
+    #[arg(long = "per-core")]
     pub per_core: bool,
 
     /// Counts summed per NUMA node.
-    #[arg(long = "per-node", group = "aggregation")]
+    #[arg(long = "per-node")]
     pub per_node: bool,
 
     /// Count every event through the shared BPF counters (as the 'b' modifier does one):

@@ -33,6 +33,18 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A combination of options perf reads but then refuses: it exits with -EINVAL (234).
+#[derive(Debug)]
+pub struct InvalidError(pub String);
+
+impl std::fmt::Display for InvalidError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidError {}
+
 /// Fixtures for the library's unit tests.
 #[cfg(test)]
 mod test_fixtures {

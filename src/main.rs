@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use bperf::{cli, list, metrics, stat, UsageError};
+use bperf::{cli, list, metrics, stat, InvalidError, UsageError};
 use clap::Parser;
 
 const EXIT_USAGE: u8 = 129;
@@ -65,7 +65,9 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
-            } else if e.downcast_ref::<metrics::UnknownMetric>().is_some() {
+            } else if e.downcast_ref::<metrics::UnknownMetric>().is_some()
+                || e.downcast_ref::<InvalidError>().is_some()
+            {
                 ExitCode::from(EXIT_INVALID)
             } else {
                 ExitCode::from(EXIT_FAILURE)

@@ -64,8 +64,9 @@ fn conflicting_options_are_usage_errors() {
     assert_eq!(code, 129);
     let (code, _) = fails(&["stat", "--bogus"]);
     assert_eq!(code, 129);
+    // perf reads --interval-count without -I, then refuses it (-EINVAL).
     let (code, _) = fails(&["stat", "--interval-count", "3", "true"]);
-    assert_eq!(code, 129);
+    assert_eq!(code, 234);
 }
 
 /// The binary, copied where any user may run it, for tests that drop privileges.
@@ -194,13 +195,18 @@ fn nonsense_events_get_no_suggestion() {
 /// errors and in clap's.
 #[test]
 fn control_characters_are_escaped_in_errors() {
-    for args in [
-        &["stat", "-a", "-e", "x\u{1b}[2Jy", "true"][..],
-        &["stat", "-a", "-I", "\u{1b}[2J", "true"][..],
-        &["stat", "-a", "--for-each-cgroup", "a\nb", "true"][..],
+    // An unknown cgroup of --for-each-cgroup is refused as perf refuses it, once the
+    // command line is read (-EINVAL).
+    for (args, want) in [
+        (&["stat", "-a", "-e", "x\u{1b}[2Jy", "true"][..], 129),
+        (&["stat", "-a", "-I", "\u{1b}[2J", "true"][..], 129),
+        (
+            &["stat", "-a", "--for-each-cgroup", "a\nb", "true"][..],
+            234,
+        ),
     ] {
         let (code, err) = fails(args);
-        assert_eq!(code, 129, "{args:?}: {err}");
+        assert_eq!(code, want, "{args:?}: {err}");
         assert!(!err.contains('\u{1b}'), "{args:?}: raw escape in {err:?}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
         assert!(

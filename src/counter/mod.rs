@@ -625,6 +625,7 @@ mod tests {
             leader: None,
             bpf: false,
             filter: None,
+            naming: Default::default(),
         }
     }
 

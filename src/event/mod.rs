@@ -55,6 +55,21 @@ pub struct Event {
     pub bpf: bool,
     /// --filter: the tracepoint filter the kernel applies before counting.
     pub filter: Option<String>,
+    /// Where its name comes from, which decides how perf prints it.
+    pub naming: Naming,
+}
+
+/// Where an event's name comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Naming {
+    /// Typed in -e: perf prints it as typed, with its PMU added per CPU (-A).
+    #[default]
+    Typed,
+    /// A `name=` term: printed as given, always.
+    Given,
+    /// Added by perf itself (its default events, -d): named from the attr, modifiers
+    /// included (`task-clock:uhH` with --all-user), never with its PMU.
+    Builtin,
 }
 
 impl Event {
@@ -79,6 +94,42 @@ impl Event {
             leader: None,
             bpf: false,
             filter: None,
+            naming: Naming::Typed,
+        }
+    }
+
+    /// The name perf gives an event it added itself: its base name and the modifiers its
+    /// attr says, as perf spells them (`:uhH` for user space only).
+    pub fn builtin_name(base: &str, attr: &Attr) -> String {
+        let mut mods = String::new();
+        // Which of kernel, user and hypervisor it counts, once it leaves any out.
+        let limited = attr.exclude_kernel || attr.exclude_user || attr.exclude_hv;
+        if limited {
+            for (excluded, c) in [
+                (attr.exclude_kernel, 'k'),
+                (attr.exclude_user, 'u'),
+                (attr.exclude_hv, 'h'),
+            ] {
+                if !excluded {
+                    mods.push(c);
+                }
+            }
+        }
+        let precise = attr.precise_ip.min(3) as usize;
+        mods.push_str(&"ppp"[..precise]);
+        // Host and guest, when they differ from what the other modifiers imply.
+        let guest_by_default = limited || precise > 0;
+        if attr.exclude_host || attr.exclude_guest == guest_by_default {
+            if !attr.exclude_host {
+                mods.push('H');
+            }
+            if !attr.exclude_guest {
+                mods.push('G');
+            }
+        }
+        match mods.is_empty() {
+            true => base.to_string(),
+            false => format!("{base}:{mods}"),
         }
     }
 }
@@ -121,7 +172,7 @@ impl Event {
     /// unless the name starts with it: `cs [software]`, `tsc [msr]`; a `pmu/.../` name
     /// gets the PMU's own spelling before its first slash.
     pub fn name_with_pmu(&self, pmu: Option<&str>) -> String {
-        let Some(pmu) = pmu else {
+        let Some(pmu) = pmu.filter(|_| self.naming == Naming::Typed) else {
             return self.name.clone();
         };
         if self.name.starts_with(pmu) {
@@ -160,19 +211,20 @@ pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     for item in split_list(list)? {
         match item {
             Item::Event(s) => {
-                let (name, attr, state) = parse_event(s, sysfs)?;
+                let (name, attr, state, naming) = parse_event(s, sysfs)?;
                 events.push(Event {
                     name,
                     attr,
                     leader: None,
                     bpf: state.bpf,
                     filter: None,
+                    naming,
                 });
             }
             Item::Group(members, mods) => {
                 let leader = events.len();
                 for (i, s) in members.into_iter().enumerate() {
-                    let (name, attr, state) = parse_event(s, sysfs)?;
+                    let (name, attr, state, naming) = parse_event(s, sysfs)?;
                     let attr = match mods {
                         // perf prints a member's own name, without the group's modifiers.
                         Some(m) => state
@@ -188,6 +240,7 @@ pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                         leader: Some(leader),
                         bpf,
                         filter: None,
+                        naming,
                     });
                 }
             }
@@ -372,9 +425,9 @@ impl Mods {
     }
 }
 
-/// Parses one event: its printed name, its attr, and its modifier state (which group
-/// modifiers build on).
-fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods)> {
+/// Parses one event: its printed name, its attr, its modifier state (which group
+/// modifiers build on) and where its name comes from.
+fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods, Naming)> {
     let (body, mods, named) = resolve(s, sysfs)?;
     // b alone changes how the event is counted, not what: the attr is an unmodified one.
     let state = match mods {
@@ -387,10 +440,15 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods)> {
             .apply(m)
             .map_err(|e| anyhow!("bad modifier in event '{s}': {e}"))?,
     };
+    let naming = match named {
+        Some(_) => Naming::Given,
+        None => Naming::Typed,
+    };
     Ok((
         named.unwrap_or_else(|| s.to_string()),
         state.attr(body, true),
         state,
+        naming,
     ))
 }
 
@@ -401,14 +459,20 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>
         config,
         ..Attr::default()
     };
-    // pmu/terms/ with modifiers after it, written `:u` or `u`.
+    // pmu/terms/ with modifiers right after it (`u`).
     if let Some(open) = s.find('/') {
         let close = s
             .rfind('/')
             .filter(|&c| c > open)
             .ok_or_else(|| anyhow!("missing '/' in event '{s}'"))?;
-        let rest = &s[close + 1..];
-        let mods = rest.strip_prefix(':').unwrap_or(rest);
+        // As perf: the modifiers follow the closing slash directly (`msr/tsc/u`).
+        let mods = &s[close + 1..];
+        if let Some(after_colon) = mods.strip_prefix(':') {
+            bail!(
+                "event syntax error: '{s}': unrecognized input after '/' (modifiers follow it directly: '{}{after_colon}')",
+                &s[..=close]
+            );
+        }
         let mods = (!mods.is_empty()).then_some(mods);
         let pmu_name = &s[..open];
         let pmu = sysfs.pmu(pmu_name).ok_or_else(|| {

@@ -20,6 +20,7 @@ use crate::metrics;
 
 pub mod live;
 mod record;
+pub mod rules;
 use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
 use crate::report::{Line, Place, Value};
@@ -27,7 +28,7 @@ use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::process::{self, Child, Workload};
 use crate::sys::topology;
 use crate::sys::{self as kernel, sysfs::Sysfs};
-use crate::UsageError;
+use crate::{InvalidError, UsageError};
 use live::LiveCgroups;
 pub use record::report;
 use record::{record_path, write_record};
@@ -146,37 +147,27 @@ impl CgroupRows {
         out
     }
 
-    /// -G: the i-th event counts in the i-th cgroup; an empty name, or no name, counts
-    /// it system-wide, which is the root cgroup's count. One name alone is every event's,
-    /// as in perf.
+    /// -G, as rules::as_perf_reads hands its names out: the i-th event counts in the
+    /// i-th cgroup; an empty name, or none (events -d and -M add), counts it
+    /// system-wide, which is the root cgroup's count. Every row has the cgroup column,
+    /// empty for those, as in perf.
     fn per_event(tree: &dyn Tree, names: &[String], nr_events: usize) -> Result<CgroupRows> {
-        if names.len() > nr_events {
-            return Err(usage(format!(
-                "-G lists {} cgroups for {} events",
-                names.len(),
-                nr_events
-            )));
-        }
         let mut out = CgroupRows {
             v1: tree.hierarchy().v1,
             ..CgroupRows::default()
         };
         let root = tree.resolve("/")?;
         for event in 0..nr_events {
-            let name = match names {
-                [one] => Some(one),
-                _ => names.get(event),
-            };
-            let named = name.filter(|n| !n.is_empty());
-            let cg = match named {
-                Some(n) => tree.resolve(n)?,
-                None => root.clone(),
+            let name = names.get(event).map_or("", String::as_str);
+            let cg = match name.is_empty() {
+                true => root.clone(),
+                false => tree.resolve(name).map_err(|e| usage(e.to_string()))?,
             };
             let slot = out.slot_of(&cg);
             out.rows.push(Series {
                 event,
                 slot,
-                cgroup: named.cloned(),
+                cgroup: Some(name.to_string()),
             });
         }
         Ok(out)
@@ -219,11 +210,14 @@ fn parse_threads(a: &StatArgs) -> Result<(Vec<Thread>, Vec<libc::pid_t>)> {
             true => process::threads_of(id),
             false => process::thread(id).map(|t| vec![t]),
         };
-        let found = found.map_err(|_| {
-            usage(format!(
-                "Problems finding threads of monitor: no {} {id}",
-                if of_process { "process" } else { "thread" }
+        // As perf: a process it cannot find is refused before counting (-EINVAL), a
+        // thread when its counter cannot be opened.
+        let found = found.map_err(|_| match of_process {
+            true => InvalidError(format!(
+                "Problems finding threads of monitor: no process {id}"
             ))
+            .into(),
+            false => anyhow::anyhow!("Problems finding threads of monitor: no thread {id}"),
         })?;
         threads.extend(found);
         ids.push(id);
@@ -289,27 +283,13 @@ fn check_unavailable(a: &StatArgs) -> Result<()> {
     Ok(())
 }
 
-/// The options about when counting runs, checked as perf checks them.
-fn check_timing(a: &StatArgs) -> Result<()> {
+/// What bperf refuses of the options about when counting runs, where perf would count
+/// nothing, or forever.
+fn check_own_limits(a: &StatArgs) -> Result<()> {
     if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
         return Err(usage(format!(
             "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"
         )));
-    }
-    match a.timeout {
-        Some(_) if a.interval.is_some() => {
-            return Err(usage(
-                "timeout option is not supported with interval-print".into(),
-            ))
-        }
-        Some(ms) if ms < 10 => return Err(usage(format!("timeout must be >= 10ms (got {ms})"))),
-        _ => {}
-    }
-    if a.table && a.repeat.unwrap_or(1) <= 1 {
-        return Err(usage("--table is only supported with -r".into()));
-    }
-    if a.log_fd.is_some_and(|fd| fd <= 0) {
-        return Err(usage("argument to --log-fd must be a > 0".into()));
     }
     match a.repeat {
         Some(0) if a.interval.is_some() => {
@@ -336,25 +316,30 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
         true => Vec::new(),
         false => metrics::parse_list(&a.metrics.join(","))?,
     };
-    let mut list = if a.events.is_empty() && asked.is_empty() {
+    let sysfs = Sysfs::system();
+    let parse = |list: &str| event::parse_events(list, &sysfs).map_err(|e| usage(e.to_string()));
+    // perf's own events: named from their attrs.
+    let builtin = |list: &str| -> Result<Vec<Event>> {
+        let mut events = parse(list)?;
+        events
+            .iter_mut()
+            .for_each(|e| e.naming = event::Naming::Builtin);
+        Ok(events)
+    };
+    let mut events = match (a.events.is_empty(), asked.is_empty()) {
         // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
-        match a.all_cpus || a.cpu.is_some() {
-            true => event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1),
-            false => event::DEFAULT_EVENTS.to_string(),
-        }
-    } else {
-        a.events.join(",")
+        (true, true) => match a.all_cpus || a.cpu.is_some() {
+            true => builtin(&event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1))?,
+            false => builtin(event::DEFAULT_EVENTS)?,
+        },
+        (true, false) => Vec::new(),
+        (false, _) => parse(&a.events.join(","))?,
     };
     // As perf: a null run adds no events of its own.
     let detailed = if a.null_run { 0 } else { a.detailed as usize };
     for extra in event::DETAILED_EVENTS.iter().take(detailed) {
-        list = format!("{list},{extra}");
+        events.extend(builtin(extra)?);
     }
-    let sysfs = Sysfs::system();
-    let mut events = match list.is_empty() {
-        true => Vec::new(),
-        false => event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?,
-    };
     apply_filters(a, &mut events, &sysfs)?;
     let clock = match a.all_cpus || a.cpu.is_some() {
         true => "cpu-clock",
@@ -377,6 +362,9 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
         }
         if a.all_kernel {
             (e.attr.exclude_kernel, e.attr.exclude_user) = (false, true);
+        }
+        if e.naming == event::Naming::Builtin {
+            e.name = Event::builtin_name(&e.name, &e.attr);
         }
     }
     Ok((events, uses))
@@ -521,9 +509,11 @@ fn parse_cgroups(a: &StatArgs, nr_events: usize) -> Result<CgroupRows> {
         }
     } else if for_each {
         let items = split(&a.for_each_cgroup);
+        // As perf: a cgroup that is not there is refused once the events are known.
+        let expanded = cgroup::expand(&tree, &items).map_err(|e| InvalidError(format!("{e:#}")))?;
         CgroupRows {
             selection: cgroup::Selection::of_items(&items)?,
-            ..CgroupRows::for_each(h, cgroup::expand(&tree, &items)?, nr_events)
+            ..CgroupRows::for_each(h, expanded, nr_events)
         }
     } else {
         CgroupRows::per_event(&tree, &split(&a.cgroup), nr_events)?
@@ -560,28 +550,15 @@ fn live_plan(
 
 impl Plan {
     /// The plan of `a`; `record`: for `stat record`, whose rows stay as they start.
+    /// `a` as perf reads it (rules::as_perf_reads, rules::settle_targets); perf's
+    /// refusals come in perf's order, then bperf's own.
     pub fn from_args(a: &StatArgs, record: bool) -> Result<Plan> {
-        check_unavailable(a)?;
-        check_timing(a)?;
+        rules::check_targets(a)?;
         let per_cpu_target = a.all_cpus || a.cpu.is_some();
         let thread_target = a.pid.is_some() || a.tid.is_some();
-        if thread_target && per_cpu_target {
-            return Err(usage("-p and -t cannot be used with -a or -C".into()));
-        }
         // --per-thread without -p or -t: every thread of the system, as perf.
         let all_threads = a.per_thread && !thread_target;
-        if all_threads && (a.cpu.is_some() || !a.all_cpus && !a.command.is_empty()) {
-            return Err(usage(
-                "The --per-thread option is only available when monitoring via -p -t -a options or only --per-thread.".into(),
-            ));
-        }
-        let cgroup_opts = a.all_cgroups || !a.for_each_cgroup.is_empty() || !a.cgroup.is_empty();
         let mode = aggr_mode(a)?;
-        if (cgroup_opts || a.no_aggr || mode.is_some()) && !per_cpu_target {
-            return Err(usage(
-                "both cgroup and no-aggregation modes only available in system-wide mode (add -a or -C)".into(),
-            ));
-        }
         if !per_cpu_target && !thread_target && !all_threads && a.command.is_empty() {
             return Err(usage(
                 "nothing to count: give a command, or -a or -C to count CPUs".into(),
@@ -592,6 +569,8 @@ impl Plan {
             true => Default::default(),
             false => parse_events(a)?,
         };
+        check_unavailable(a)?;
+        rules::check_cgroups(a)?;
         let cpus = parse_cpus(a)?;
         let shared = shared_plan(a, &events)?;
         let mut cg = parse_cgroups(a, events.len())?;
@@ -600,6 +579,8 @@ impl Plan {
             true => (process::all_threads(), Vec::new()),
             false => parse_threads(a)?,
         };
+        rules::check_timing(a)?;
+        check_own_limits(a)?;
         let task_mode = !per_cpu_target && !thread_target && !a.command.is_empty();
         let target = match (&a.pid, &a.tid) {
             (Some(p), _) => format!("process id '{p}'"),
@@ -859,15 +840,19 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     if a.quiet {
         return Ok((Box::new(io::sink()), "nothing".into()));
     }
-    // As perf: the clearing is for a terminal.
-    if a.interval_clear && (a.output.is_some() || !io::stderr().is_terminal()) {
-        return Err(usage("--interval-clear does not work with output".into()));
-    }
+    // As perf: the clearing is for a terminal, and perf says so once the file is open.
+    let clear_refused = || anyhow::anyhow!("--interval-clear does not work with output");
     if let Some(fd) = a.log_fd {
         let file = kernel::file_from_fd(fd).with_context(|| format!("--log-fd {fd}"))?;
+        if a.interval_clear && !file.is_terminal() {
+            return Err(clear_refused());
+        }
         return Ok((Box::new(io::BufWriter::new(file)), format!("fd {fd}")));
     }
     let Some(path) = &a.output else {
+        if a.interval_clear && !io::stderr().is_terminal() {
+            return Err(clear_refused());
+        }
         return Ok((Box::new(io::BufWriter::new(io::stderr())), "stderr".into()));
     };
     let file = OpenOptions::new()
@@ -885,6 +870,11 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
         write!(out, "# started on {}\n\n", kernel::ctime_now())
             .with_context(|| format!("cannot write to {name}"))?;
     }
+    if a.interval_clear {
+        out.flush()
+            .with_context(|| format!("cannot write to {name}"))?;
+        return Err(clear_refused());
+    }
     Ok((Box::new(out), name))
 }
 
@@ -892,9 +882,6 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
     let format = match (&a.field_separator, a.json) {
         (_, true) => Format::Json,
         (Some(sep), _) if sep.is_empty() => return Err(usage("-x needs a separator".into())),
-        (Some(_), _) if a.big_num => {
-            return Err(usage("-B option not supported with -x".into()));
-        }
         (Some(sep), _) => Format::Csv(sep.clone()),
         (None, false) => Format::Table,
     };
@@ -915,7 +902,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         csv_summary_prefix: !a.no_csv_summary,
         null_run: a.null_run,
         interval_clear: a.interval_clear,
-        runs: a.repeat.unwrap_or(1),
+        runs: a.repeat.unwrap_or(1).max(0) as usize,
         no_scale: a.no_scale,
         verbose: a.verbose > 0,
         run_table: Vec::new(),
@@ -1246,6 +1233,8 @@ fn print_runs(
 
 /// Runs `bperf stat`; returns the process exit code.
 pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
+    let a = &rules::as_perf_reads(a)?;
+    rules::check_before_output(a)?;
     // stat record: -o names the perf.data file; the counts are printed as without it.
     let counting;
     let (a, recording) = match record {
@@ -1259,12 +1248,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         }
         false => (a, None),
     };
+    let (out, output) = open_output(a)?;
+    rules::check_after_output(a)?;
+    let a = &rules::settle_targets(a);
     let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
-    let (out, output) = open_output(a)?;
-    if a.timeout.is_some_and(|ms| ms < 100) {
-        eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
-    }
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone(), Wake::Signal)?;
     let mut report = Report::new(options, out);

@@ -1,0 +1,308 @@
+//! perf stat's reading of its options beyond parsing them: which option overrides which,
+//! how -G hands cgroups to events, and what perf refuses, in perf's order and with its
+//! exit statuses: 129 (UsageError) for what it refuses while reading the command line,
+//! 234 (InvalidError) for the combinations it refuses afterwards.
+
+use anyhow::Result;
+
+use crate::cgroup::Tree;
+use crate::cli::StatArgs;
+use crate::event;
+use crate::sys::cgroupfs::{self, Cgroupfs};
+use crate::sys::sysfs::Sysfs;
+use crate::{InvalidError, UsageError};
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+fn invalid(msg: impl Into<String>) -> anyhow::Error {
+    InvalidError(msg.into()).into()
+}
+
+/// perf's deepest cache level for --per-cache.
+const MAX_CACHE_LEVEL: u32 = 4;
+
+/// The options as perf applies them, with what perf refuses while reading the command
+/// line refused first: event lists that do not parse, -G's cgroups, a --per-cache level
+/// beyond perf's. Of several aggregation modes the strongest wins, as in perf (-A, then
+/// --per-thread, --per-core, --per-cache, --per-cluster, --per-die, --per-socket,
+/// --per-node); -p wins over -t. -G's names become one per event of -e (empty: none).
+pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
+    let sysfs = Sysfs::system();
+    let mut events_per_option = Vec::with_capacity(a.events.len());
+    for list in &a.events {
+        let n = event::parse_events(list, &sysfs)
+            .map_err(|e| usage(e.to_string()))?
+            .len();
+        events_per_option.push(n);
+    }
+    let mut a = a.clone();
+    if !a.cgroup.is_empty() {
+        a.cgroup = cgroups_of_events(&a, &events_per_option)?;
+    }
+    check_cache_level(&a)?;
+    strongest_aggregation(&mut a);
+    if a.pid.is_some() {
+        a.tid = None;
+    }
+    Ok(a)
+}
+
+/// -G as perf reads it, in command-line order: each -G needs events before it; its
+/// names go to the events that have none yet, in order (an empty name skips one), and
+/// when only one name was given so far, every event before it takes that one's cgroup.
+/// The result has one name per event of -e, empty where it has none.
+fn cgroups_of_events(a: &StatArgs, events_per_option: &[usize]) -> Result<Vec<String>> {
+    if a.cgroup_after_for_each {
+        return Err(usage(
+            "--cgroup and --for-each-cgroup cannot be used together",
+        ));
+    }
+    let total: usize = events_per_option.iter().sum();
+    let mut names: Vec<Option<String>> = vec![None; total];
+    let mut given = 0;
+    for (list, &options_before) in a.cgroup.iter().zip(&a.cgroup_after) {
+        let events_before: usize = events_per_option[..options_before].iter().sum();
+        if events_before == 0 {
+            return Err(usage("must define events before cgroups"));
+        }
+        for name in list.split(',') {
+            if !name.is_empty() {
+                if given >= events_before {
+                    return Err(usage(format!(
+                        "-G {list}: more cgroups than the {events_before} events before it"
+                    )));
+                }
+                names[given] = Some(name.to_string());
+            }
+            given += 1;
+        }
+        if given == 1 {
+            let first = names[0].clone();
+            names[1..events_before].fill(first);
+        }
+    }
+    check_cgroups_exist(names.iter().flatten())?;
+    Ok(names.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// As perf reading -G: every cgroup named must exist.
+fn check_cgroups_exist<'a>(names: impl Iterator<Item = &'a String>) -> Result<()> {
+    let mut names = names.peekable();
+    if names.peek().is_none() {
+        return Ok(());
+    }
+    let tree = Cgroupfs::new(cgroupfs::discover()?)?;
+    for name in names {
+        tree.resolve(name).map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn check_cache_level(a: &StatArgs) -> Result<()> {
+    let level = a
+        .per_cache
+        .as_deref()
+        .map(|l| l.trim_start_matches(['L', 'l']))
+        .and_then(|l| l.parse::<u32>().ok());
+    match level {
+        Some(l) if l > MAX_CACHE_LEVEL => Err(usage(format!(
+            "perf only supports max cache level of {MAX_CACHE_LEVEL}."
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Keeps the strongest of the aggregation modes asked for, in perf's order.
+fn strongest_aggregation(a: &mut StatArgs) {
+    let mut flags = [
+        &mut a.no_aggr,
+        &mut a.per_thread,
+        &mut a.per_core,
+        &mut a.per_cluster,
+        &mut a.per_die,
+        &mut a.per_socket,
+        &mut a.per_node,
+    ];
+    let mut cache = a.per_cache.is_some();
+    // --per-cache ranks between --per-core and --per-cluster.
+    let strongest = flags.iter().position(|f| **f);
+    if let Some(i) = strongest {
+        for f in flags.iter_mut().skip(i + 1) {
+            **f = false;
+        }
+        if i <= 2 {
+            cache = false;
+        }
+    }
+    if cache {
+        for f in flags.iter_mut().skip(3) {
+            **f = false;
+        }
+    } else {
+        a.per_cache = None;
+    }
+}
+
+/// What perf refuses before it opens its output, in its order.
+pub fn check_before_output(a: &StatArgs) -> Result<()> {
+    if a.output.is_some() && a.log_fd.is_some() {
+        return Err(invalid("cannot use both --output and --log-fd"));
+    }
+    if a.metric_only && a.per_thread {
+        return Err(invalid("--metric-only is not supported with --per-thread"));
+    }
+    if a.metric_only && a.repeat.is_some_and(|r| r > 1) {
+        return Err(invalid("--metric-only is not supported with -r"));
+    }
+    if a.table && a.repeat.unwrap_or(1) <= 1 {
+        return Err(invalid("--table is only supported with -r"));
+    }
+    if a.log_fd.is_some_and(|fd| fd < 0) {
+        return Err(invalid("argument to --log-fd must be a > 0"));
+    }
+    Ok(())
+}
+
+/// What perf refuses once its output is open: -B with -x. bperf refuses -x with -j
+/// too (perf 6.12 prints CSV fields inside its JSON objects).
+pub fn check_after_output(a: &StatArgs) -> Result<()> {
+    if a.field_separator.is_some() && a.big_num {
+        return Err(invalid("-B option not supported with -x"));
+    }
+    if a.field_separator.is_some() && a.json {
+        return Err(usage("-x and -j cannot be used together"));
+    }
+    Ok(())
+}
+
+/// The targets as perf settles them: -p or -t override -a and -C (said on stderr, as
+/// perf says it), and with no target and no command, perf counts the whole system.
+pub fn settle_targets(a: &StatArgs) -> StatArgs {
+    let mut a = a.clone();
+    if a.pid.is_some() || a.tid.is_some() {
+        let overridden = match (a.cpu.is_some(), a.all_cpus) {
+            (true, _) => Some("CPU"),
+            (false, true) => Some("SYSTEM"),
+            _ => None,
+        };
+        if let Some(what) = overridden {
+            eprintln!("PID/TID switch overriding {what}");
+        }
+        a.cpu = None;
+        a.all_cpus = false;
+    }
+    let no_target = a.pid.is_none() && a.tid.is_none() && a.cpu.is_none() && !a.all_cpus;
+    if no_target && a.command.is_empty() {
+        a.all_cpus = true;
+    }
+    a
+}
+
+/// What perf refuses about the targets and the aggregation, in its order.
+pub fn check_targets(a: &StatArgs) -> Result<()> {
+    if a.repeat.is_some_and(|r| r < 0) {
+        return Err(invalid("Run count must be a positive number"));
+    }
+    let task = a.pid.is_some() || a.tid.is_some();
+    if a.per_thread && !task && (!a.all_cpus || a.cpu.is_some()) {
+        return Err(invalid(
+            "The --per-thread option is only available when monitoring via -p -t -a options or only --per-thread.",
+        ));
+    }
+    let aggregated = a.no_aggr
+        || a.per_socket
+        || a.per_die
+        || a.per_cluster
+        || a.per_cache.is_some()
+        || a.per_core
+        || a.per_node;
+    let cgroups = !a.cgroup.is_empty() || !a.for_each_cgroup.is_empty() || a.all_cgroups;
+    if (aggregated || cgroups) && !(a.all_cpus || a.cpu.is_some()) {
+        return Err(invalid(
+            "both cgroup and no-aggregation modes only available in system-wide mode",
+        ));
+    }
+    Ok(())
+}
+
+/// What perf refuses about cgroups once its events are known: -G with
+/// --for-each-cgroup.
+pub fn check_cgroups(a: &StatArgs) -> Result<()> {
+    if !a.cgroup.is_empty() && !a.for_each_cgroup.is_empty() {
+        return Err(invalid(
+            "--cgroup and --for-each-cgroup cannot be used together",
+        ));
+    }
+    Ok(())
+}
+
+/// What perf refuses about the timing options, in its order (and its warning about a
+/// short --timeout).
+pub fn check_timing(a: &StatArgs) -> Result<()> {
+    if a.interval_count.is_some_and(|n| n > 0) && a.interval.is_none() {
+        return Err(invalid(
+            "interval-count option should be used together with interval-print.",
+        ));
+    }
+    if a.timeout.is_some_and(|ms| ms < 10) {
+        return Err(invalid("timeout must be >= 10ms."));
+    }
+    if a.timeout.is_some_and(|ms| ms < 100) {
+        eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
+    }
+    if a.timeout.is_some_and(|ms| ms > 0) && a.interval.is_some() {
+        return Err(invalid(
+            "timeout option is not supported with interval-print.",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(f: impl FnOnce(&mut StatArgs)) -> StatArgs {
+        let mut a = StatArgs::default();
+        f(&mut a);
+        a
+    }
+
+    #[test]
+    fn the_strongest_aggregation_wins() {
+        let mut a = args(|a| {
+            a.per_socket = true;
+            a.per_core = true;
+            a.per_node = true;
+        });
+        strongest_aggregation(&mut a);
+        assert!(a.per_core && !a.per_socket && !a.per_node);
+        let mut a = args(|a| {
+            a.no_aggr = true;
+            a.per_cache = Some(String::new());
+        });
+        strongest_aggregation(&mut a);
+        assert!(a.no_aggr && a.per_cache.is_none());
+        let mut a = args(|a| {
+            a.per_die = true;
+            a.per_cache = Some("L2".into());
+        });
+        strongest_aggregation(&mut a);
+        assert!(!a.per_die && a.per_cache.is_some());
+    }
+
+    #[test]
+    fn targets_settle_as_perf_settles_them() {
+        let a = settle_targets(&args(|a| {
+            a.pid = Some("1".into());
+            a.all_cpus = true;
+        }));
+        assert!(!a.all_cpus);
+        let a = settle_targets(&args(|_| {}));
+        assert!(a.all_cpus);
+        let a = settle_targets(&args(|a| a.command = vec!["true".into()]));
+        assert!(!a.all_cpus);
+    }
+}
