@@ -915,6 +915,14 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         "quiet-timeout",
         &["--quiet", "--timeout", "50", "-a", "-e", "cs"],
     ),
+    // 7: the events perf adds itself are named from their attrs, modifiers included.
+    ("all-user-default", &["--all-user", "--", "sleep", "0.05"]),
+    (
+        "all-kernel-detailed",
+        &["--all-kernel", "-d", "-e", "cs", "--", "sleep", "0.05"],
+    ),
+    // 8: ... and never with their PMU per CPU.
+    ("per-cpu-default", &["-a", "-A", "--", "sleep", "0.05"]),
     // 9: -n with events counts them all the same.
     (
         "null-events",

@@ -276,3 +276,27 @@ fn names_with_their_pmu() {
     let ev = &parse_events("ibs_op/cnt_ctl=1/", &amd).unwrap()[0];
     assert_eq!(ev.name_with_pmu(Some("ibs_op")), "ibs_op/cnt_ctl=1/");
 }
+
+/// perf's names for the events it adds itself: the modifiers their attrs say, as perf
+/// 6.12 prints them (`task-clock:uhH` with --all-user); never their PMU.
+#[test]
+fn builtin_names_carry_their_modifiers() {
+    let s = fixture("intel");
+    let name = |e: &str, user: Option<bool>| {
+        let mut ev = parse_events(e, &s).unwrap().remove(0);
+        ev.naming = Naming::Builtin;
+        if let Some(user) = user {
+            (ev.attr.exclude_kernel, ev.attr.exclude_user) = (user, !user);
+        }
+        Event::builtin_name(&ev.name, &ev.attr)
+    };
+    assert_eq!(name("task-clock", None), "task-clock");
+    assert_eq!(name("task-clock", Some(true)), "task-clock:uhH");
+    assert_eq!(name("L1-dcache-loads", Some(false)), "L1-dcache-loads:khH");
+    let mut precise = one("cycles", &s);
+    precise.precise_ip = 1;
+    assert_eq!(Event::builtin_name("cycles", &precise), "cycles:pH");
+    let mut ev = parse_events("cs", &s).unwrap().remove(0);
+    ev.naming = Naming::Builtin;
+    assert_eq!(ev.name_with_pmu(Some("software")), "cs");
+}
