@@ -820,6 +820,27 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         "cpu-list-runs",
         &["-C", "1,0", "-r", "2", "-e", "cs", "--", "sleep", "0.02"],
     ),
+    // 3: a rate per second only where perf pairs the event with a clock: in its group,
+    // with the same modifiers.
+    (
+        "rate-group",
+        &["-e", "{cs,faults},task-clock", "--", "sleep", "0.05"],
+    ),
+    (
+        "rate-modifiers-csv",
+        &[
+            "-x,",
+            "-e",
+            "context-switches,task-clock:u",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "rate-all-user",
+        &["--all-user", "-e", "cs,task-clock:k", "--", "sleep", "0.05"],
+    ),
     // 5: what perf refuses, with its exit status, after writing the -o file's first line.
     (
         "refuse-big-num-csv",

@@ -123,13 +123,15 @@ impl std::fmt::Display for Metric {
     }
 }
 
-/// The lines of one print, indexed for metrics: the scaled count of the first line of
-/// each kind of event, per cgroup and CPU. Built once per print, so that a print costs
-/// time in proportion to its lines.
+/// The lines of one print, indexed for metrics: each event's scaled count where it was
+/// counted, and for each event the events perf may take another kind's count from.
+/// Built once per print, so that a print costs time in proportion to its lines.
 pub struct Siblings<'a> {
-    first: HashMap<(Where<'a>, Kind), f64>,
-    /// With -M: the scaled count of each event, by where it was counted.
-    by_event: HashMap<(Where<'a>, usize), f64>,
+    /// The scaled count of each event (None: it did not count), by where it was counted.
+    by_event: HashMap<(Where<'a>, usize), Option<f64>>,
+    /// For each event, the events whose counts its metric may use, with their kinds,
+    /// in the order perf looks at them.
+    partners: Vec<Vec<(Kind, usize)>>,
 }
 
 /// Where a line's count was counted: its cgroup, CPU, and thread or group of CPUs.
@@ -139,27 +141,73 @@ pub fn where_of(l: &Line) -> Where<'_> {
     (l.cgroup.as_deref(), l.cpu, l.place.as_ref())
 }
 
+/// What perf compares of two events' modifiers before it pairs them for a metric.
+fn context(a: &Attr) -> [bool; 5] {
+    [
+        a.exclude_kernel,
+        a.exclude_user,
+        a.exclude_hv,
+        a.exclude_host,
+        a.exclude_idle,
+    ]
+}
+
+/// The PMU an event counts on, as far as pairing goes: hardware, cache and raw events
+/// all count on the core PMU.
+fn pmu_of(a: &Attr) -> u32 {
+    match a.type_ {
+        crate::event::TYPE_HW_CACHE | crate::event::TYPE_RAW => HW,
+        t => t,
+    }
+}
+
+/// The events perf may pair `e` with for a metric, in order: not `e` itself; of `e`'s
+/// group when `e` is in a group of more than one; with the same modifiers; and, but
+/// for the clocks, on the same PMU.
+fn partners_of(events: &[Event], e: usize) -> Vec<(Kind, usize)> {
+    let ev = &events[e];
+    let group_size = |leader: Option<usize>| {
+        leader.map_or(1, |l| events.iter().filter(|o| o.leader == Some(l)).count())
+    };
+    let grouped = group_size(ev.leader) > 1;
+    events
+        .iter()
+        .enumerate()
+        .filter(|&(c, cur)| {
+            c != e
+                && (!grouped || cur.leader == ev.leader)
+                && context(&cur.attr) == context(&ev.attr)
+                && (kind(&cur.attr) == Kind::Clock || pmu_of(&cur.attr) == pmu_of(&ev.attr))
+        })
+        .map(|(c, cur)| (kind(&cur.attr), c))
+        .collect()
+}
+
 impl<'a> Siblings<'a> {
-    pub fn new(events: &[Event], lines: &'a [Line], named: bool) -> Siblings<'a> {
-        let mut first = HashMap::default();
+    pub fn new(events: &[Event], lines: &'a [Line]) -> Siblings<'a> {
         let mut by_event = HashMap::default();
         for l in lines {
-            if let Value::Counted(r) = l.value {
-                if let Some(v) = r.scaled() {
-                    let k = kind(&events[l.event].attr);
-                    first.entry((where_of(l), k)).or_insert(v);
-                    if named {
-                        by_event.insert((where_of(l), l.event), v);
-                    }
-                }
-            }
+            let count = match l.value {
+                Value::Counted(r) => r.scaled(),
+                Value::NotSupported => None,
+            };
+            by_event.insert((where_of(l), l.event), count);
         }
-        Siblings { first, by_event }
+        let partners = (0..events.len()).map(|e| partners_of(events, e)).collect();
+        Siblings { by_event, partners }
     }
 
-    /// Scaled count of the first line of `want` counted where `line` was.
+    /// The count perf takes for a `want` metric of `line`: that of the first partner of
+    /// that kind counted where `line` was, if it counted anything.
     fn of(&self, line: &Line, want: Kind) -> Option<f64> {
-        self.first.get(&(where_of(line), want)).copied()
+        let at = where_of(line);
+        self.partners[line.event]
+            .iter()
+            .filter(|(k, _)| *k == want)
+            .find_map(|(_, c)| self.by_event.get(&(at, *c)))
+            .copied()
+            .flatten()
+            .filter(|v| *v > 0.0)
     }
 }
 
@@ -175,7 +223,7 @@ pub fn named(uses: &[Use], siblings: &Siblings, line: &Line, wall_ns: f64) -> Ve
         let counts: Option<Vec<f64>> = u
             .events
             .iter()
-            .map(|e| siblings.by_event.get(&(at, *e)).copied())
+            .map(|e| siblings.by_event.get(&(at, *e)).copied().flatten())
             .collect();
         let value = counts.and_then(|c| u.def.value(&c, wall_ns));
         out.push(Metric {
@@ -201,7 +249,7 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
     };
     let ev = &events[line.event];
     let k = kind(&ev.attr);
-    let ratio = |other: Kind| siblings.of(line, other).filter(|v| *v > 0.0);
+    let ratio = |other: Kind| siblings.of(line, other);
     match k {
         Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
         Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),
@@ -245,7 +293,7 @@ mod tests {
 
     /// The metric of `lines[i]` over a second.
     fn metric_of(events: &[Event], lines: &[Line], i: usize) -> Metric {
-        let siblings = Siblings::new(events, lines, false);
+        let siblings = Siblings::new(events, lines);
         metric(events, &siblings, &lines[i], 1e9).unwrap()
     }
 
@@ -288,22 +336,43 @@ mod tests {
             line(0, 1_000_000_000, Some("b")),
             line(1, 1000, Some("b")),
         ];
-        let a = metric(
-            &events,
-            &Siblings::new(&events, &lines, false),
-            &lines[1],
-            1e9,
-        )
-        .unwrap();
-        let b = metric(
-            &events,
-            &Siblings::new(&events, &lines, false),
-            &lines[3],
-            1e9,
-        )
-        .unwrap();
+        let a = metric(&events, &Siblings::new(&events, &lines), &lines[1], 1e9).unwrap();
+        let b = metric(&events, &Siblings::new(&events, &lines), &lines[3], 1e9).unwrap();
         assert_eq!((a.value, &*a.unit), (2.0, "K/sec"));
         assert_eq!((b.value, &*b.unit), (1.0, "K/sec"));
+    }
+
+    /// As perf 6.12: a rate needs a clock of the event's group (when it is in one) with
+    /// the same modifiers; a lone event may take a grouped clock.
+    #[test]
+    fn rates_pair_within_groups_and_modifiers() {
+        let mut events = vec![
+            ev("cs", 1, 3),
+            ev("faults", 1, 2),
+            ev("task-clock", 1, 1),
+            ev("migrations", 1, 4),
+        ];
+        events[0].leader = Some(0);
+        events[1].leader = Some(0);
+        let lines: Vec<Line> = (0..4).map(|e| line(e, 1_000_000, None)).collect();
+        let siblings = Siblings::new(&events, &lines);
+        let rate = |e: usize| metric(&events, &siblings, &lines[e], 1e9).map(|m| m.unit);
+        assert_eq!(rate(0), None, "cs in a group without a clock");
+        assert_eq!(rate(3).as_deref(), Some("G/sec"), "a lone event");
+        events[3].attr.exclude_kernel = true;
+        let siblings = Siblings::new(&events, &lines);
+        let rate = |e: usize| metric(&events, &siblings, &lines[e], 1e9).map(|m| m.unit);
+        assert_eq!(rate(3), None, "other modifiers than the clock's");
+        events[2].leader = Some(0);
+        events[3].attr.exclude_kernel = false;
+        let siblings = Siblings::new(&events, &lines);
+        let rate = |e: usize| metric(&events, &siblings, &lines[e], 1e9).map(|m| m.unit);
+        assert_eq!(rate(0).as_deref(), Some("G/sec"), "the group's own clock");
+        assert_eq!(
+            rate(3).as_deref(),
+            Some("G/sec"),
+            "a lone event, a grouped clock"
+        );
     }
 
     #[test]
@@ -344,7 +413,7 @@ mod tests {
             value: Value::NotSupported,
             ..line(2, 0, None)
         });
-        let siblings = Siblings::new(&events, &lines, false);
+        let siblings = Siblings::new(&events, &lines);
         for line in &lines {
             assert_eq!(metric(&events, &siblings, line, 1e9), None);
         }

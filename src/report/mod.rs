@@ -287,7 +287,7 @@ impl<W: Write> Report<W> {
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
         self.verbose_counts(events, lines)?;
-        let siblings = Siblings::new(events, lines, !self.opts.metrics.is_empty());
+        let siblings = Siblings::new(events, lines);
         let all: Vec<Fields> = lines
             .iter()
             .map(|l| {
@@ -369,7 +369,7 @@ impl<W: Write> Report<W> {
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
         self.verbose_counts(events, lines)?;
-        let siblings = Siblings::new(events, lines, !self.opts.metrics.is_empty());
+        let siblings = Siblings::new(events, lines);
         let uses = &self.opts.metrics;
         let all: Vec<Fields> = lines
             .iter()
