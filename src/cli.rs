@@ -81,6 +81,9 @@ pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
         let first_for_each = m.indices_of("for_each_cgroup").and_then(|mut i| i.next());
         a.cgroup_after_for_each = first_for_each
             .is_some_and(|f| m.indices_of("cgroup").is_some_and(|mut g| g.any(|g| g > f)));
+        let first_verbose = m.indices_of("verbose").and_then(|mut i| i.next());
+        a.verbose_before_events =
+            first_verbose.is_some_and(|v| events.first().is_none_or(|&e| e > v));
     }
     Ok(cli)
 }
@@ -227,6 +230,11 @@ pub struct StatArgs {
     /// reads the command line.
     #[arg(skip)]
     pub cgroup_after_for_each: bool,
+
+    /// -v came before the first -e (filled in by `parse`): perf's -v says which CPU it
+    /// looks events up for only if it is on when it reads the first.
+    #[arg(skip)]
+    pub verbose_before_events: bool,
 
     /// Count on all CPUs (system-wide; bperf always counts per CPU).
     #[arg(short = 'a', long = "all-cpus")]
@@ -526,11 +534,13 @@ pub struct StatArgs {
     #[arg(long = "metric-no-threshold")]
     pub metric_no_threshold: bool,
 
-    /// Show what is opened (-vv: more).
+    /// Say what perf's -v says (-vv: more).
     ///
-    /// -v says how long each flush-and-read took and lets libbpf print its diagnostics;
-    /// -vv also prints every perf_event_attr opened and each perf_event_open call in the
-    /// layout of perf stat -vv, so that the two can be diffed.
+    /// -v prints what perf 6.12's -v prints: the CPU its tables are for, the events the
+    /// kernel would not open, each run of -r, and at each read every event's count,
+    /// enabled and running times (summed over CPUs) or that it could not be read. -vv
+    /// also prints every perf_event_attr opened and each perf_event_open call in the
+    /// layout of perf stat -vv, so that the two can be diffed, and libbpf's diagnostics.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
 

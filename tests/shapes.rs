@@ -438,6 +438,7 @@ fn shape(text: &str) -> Vec<(String, Option<usize>)> {
     let number = regex::Regex::new(r"\d[\d,]*(\.\d+)?").unwrap();
     let spaces = regex::Regex::new(r" +").unwrap();
     let unpadded_rate = regex::Regex::new(r"([^ 0-9]) /sec").unwrap();
+    let verbose_count = regex::Regex::new(r"^\S+: \d+ \d+ \d+$").unwrap();
     text.lines()
         .map(|l| {
             // With -r, an event's error is left out when it is 0, which depends on the
@@ -458,7 +459,10 @@ fn shape(text: &str) -> Vec<(String, Option<usize>)> {
             let l = unpadded_rate.replace_all(&l, "$1/sec").into_owned();
             let s = number.replace_all(&l, "N");
             let s = spaces.replace_all(&s, " ").into_owned();
-            let table = !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error;
+            // -v's `name: count enabled running`: numbers of any width, unpadded.
+            let count_dump = verbose_count.is_match(&l);
+            let table =
+                !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error && !count_dump;
             (s, table.then_some(l.len()))
         })
         .collect()
@@ -840,6 +844,58 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
     (
         "rate-all-user",
         &["--all-user", "-e", "cs,task-clock:k", "--", "sleep", "0.05"],
+    ),
+    // 4: -v says what perf says: its CPU, what it cannot count, each run, each read.
+    ("verbose", &["-v", "-e", "cs,cycles", "--", "sleep", "0.05"]),
+    (
+        "verbose-runs-output",
+        &[
+            "-v",
+            "-o",
+            "{OUT}",
+            "-r",
+            "2",
+            "-e",
+            "cs,cycles",
+            "--",
+            "sleep",
+            "0.02",
+        ],
+    ),
+    (
+        "verbose-interval",
+        &[
+            "-v",
+            "-a",
+            "-e",
+            "cs,cycles",
+            "-I",
+            "100",
+            "--interval-count",
+            "2",
+        ],
+    ),
+    (
+        "verbose-per-cpu",
+        &["-v", "-a", "-A", "-e", "cs,cycles", "--", "sleep", "0.02"],
+    ),
+    (
+        "verbose-cgroups",
+        &[
+            "-v",
+            "-a",
+            "-e",
+            "cs",
+            "--for-each-cgroup",
+            "{A},{B}",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "verbose-after-events",
+        &["-e", "cs", "-v", "-x,", "--", "sleep", "0.02"],
     ),
     // 5: what perf refuses, with its exit status, after writing the -o file's first line.
     (

@@ -94,7 +94,8 @@ impl<'obj> Counter<'obj> {
         if nr_events > MAX_EVENTS {
             bail!("too many events: {nr_events} (bperf counts at most {MAX_EVENTS} at once)");
         }
-        if setup.verbose == 0 {
+        // libbpf's diagnostics with -vv only: -v prints what perf's -v prints.
+        if setup.verbose < 2 {
             libbpf_rs::set_print(None);
         }
         let targets: Vec<Target> = match setup.task {

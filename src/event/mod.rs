@@ -11,6 +11,7 @@
 
 mod catalog;
 mod pmu;
+mod regroup;
 mod symbols;
 
 use std::path::Path;
@@ -205,8 +206,22 @@ pub fn recorded(name: &str, sysfs: &dyn Sources) -> Event {
     e
 }
 
-/// Parses an -e list. Errors are one line and name the part that is wrong.
+/// Parses an -e list, its groups regrouped as perf regroups them (a group cannot span
+/// PMUs). Errors are one line and name the part that is wrong.
 pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
+    Ok(parse_and_regroup(list, sysfs)?.0)
+}
+
+/// Parses an -e list as `parse_events` does; true with it when perf would warn that
+/// the events were regrouped to match PMUs.
+pub fn parse_and_regroup(list: &str, sysfs: &dyn Sources) -> Result<(Vec<Event>, bool)> {
+    let mut events = parse_as_written(list, sysfs)?;
+    let regrouped = regroup::regroup(&mut events, sysfs);
+    Ok((events, regrouped))
+}
+
+/// The events of an -e list in the order written, each group's members with its leader.
+fn parse_as_written(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     let mut events = vec![];
     for item in split_list(list)? {
         match item {

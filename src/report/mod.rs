@@ -286,7 +286,6 @@ impl<W: Write> Report<W> {
         let header = self.intervals % HEADER_EVERY == 0 || self.opts.interval_clear;
         self.intervals += 1;
         let wall_ns = wall.as_nanos() as f64;
-        self.verbose_counts(events, lines)?;
         let siblings = Siblings::new(events, lines);
         let all: Vec<Fields> = lines
             .iter()
@@ -368,7 +367,6 @@ impl<W: Write> Report<W> {
             _ => String::new(),
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
-        self.verbose_counts(events, lines)?;
         let siblings = Siblings::new(events, lines);
         let uses = &self.opts.metrics;
         let all: Vec<Fields> = lines
@@ -420,22 +418,33 @@ impl<W: Write> Report<W> {
         write!(self.out, "\n{pad}# Final result:\n")
     }
 
-    /// With -v, perf's `name: count enabled running` for each line that was read.
-    fn verbose_counts(&mut self, events: &[Event], lines: &[Line]) -> io::Result<()> {
+    /// With -v, what perf says of each read: `failed to read counter NAME` on stderr for
+    /// an event the kernel refused, and, summed over CPUs (not per CPU, thread or group
+    /// of CPUs), `NAME: count enabled running` of the others, to the output.
+    pub fn counts_read(&mut self, events: &[Event], lines: &[Line]) -> io::Result<()> {
         if !self.opts.verbose {
             return Ok(());
         }
-        for line in lines.iter().filter(|l| l.cpu.is_none()) {
-            if let Value::Counted(r) = line.value {
-                let name = &events[line.event].name;
-                writeln!(
-                    self.out,
-                    "{name}: {} {} {}",
-                    r.counter, r.enabled, r.running
-                )?;
+        let summed = !self.opts.per_cpu && self.opts.aggr.is_none() && !self.opts.per_thread;
+        let mut said = rustc_hash::FxHashSet::default();
+        for line in lines {
+            if !said.insert((line.event, line.cgroup.as_deref())) {
+                continue;
+            }
+            let name = &events[line.event].name;
+            match line.value {
+                Value::NotSupported => {
+                    self.out.flush()?;
+                    eprintln!("failed to read counter {name}");
+                }
+                Value::Counted(r) if summed => {
+                    let count = r.scaled().unwrap_or(0.0) as u64;
+                    writeln!(self.out, "{name}: {count} {} {}", r.enabled, r.running)?;
+                }
+                Value::Counted(_) => {}
             }
         }
-        Ok(())
+        self.out.flush()
     }
 
     /// perf's footer: the time elapsed and, for a command counted on its own, its user

@@ -816,14 +816,12 @@ pub fn forward_signals<W: Send + 'static>(tx: mpsc::Sender<W>, wake: fn(i32) -> 
     Ok(())
 }
 
-/// One flush-and-read of every counter; with -v or BPERF_TIME_READS=1, says how long it
-/// took (the benchmark reads this line, with the variable: -v would also print every
-/// count, as perf does).
-fn timed_read(counter: &mut Counter, verbose: u8, plan: &Plan) -> Result<Snapshot> {
+/// One flush-and-read of every counter; with BPERF_TIME_READS=1, says how long it took
+/// (the benchmark reads this line).
+fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
     let t = Instant::now();
     let snap = counter.read()?;
-    let asked = std::env::var_os("BPERF_TIME_READS").is_some_and(|v| v == "1");
-    if verbose > 0 || asked {
+    if std::env::var_os("BPERF_TIME_READS").is_some_and(|v| v == "1") {
         eprintln!(
             "bperf: flush+read of {} cgroups x {} events took {} us",
             plan.cgroups.len(),
@@ -937,7 +935,7 @@ struct Session<'a, 'obj> {
 impl Session<'_, '_> {
     /// Prints what was counted since the last interval.
     fn print_interval(&mut self) -> Result<()> {
-        let now = timed_read(&mut self.counter, self.args.verbose, self.plan)?;
+        let now = timed_read(&mut self.counter, self.plan)?;
         let counter = &self.counter;
         let lines = self.plan.lines(
             &now.since(&self.prev),
@@ -947,7 +945,8 @@ impl Session<'_, '_> {
         );
         let ts = self.start.elapsed();
         self.report
-            .interval(ts, &self.plan.events, &lines)
+            .counts_read(&self.plan.events, &lines)
+            .and_then(|_| self.report.interval(ts, &self.plan.events, &lines))
             .with_context(|| format!("cannot write to {}", self.output))?;
         if let Some(recorded) = &mut self.recorded {
             // --per-socket and the like are recorded per CPU, as perf records them.
@@ -1099,7 +1098,7 @@ impl Session<'_, '_> {
         // After intervals, the whole run is what they added up to (--summary), as perf.
         let total = match self.args.interval {
             Some(_) => self.prev.clone(),
-            None => timed_read(&mut self.counter, self.args.verbose, self.plan)?,
+            None => timed_read(&mut self.counter, self.plan)?,
         };
         let counter = &self.counter;
         let lines = self.plan.lines(
@@ -1108,6 +1107,10 @@ impl Session<'_, '_> {
             self.args.no_aggr,
             self.args.per_thread,
         );
+        // As perf: the last read, said with -v, whether or not it is printed.
+        self.report
+            .counts_read(&self.plan.events, &lines)
+            .with_context(|| format!("cannot write to {}", self.output))?;
         let cpu_lines = match (&self.recorded, &self.plan.aggr) {
             (Some(_), Some(_)) => self.plan.cpu_lines(&total, &|e| counter.supported(e)),
             _ => Vec::new(),
@@ -1251,8 +1254,15 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let (out, output) = open_output(a)?;
     rules::check_after_output(a)?;
     let a = &rules::settle_targets(a);
+    if a.verbose > 0 && a.events.is_empty() && a.metrics.is_empty() && !a.null_run {
+        // perf looks its tables up as it adds its default events.
+        rules::say_cpuid();
+    }
     let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
+    if a.verbose > 0 && a.control.is_none() {
+        eprintln!("Control descriptor is not initialized");
+    }
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone(), Wake::Signal)?;
     let mut report = Report::new(options, out);
@@ -1266,6 +1276,10 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     report.opts.forever = forever;
     let mut run = 0;
     while forever || run < a.repeat.unwrap_or(1) {
+        if a.verbose > 0 && a.repeat.is_some_and(|r| r > 1) {
+            writeln!(report.out, "[ perf stat: executing run #{} ... ]", run + 1)
+                .with_context(|| format!("cannot write to {output}"))?;
+        }
         if let Some(code) = shell_step(a.pre.as_deref())? {
             return Ok(code);
         }
@@ -1395,6 +1409,18 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         .filter(|_| plan.task_mode)
         .map(Workload::pid);
     let mut counter = open_counter(a, plan, task, &mut storage, first, &[])?;
+    if first && a.verbose > 0 {
+        // As perf's -v, once: what the kernel would not open.
+        report
+            .out
+            .flush()
+            .with_context(|| format!("cannot write to {output}"))?;
+        for (i, e) in plan.events.iter().enumerate() {
+            if !counter.supported(i) {
+                eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
+            }
+        }
+    }
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
     if a.delay == Some(-1) {
         counter.start_paused();

@@ -25,17 +25,22 @@ const MAX_CACHE_LEVEL: u32 = 4;
 
 /// The options as perf applies them, with what perf refuses while reading the command
 /// line refused first: event lists that do not parse, -G's cgroups, a --per-cache level
-/// beyond perf's. Of several aggregation modes the strongest wins, as in perf (-A, then
+/// beyond perf's; and perf's warning for each event list it regrouped. Of several aggregation modes the strongest wins, as in perf (-A, then
 /// --per-thread, --per-core, --per-cache, --per-cluster, --per-die, --per-socket,
 /// --per-node); -p wins over -t. -G's names become one per event of -e (empty: none).
 pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
     let sysfs = Sysfs::system();
     let mut events_per_option = Vec::with_capacity(a.events.len());
-    for list in &a.events {
-        let n = event::parse_events(list, &sysfs)
-            .map_err(|e| usage(e.to_string()))?
-            .len();
-        events_per_option.push(n);
+    for (i, list) in a.events.iter().enumerate() {
+        if i == 0 && a.verbose_before_events {
+            say_cpuid();
+        }
+        let (events, regrouped) =
+            event::parse_and_regroup(list, &sysfs).map_err(|e| usage(e.to_string()))?;
+        if regrouped {
+            eprintln!("WARNING: events were regrouped to match PMUs");
+        }
+        events_per_option.push(events.len());
     }
     let mut a = a.clone();
     if !a.cgroup.is_empty() {
@@ -47,6 +52,13 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         a.tid = None;
     }
     Ok(a)
+}
+
+/// perf's -v line as it first looks up its event tables: which CPU they are for.
+pub fn say_cpuid() {
+    if let Some(id) = crate::sys::cpuid() {
+        eprintln!("Using CPUID {id}");
+    }
 }
 
 /// -G as perf reads it, in command-line order: each -G needs events before it; its

@@ -25,6 +25,32 @@ pub fn online_cpus() -> Result<Vec<u32>> {
     crate::cpus::parse_list(s.trim())
 }
 
+/// The CPU as perf's -v names it when it looks up its event tables: on x86,
+/// `vendor-family-model-stepping` (family in decimal, model and stepping in hex), from
+/// /proc/cpuinfo; None elsewhere or when it cannot be read.
+pub fn cpuid() -> Option<String> {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
+        return None;
+    }
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |name: &str| {
+        info.lines()
+            .take_while(|l| !l.trim().is_empty())
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name).then(|| v.trim().to_string())
+            })
+    };
+    let number = |name: &str| field(name)?.parse::<u32>().ok();
+    Some(format!(
+        "{}-{}-{:X}-{:X}",
+        field("vendor_id")?,
+        number("cpu family")?,
+        number("model")?,
+        number("stepping")?
+    ))
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
