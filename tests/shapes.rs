@@ -824,6 +824,33 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         "cpu-list-runs",
         &["-C", "1,0", "-r", "2", "-e", "cs", "--", "sleep", "0.02"],
     ),
+    // 2: a group cannot span PMUs: perf sorts it by PMU, splits it, and says so.
+    (
+        "regroup",
+        &["-e", "{cs,msr/tsc/,faults}", "--", "sleep", "0.05"],
+    ),
+    (
+        "regroup-rates",
+        &[
+            "-a",
+            "-e",
+            "{cs,msr/tsc/,faults},task-clock",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "regroup-tracepoint",
+        &[
+            "-a",
+            "-e",
+            "{sched:sched_switch,cs,msr/tsc/}",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
     // 3: a rate per second only where perf pairs the event with a clock: in its group,
     // with the same modifiers.
     (

@@ -300,3 +300,36 @@ fn builtin_names_carry_their_modifiers() {
     ev.naming = Naming::Builtin;
     assert_eq!(ev.name_with_pmu(Some("software")), "cs");
 }
+
+/// perf 6.12's regrouping: a group's members sorted by the PMU they are counted on
+/// (msr counts as a software PMU, so its event leaves a software group and goes first),
+/// split where it changes; a group of one is a lone event.
+#[test]
+fn groups_are_regrouped_by_pmu() {
+    let s = fixture("intel");
+    let order = |list: &str| {
+        let (events, regrouped) = parse_and_regroup(list, &s).unwrap();
+        let names: Vec<String> = events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e.name,
+                    e.leader.map_or(String::new(), |l| format!("@{l}"))
+                )
+            })
+            .collect();
+        (names.join(" "), regrouped)
+    };
+    assert_eq!(order("{cs,faults}"), ("cs@0 faults@0".into(), false));
+    assert_eq!(
+        order("{cs,msr/tsc/,faults}"),
+        ("msr/tsc/ cs@1 faults@1".into(), true)
+    );
+    assert_eq!(order("{msr/tsc/,cs}"), ("msr/tsc/ cs".into(), true));
+    // A hardware member takes its software siblings into its group.
+    assert_eq!(
+        order("task-clock,{cs,cycles,faults}"),
+        ("task-clock cs@1 cycles@1 faults@1".into(), false)
+    );
+}
