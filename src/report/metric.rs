@@ -62,7 +62,7 @@ pub struct Metric {
     pub unit: Cow<'static, str>,
     style: Style,
     /// Asked for with -M (perf's metric groups), not one perf adds by itself.
-    named: bool,
+    pub named: bool,
 }
 
 /// How the table prints a metric's value.
@@ -265,6 +265,18 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
         Kind::Branches | Kind::CacheRefs | Kind::Other => {
             ratio(Kind::Clock).map(|ns| per_second(count / (ns / 1e9)))
         }
+    }
+}
+
+/// The unit of the metric perf always gives an event of this kind, whether or not it
+/// has what to work it out from (--metric-only shows an empty column then).
+pub fn fixed_unit(k: Kind) -> Option<&'static str> {
+    match k {
+        Kind::Cycles => Some("GHz"),
+        Kind::Instructions => Some("insn per cycle"),
+        Kind::BranchMisses => Some("of all branches"),
+        Kind::CacheMisses => Some("of all cache refs"),
+        _ => None,
     }
 }
 

@@ -16,19 +16,43 @@ struct Cell {
     value: String,
 }
 
-/// The lines' fields, grouped by where they were counted, in order of first appearance.
-fn rows<'f, 'a>(all: &'f [Fields<'a>]) -> Vec<Vec<&'f Fields<'a>>> {
+/// What a line of metrics is of besides its cgroup: a CPU, a thread or a group of CPUs
+/// (by name: an event that did not count has no CPUs in it, but the same line).
+type Place<'a> = (Option<u32>, Option<&'a str>, Option<i32>);
+
+fn place_of<'a>(f: &Fields<'a>) -> Place<'a> {
+    match f.place {
+        Some(super::Place::Thread { comm, tid }) => (f.cpu, Some(comm.as_str()), Some(*tid)),
+        Some(super::Place::Group { name, .. }) => (f.cpu, Some(name.as_str()), None),
+        None => (f.cpu, None, None),
+    }
+}
+
+/// The lines' fields, grouped by where they were counted, in order of first appearance:
+/// by cgroup too when the cgroups are rows of every event (with -G, each event's cgroup
+/// is its own and the line is the first event's, as perf prints it).
+fn rows<'f, 'a>(all: &'f [Fields<'a>], cgroup_rows: bool) -> Vec<Vec<&'f Fields<'a>>> {
     let mut rows: Vec<Vec<&Fields>> = Vec::new();
     // Row of each place, so that grouping costs time in proportion to the lines.
     let mut row_of = rustc_hash::FxHashMap::default();
     for f in all {
-        let row = *row_of.entry((f.cgroup, f.cpu, f.place)).or_insert_with(|| {
+        let cgroup = f.cgroup.filter(|_| cgroup_rows);
+        let row = *row_of.entry((cgroup, place_of(f))).or_insert_with(|| {
             rows.push(Vec::new());
             rows.len() - 1
         });
         rows[row].push(f);
     }
     rows
+}
+
+/// A unit as perf heads and names it: a share names its event
+/// (`branch-misses of all branches`).
+fn unit_of(f: &Fields, unit: &str) -> String {
+    match unit.starts_with("of all") {
+        true => format!("{} {unit}", f.event),
+        false => unit.to_string(),
+    }
 }
 
 /// The columns of one line: an empty one for an event that did not count, as perf.
@@ -42,30 +66,43 @@ fn cells(row: &[&Fields]) -> Vec<Cell> {
             });
             continue;
         }
+        // perf's own metric of the event has a column even when it cannot be worked out.
+        if let Some(unit) = super::metric::fixed_unit(f.kind) {
+            if !f.metrics.iter().any(|m| m.unit == unit) {
+                out.push(Cell {
+                    unit: unit_of(f, unit),
+                    value: String::new(),
+                });
+            }
+        }
         for m in f.metrics.iter().filter(|m| m.in_metric_only()) {
-            // perf names the event in a share's unit: `branch-misses of all branches`.
-            let unit = match m.unit.starts_with("of all") {
-                true => format!("{} {}", f.event, m.unit),
-                false => m.unit.to_string(),
-            };
             let value = match m.value.is_nan() {
                 true => String::new(),
                 false => m.to_string(),
             };
-            out.push(Cell { unit, value });
+            out.push(Cell {
+                unit: unit_of(f, &m.unit),
+                value,
+            });
         }
     }
     out
 }
 
-/// The header's units: those of the metrics of the events of one line, whether or not
-/// the events counted, as perf.
-fn units(row: &[&Fields]) -> Vec<String> {
-    row.iter()
-        .flat_map(|f| f.metrics.iter())
-        .filter(|m| m.in_metric_only())
-        .map(|m| m.unit.to_string())
-        .collect()
+/// The header's units, as perf 6.12 heads its columns: the -M metrics of the events of
+/// the first line and, per CPU (-A), the metric perf gives each of them, whether or not
+/// it counted. With -G, perf heads only the events that have no cgroup.
+fn units(row: &[&Fields], per_cpu: bool, cgroup_rows: bool) -> Vec<String> {
+    let headed = |f: &&&Fields| cgroup_rows || f.cgroup.is_none_or(str::is_empty);
+    let mut out = Vec::new();
+    for f in row.iter().filter(headed) {
+        if per_cpu {
+            out.extend(super::metric::fixed_unit(f.kind).map(|u| unit_of(f, u)));
+        }
+        let named = f.metrics.iter().filter(|m| m.named);
+        out.extend(named.map(|m| unit_of(f, &m.unit)));
+    }
+    out
 }
 
 impl<W: Write> Report<W> {
@@ -76,10 +113,13 @@ impl<W: Write> Report<W> {
         header: bool,
         all: &[Fields],
     ) -> io::Result<()> {
-        let rows = rows(all);
+        let rows = rows(all, self.opts.cgroup_rows);
         let lines: Vec<(&Fields, Vec<Cell>)> = rows.iter().map(|r| (r[0], cells(r))).collect();
         if header {
-            let units = rows.first().map(|r| units(r)).unwrap_or_default();
+            let units = rows
+                .first()
+                .map(|r| units(r, self.opts.per_cpu, self.opts.cgroup_rows))
+                .unwrap_or_default();
             let cgroups = all.iter().any(|f| f.cgroup.is_some());
             self.metric_only_header(ts.is_some(), cgroups, &units)?;
         }

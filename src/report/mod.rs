@@ -104,6 +104,9 @@ pub struct Options {
     pub metrics: Vec<Use>,
     /// --metric-only: one line of metrics per cgroup and CPU or group, no counts.
     pub metric_only: bool,
+    /// The cgroups are rows of every event (--for-each-cgroup, --all-cgroups), not each
+    /// event's own (-G): --metric-only then prints a line per cgroup.
+    pub cgroup_rows: bool,
     /// -r 0: a summary after each run, the header over every 26th.
     pub forever: bool,
 }
@@ -145,6 +148,8 @@ struct Fields<'a> {
     status: &'static str,
     unit: &'static str,
     event: &'a str,
+    /// What kind of event, for the metric perf gives it.
+    kind: metric::Kind,
     cgroup: Option<&'a str>,
     run_ns: u64,
     pct: f64,
@@ -186,6 +191,7 @@ fn fields<'a>(
         status,
         unit: metric::unit(&ev.attr),
         event: &ev.name,
+        kind: metric::kind(&ev.attr),
         cgroup: line.cgroup.as_deref(),
         run_ns,
         pct,
@@ -798,6 +804,7 @@ mod tests {
             run_table: Vec::new(),
             metrics: Vec::new(),
             metric_only: false,
+            cgroup_rows: false,
             forever: false,
         }
     }

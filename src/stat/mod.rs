@@ -56,6 +56,9 @@ pub struct Plan {
     pub aggr: Option<(aggr::Mode, Vec<aggr::Group>)>,
     /// What to print, in order: which event, for which slot.
     pub series: Vec<Series>,
+    /// The series are every event for each cgroup in turn (--for-each-cgroup,
+    /// --all-cgroups), not -G's one cgroup per event.
+    pub cgroup_rows: bool,
     /// -M: the metrics and which events they are worked out from.
     pub metrics: Vec<metrics::Use>,
     /// --per-thread over the whole system: threads that counted nothing are not shown.
@@ -607,6 +610,7 @@ impl Plan {
             watched,
             target,
             series: cg.rows,
+            cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
             metrics,
             hide_idle_threads: all_threads,
             shared,
@@ -615,8 +619,8 @@ impl Plan {
     }
 
     /// The lines of --per-socket and the like: each group's, in perf's order (group,
-    /// then row), its CPUs' counts summed. An event the machine refused was counted on
-    /// no CPU.
+    /// then row; with a cgroup for every event, cgroup, then group, then event), its
+    /// CPUs' counts summed. An event the machine refused was counted on no CPU.
     fn group_lines(
         &self,
         snap: &Snapshot,
@@ -624,9 +628,19 @@ impl Plan {
         mode: aggr::Mode,
         groups: &[aggr::Group],
     ) -> Vec<Line> {
+        let blocks: Vec<&[Series]> = match self.cgroup_rows {
+            true => self
+                .series
+                .chunk_by(|a, b| a.slot == b.slot && a.cgroup == b.cgroup)
+                .collect(),
+            false => vec![&self.series[..]],
+        };
         let mut out = Vec::new();
-        for g in groups {
-            for row in &self.series {
+        for (block, g) in blocks
+            .iter()
+            .flat_map(|b| groups.iter().map(move |g| (b, g)))
+        {
+            for row in block.iter() {
                 let mut sum = Reading::default();
                 g.cpus
                     .iter()
@@ -906,6 +920,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         run_table: Vec::new(),
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
+        cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
         forever: false,
     })
 }
