@@ -16,6 +16,7 @@ fn category(word: &str) -> Option<Option<Kind>> {
     Some(match word {
         "hw" | "hardware" => Some(Kind::Hardware),
         "sw" | "software" => Some(Kind::Software),
+        "tool" => Some(Kind::Tool),
         "cache" | "hwcache" => Some(Kind::Cache),
         "tracepoint" => Some(Kind::Tracepoint),
         "pmu" => Some(Kind::Pmu),
@@ -25,11 +26,12 @@ fn category(word: &str) -> Option<Option<Kind>> {
 }
 
 /// Whether `e` is selected by the filter words: a category, or a name or glob; no words
-/// select everything.
+/// select everything. As perf, the software category takes the tool events along.
 fn selected(e: &Entry, words: &[String]) -> bool {
+    let software = |w: &str| e.kind == Kind::Tool && category(w) == Some(Some(Kind::Software));
     words.is_empty()
         || words.iter().any(|w| match category(w) {
-            Some(kind) => kind == Some(e.kind),
+            Some(kind) => kind == Some(e.kind) || software(w),
             None => std::iter::once(&e.name)
                 .chain(&e.aliases)
                 .any(|n| event::matches(w, n)),
@@ -51,9 +53,12 @@ pub fn run(a: &ListArgs) -> Result<i32> {
                 .is_none_or(|u| event::pmu_name(e.attr.type_, &sysfs).as_deref() == Some(u))
         })
         .collect();
-    // As perf: by kind, then by name.
+    // As perf: by kind, then by name (the tool events in perf's own order).
     let mut entries = entries;
-    entries.sort_by(|x, y| (x.kind, &x.name).cmp(&(y.kind, &y.name)));
+    entries.sort_by(|x, y| {
+        let name = |e: &Entry| (e.kind != Kind::Tool).then(|| e.name.clone());
+        (x.kind, name(x)).cmp(&(y.kind, name(y)))
+    });
     let mut out: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -110,7 +115,11 @@ fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def])
     writeln!(out, "[")?;
     let total = entries.len() + metrics.len();
     for (i, e) in entries.iter().enumerate() {
-        let mut fields = vec![format!("\t\"EventName\": {}", q(&e.name))];
+        let mut fields = Vec::new();
+        if e.kind == Kind::Tool {
+            fields.push("\t\"Topic\": \"tool\"".to_string());
+        }
+        fields.push(format!("\t\"EventName\": {}", q(&e.name)));
         if let Some(alias) = e.aliases.first() {
             fields.push(format!("\t\"EventAlias\": {}", q(alias)));
         }
@@ -147,15 +156,21 @@ fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def])
 /// The listing: one line per event as perf prints it, grouped by kind, with the ones
 /// this kernel refuses marked; without a filter, the PMUs' format terms after.
 fn write_table(out: &mut dyn Write, entries: &[Entry], a: &ListArgs, sysfs: &Sysfs) -> Result<()> {
-    writeln!(out, "\nList of pre-defined events (to be used in -e):\n")?;
     let mut last = None;
     for e in entries {
-        if last.is_some() && last != Some(e.kind) {
+        // Kinds apart by a blank line; the tool events under perf's heading, which
+        // nothing follows apart.
+        let new_kind = last != Some(e.kind);
+        if new_kind && e.kind == Kind::Tool {
+            writeln!(out, "\ntool:")?;
+        } else if new_kind && last.is_some() && last != Some(Kind::Tool) {
             writeln!(out)?;
         }
         last = Some(e.kind);
-        // Tracepoints are not opened just to list them (there are thousands).
-        let refused = e.kind != Kind::Tracepoint && !perf_event::probe(&e.attr);
+        // Tracepoints are not opened just to list them (there are thousands); tool events
+        // are not the kernel's.
+        let refused =
+            !matches!(e.kind, Kind::Tracepoint | Kind::Tool) && !perf_event::probe(&e.attr);
         writeln!(out, "{}", line(e, refused))?;
         if a.details {
             writeln!(out, "       [{}]", encoding(e))?;
@@ -163,8 +178,8 @@ fn write_table(out: &mut dyn Write, entries: &[Entry], a: &ListArgs, sysfs: &Sys
     }
     if a.filter.is_empty() && a.unit.is_none() {
         write_formats(out, sysfs)?;
+        writeln!(out)?;
     }
-    writeln!(out)?;
     Ok(())
 }
 
@@ -211,9 +226,12 @@ fn write_formats(out: &mut dyn Write, sysfs: &Sysfs) -> Result<()> {
     Ok(())
 }
 
-/// One line as perf prints it: `  name OR alias   [Kind]`, and ours: `<not supported>`
-/// when this kernel refuses to open it.
+/// One line as perf prints it: `  name OR alias   [Kind]` (a tool event's name alone),
+/// and ours: `<not supported>` when this kernel refuses to open it.
 fn line(e: &Entry, refused: bool) -> String {
+    if e.kind == Kind::Tool {
+        return format!("  {}", e.name);
+    }
     let names = std::iter::once(e.name.as_str())
         .chain(e.aliases.iter().map(String::as_str))
         .collect::<Vec<_>>()

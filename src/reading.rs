@@ -79,6 +79,16 @@ impl Snapshot {
         (slot * self.nr_events + event) * self.nr_cpus + cpu_pos
     }
 
+    /// How many slots (cgroups; 1 when not per-cgroup) it holds.
+    pub fn nr_slots(&self) -> usize {
+        self.data.len() / (self.nr_events * self.nr_cpus).max(1)
+    }
+
+    /// How many places (CPUs, threads; 1 for a command) it holds readings of.
+    pub fn nr_places(&self) -> usize {
+        self.nr_cpus
+    }
+
     /// The reading of `event` for cgroup `slot` (0 when not per-cgroup) on the CPU at `cpu_pos`.
     pub fn get(&self, slot: usize, event: usize, cpu_pos: usize) -> Reading {
         self.data[self.idx(slot, event, cpu_pos)]

@@ -1083,6 +1083,39 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
             "0.05",
         ],
     ),
+    // 12: perf's tool events: duration_time, user_time, system_time, in ns.
+    (
+        "tool-events",
+        &[
+            "-e",
+            "duration_time,user_time,task-clock",
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+        ],
+    ),
+    (
+        "tool-events-system-csv",
+        &[
+            "-a",
+            "-x,",
+            "-e",
+            "duration_time,user_time,system_time",
+            "--",
+            "sleep",
+            "0.3",
+        ],
+    ),
+    (
+        "tool-duration-per-cpu",
+        &["-a", "-A", "-e", "duration_time,cs", "--", "sleep", "0.05"],
+    ),
+    // duration_time alone: perf counts the whole system.
+    (
+        "tool-duration-command",
+        &["-e", "duration_time", "--", "sleep", "0.05"],
+    ),
     // 13: on purpose (README, [metric-unit-null]): JSON's metric unit of an event without
     // a metric is empty, where perf 6.12 writes "(null)".
     ("json-no-metric", &["-j", "-e", "cs", "--", "sleep", "0.02"]),
@@ -1295,4 +1328,26 @@ fn parity_cases_have_perf_612s_shape() {
             "perf (recorded)",
         );
     }
+}
+
+/// `bperf list sw` prints what perf 6.12's prints: the software events, then perf's
+/// tool events under their heading.
+#[test]
+fn list_of_software_events_is_perfs() {
+    let list = |tool: &Path| {
+        let out = Command::new(tool).args(["list", "sw"]).output().unwrap();
+        assert!(out.status.success(), "{tool:?} list sw: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ours = list(Path::new(env!("CARGO_BIN_EXE_bperf")));
+    let name = "list-sw";
+    if let Some(perf) = perf_612() {
+        let theirs = list(&perf);
+        if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
+            fs::write(fixture(name), &theirs).unwrap();
+        }
+        assert_eq!(ours, theirs, "bperf list sw, then perf's (live)");
+    }
+    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    assert_eq!(ours, recorded, "bperf list sw, then perf's (recorded)");
 }

@@ -627,6 +627,7 @@ mod tests {
             bpf: false,
             filter: None,
             naming: Default::default(),
+            tool: None,
         }
     }
 

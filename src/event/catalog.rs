@@ -7,6 +7,8 @@ pub enum Kind {
     // In the order perf lists them.
     Hardware,
     Software,
+    /// perf's tool events (duration_time, ...), which perf times itself.
+    Tool,
     Cache,
     Pmu,
     Tracepoint,
@@ -17,6 +19,7 @@ impl Kind {
         match self {
             Kind::Hardware => "Hardware event",
             Kind::Software => "Software event",
+            Kind::Tool => "Tool event",
             Kind::Cache => "Hardware cache event",
             Kind::Pmu => "Kernel PMU event",
             Kind::Tracepoint => "Tracepoint event",
@@ -64,6 +67,13 @@ pub fn entries(sysfs: &dyn Sources, tracepoints: bool) -> Vec<Entry> {
             Kind::Software,
             names,
             attr(symbols::TYPE_SOFTWARE, *c),
+        ));
+    }
+    for tool in super::Tool::ALL {
+        out.push(entry(
+            Kind::Tool,
+            &[tool.name()],
+            attr(symbols::TYPE_SOFTWARE, super::DUMMY),
         ));
     }
     for (name, c) in symbols::cache_event_names() {

@@ -58,7 +58,41 @@ pub struct Event {
     pub filter: Option<String>,
     /// Where its name comes from, which decides how perf prints it.
     pub naming: Naming,
+    /// One of perf's tool events, which perf counts itself (the kernel is given a
+    /// dummy event for it, which counts nothing).
+    pub tool: Option<Tool>,
 }
+
+/// perf's tool events: times perf measures itself rather than the kernel's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    /// The time elapsed, in ns.
+    Duration,
+    /// User time, in ns: of the command or the processes counted, or of the CPUs.
+    User,
+    /// System time, likewise.
+    System,
+}
+
+impl Tool {
+    /// In the order perf lists them.
+    pub const ALL: [Tool; 3] = [Tool::Duration, Tool::User, Tool::System];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Duration => "duration_time",
+            Tool::User => "user_time",
+            Tool::System => "system_time",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// The software event a tool event is opened as: one that counts nothing.
+pub(crate) const DUMMY: u64 = 9;
 
 /// Where an event's name comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +130,7 @@ impl Event {
             bpf: false,
             filter: None,
             naming: Naming::Typed,
+            tool: None,
         }
     }
 
@@ -173,7 +208,7 @@ impl Event {
     /// unless the name starts with it: `cs [software]`, `tsc [msr]`; a `pmu/.../` name
     /// gets the PMU's own spelling before its first slash.
     pub fn name_with_pmu(&self, pmu: Option<&str>) -> String {
-        let Some(pmu) = pmu.filter(|_| self.naming == Naming::Typed) else {
+        let Some(pmu) = pmu.filter(|_| self.naming == Naming::Typed && self.tool.is_none()) else {
             return self.name.clone();
         };
         if self.name.starts_with(pmu) {
@@ -227,6 +262,9 @@ fn parse_as_written(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
         match item {
             Item::Event(s) => {
                 let (name, attr, state, naming) = parse_event(s, sysfs)?;
+                if state.weak {
+                    bail!("event syntax error: '{s}': Weak modifier is for use with groups");
+                }
                 events.push(Event {
                     name,
                     attr,
@@ -234,6 +272,7 @@ fn parse_as_written(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                     bpf: state.bpf,
                     filter: None,
                     naming,
+                    tool: tool_of(s),
                 });
             }
             Item::Group(members, mods) => {
@@ -256,12 +295,18 @@ fn parse_as_written(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
                         bpf,
                         filter: None,
                         naming,
+                        tool: tool_of(s),
                     });
                 }
             }
         }
     }
     Ok(events)
+}
+
+/// The tool event `s` names, modifiers aside.
+fn tool_of(s: &str) -> Option<Tool> {
+    Tool::from_name(s.split(':').next().unwrap_or(s))
 }
 
 enum Item<'a> {
@@ -355,6 +400,8 @@ struct Mods {
     idle: bool,
     /// b: count with BPF counters; not part of the attr.
     bpf: bool,
+    /// W: a weak group (counting ignores it, but perf refuses it outside a group).
+    weak: bool,
 }
 
 const MODIFIER_CHARS: &str = "ukhGHpPDeIWSb";
@@ -411,8 +458,9 @@ impl Mods {
                 'e' => self.exclusive = true,
                 'I' => self.idle = true,
                 // P asks for the highest precision the PMU offers; counting ignores it,
-                // as do S (sample read) and W (weak group).
-                'P' | 'S' | 'W' => {}
+                // as does S (sample read).
+                'P' | 'S' => {}
+                'W' => self.weak = true,
                 'b' => self.bpf = true,
                 _ => bail!("unknown modifier '{c}' (modifiers are {MODIFIER_CHARS})"),
             }
@@ -510,6 +558,9 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>
     }
     if let Some(c) = symbols::lookup(SOFTWARE, head) {
         return Ok((with(TYPE_SOFTWARE, c), mods, None));
+    }
+    if Tool::from_name(head).is_some() {
+        return Ok((with(TYPE_SOFTWARE, DUMMY), mods, None));
     }
     if let Some(c) = symbols::cache_config(head) {
         return Ok((with(TYPE_HW_CACHE, c), mods, None));

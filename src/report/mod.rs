@@ -189,7 +189,11 @@ fn fields<'a>(
         place: line.place.as_ref(),
         value,
         status,
-        unit: metric::unit(&ev.attr),
+        // perf's tool events count ns.
+        unit: match ev.tool {
+            Some(_) => "ns",
+            None => metric::unit(&ev.attr),
+        },
         event: &ev.name,
         kind: metric::kind(&ev.attr),
         cgroup: line.cgroup.as_deref(),

@@ -21,6 +21,7 @@ use crate::metrics;
 pub mod live;
 mod record;
 pub mod rules;
+mod tool;
 use crate::reading::{Reading, Snapshot};
 use crate::report::{Footer, Format, Options, Report};
 use crate::report::{Line, Place, Value};
@@ -35,6 +36,7 @@ use record::{record_path, write_record};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use tool::ToolTimes;
 
 /// Everything a session counts, resolved from the options.
 pub struct Plan {
@@ -662,8 +664,23 @@ impl Plan {
         out
     }
 
+    /// Leaves out the lines of tool events that counted nothing, as perf does (its
+    /// duration_time is on the first CPU only; a command may take no system time).
+    fn drop_idle_tools(&self, lines: &mut Vec<Line>) {
+        lines.retain(|l| {
+            self.events[l.event].tool.is_none()
+                || matches!(l.value, Value::Counted(r) if r.counter > 0)
+        });
+    }
+
     /// The lines of each CPU (-A), whatever the aggregation asked for.
     pub fn cpu_lines(&self, snap: &Snapshot, supported: &dyn Fn(usize) -> bool) -> Vec<Line> {
+        let mut out = self.cpu_lines_all(snap, supported);
+        self.drop_idle_tools(&mut out);
+        out
+    }
+
+    fn cpu_lines_all(&self, snap: &Snapshot, supported: &dyn Fn(usize) -> bool) -> Vec<Line> {
         let mut out = Vec::new();
         for row in &self.series {
             for (pos, &cpu) in self.cpus.iter().enumerate() {
@@ -697,11 +714,23 @@ impl Plan {
         per_cpu: bool,
         per_thread: bool,
     ) -> Vec<Line> {
+        let mut out = self.lines_all(snap, supported, per_cpu, per_thread);
+        self.drop_idle_tools(&mut out);
+        out
+    }
+
+    fn lines_all(
+        &self,
+        snap: &Snapshot,
+        supported: &dyn Fn(usize) -> bool,
+        per_cpu: bool,
+        per_thread: bool,
+    ) -> Vec<Line> {
         if let Some((mode, groups)) = &self.aggr {
             return self.group_lines(snap, supported, *mode, groups);
         }
         if per_cpu {
-            return self.cpu_lines(snap, supported);
+            return self.cpu_lines_all(snap, supported);
         }
         let mut out = Vec::new();
         for row in &self.series {
@@ -936,6 +965,8 @@ struct Session<'a, 'obj> {
     report: &'a mut Report<Box<dyn Write>>,
     /// A signal came: no more runs of -r.
     interrupted: bool,
+    /// perf's tool events, timed here.
+    tools: Option<ToolTimes>,
     /// --control's acknowledgements.
     ack: Option<&'a mut std::fs::File>,
     /// The output's name, for errors.
@@ -948,9 +979,18 @@ struct Session<'a, 'obj> {
 }
 
 impl Session<'_, '_> {
+    /// A flush and read of every counter, the tool events' times put in.
+    fn read(&mut self) -> Result<Snapshot> {
+        let mut snap = timed_read(&mut self.counter, self.plan)?;
+        if let Some(tools) = &self.tools {
+            tools.fill(&mut snap);
+        }
+        Ok(snap)
+    }
+
     /// Prints what was counted since the last interval.
     fn print_interval(&mut self) -> Result<()> {
-        let now = timed_read(&mut self.counter, self.plan)?;
+        let now = self.read()?;
         let counter = &self.counter;
         let lines = self.plan.lines(
             &now.since(&self.prev),
@@ -1113,7 +1153,12 @@ impl Session<'_, '_> {
         // After intervals, the whole run is what they added up to (--summary), as perf.
         let total = match self.args.interval {
             Some(_) => self.prev.clone(),
-            None => timed_read(&mut self.counter, self.plan)?,
+            None => {
+                if let (Some(tools), Ended::Command(_, ru)) = (&mut self.tools, &ended) {
+                    tools.command_ended(ru);
+                }
+                self.read()?
+            }
         };
         let counter = &self.counter;
         let lines = self.plan.lines(
@@ -1476,8 +1521,12 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     let nr_slots = live
         .as_ref()
         .map_or(plan.cgroups.len(), LiveCgroups::capacity);
+    let tool_of: Vec<_> = plan.events.iter().map(|e| e.tool).collect();
+    let thread_ids: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
+    let tools = ToolTimes::start(&tool_of, task, &thread_ids, &plan.cpus);
     let mut session = Session {
         args: a,
+        tools,
         prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
         plan,
         live,

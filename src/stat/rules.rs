@@ -190,7 +190,8 @@ pub fn check_after_output(a: &StatArgs) -> Result<()> {
 }
 
 /// The targets as perf settles them: -p or -t override -a and -C (said on stderr, as
-/// perf says it), and with no target and no command, perf counts the whole system.
+/// perf says it), and with no target and no command (or only duration_time to count),
+/// perf counts the whole system.
 pub fn settle_targets(a: &StatArgs) -> StatArgs {
     let mut a = a.clone();
     if a.pid.is_some() || a.tid.is_some() {
@@ -206,10 +207,26 @@ pub fn settle_targets(a: &StatArgs) -> StatArgs {
         a.all_cpus = false;
     }
     let no_target = a.pid.is_none() && a.tid.is_none() && a.cpu.is_none() && !a.all_cpus;
-    if no_target && a.command.is_empty() {
+    if no_target && (a.command.is_empty() || only_duration(&a)) {
         a.all_cpus = true;
     }
     a
+}
+
+/// Whether -e asks for duration_time alone, which perf counts for the whole system even
+/// with a command (it times the command all the same).
+fn only_duration(a: &StatArgs) -> bool {
+    let sysfs = Sysfs::system();
+    let mut events = a
+        .events
+        .iter()
+        .flat_map(|list| event::parse_events(list, &sysfs).unwrap_or_default());
+    let mut any = false;
+    let all = events.all(|e| {
+        any = true;
+        e.tool == Some(event::Tool::Duration)
+    });
+    any && all
 }
 
 /// What perf refuses about the targets and the aggregation, in its order.

@@ -51,6 +51,36 @@ pub fn cpuid() -> Option<String> {
     ))
 }
 
+/// Clock ticks (USER_HZ, as /proc counts times) in ns.
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks.saturating_mul(1_000_000_000 / hz)
+}
+
+/// The user and system time each of `cpus` has spent so far (/proc/stat's `cpuN` lines,
+/// fields 1 and 3), in ns; (0, 0) for a CPU /proc/stat does not list.
+pub fn cpu_times(cpus: &[u32]) -> Vec<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let mut times = std::collections::HashMap::new();
+    for line in stat.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(cpu) = fields.next().and_then(|f| f.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(cpu) = cpu.parse::<u32>() else {
+            continue;
+        };
+        let numbers: Vec<u64> = fields.take(3).filter_map(|f| f.parse().ok()).collect();
+        if let [user, _nice, system] = numbers[..] {
+            times.insert(cpu, (ticks_to_ns(user), ticks_to_ns(system)));
+        }
+    }
+    cpus.iter()
+        .map(|c| times.get(c).copied().unwrap_or_default())
+        .collect()
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -254,6 +254,17 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split(' ').nth(19)?.parse().ok()
 }
 
+/// The user and system time of process `id` so far (fields 14 and 15 of
+/// /proc/ID/stat), in ns; None once it has been reaped.
+pub fn cpu_times(id: libc::pid_t) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{id}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut fields = rest.split(' ').skip(11);
+    let mut next = || fields.next()?.parse::<u64>().ok();
+    let (user, system) = (next()?, next()?);
+    Some((super::ticks_to_ns(user), super::ticks_to_ns(system)))
+}
+
 /// Calls `then` once every process or thread of `ids` has ended, from a thread of its
 /// own. Processes are watched through pidfds, which tell at once; a thread that is not
 /// a process's first has none before Linux 6.9, and is looked at every 20 ms.
