@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::parity::*;
 use common::*;
 
 /// Each case: a name and perf stat's arguments, the same for both tools.
@@ -432,42 +433,6 @@ const CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// A line with every number made `N`, runs of spaces made one, and, for the table's
-/// lines, their length: what stays the same whatever was counted.
-fn shape(text: &str) -> Vec<(String, Option<usize>)> {
-    let number = regex::Regex::new(r"\d[\d,]*(\.\d+)?").unwrap();
-    let spaces = regex::Regex::new(r" +").unwrap();
-    let unpadded_rate = regex::Regex::new(r"([^ 0-9]) /sec").unwrap();
-    let verbose_count = regex::Regex::new(r"^\S+: \d+ \d+ \d+$").unwrap();
-    text.lines()
-        .map(|l| {
-            // With -r, an event's error is left out when it is 0, which depends on the
-            // counts; the time's error has as many decimals as it needs.
-            let elapsed_error = l.contains(" +- ") && l.contains("seconds time elapsed");
-            let l = match l.find("  ( +-") {
-                Some(i) if !elapsed_error => &l[..i],
-                _ => l,
-            };
-            // Rates carry a prefix for their size: /sec, K/sec, M/sec, G/sec (the line
-            // keeps its length).
-            let l = l
-                .replace("K/sec", " /sec")
-                .replace("M/sec", " /sec")
-                .replace("G/sec", " /sec");
-            // Without padding (CSV, JSON: after a separator or a quote), the prefix is
-            // left out.
-            let l = unpadded_rate.replace_all(&l, "$1/sec").into_owned();
-            let s = number.replace_all(&l, "N");
-            let s = spaces.replace_all(&s, " ").into_owned();
-            // -v's `name: count enabled running`: numbers of any width, unpadded.
-            let count_dump = verbose_count.is_match(&l);
-            let table =
-                !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error && !count_dump;
-            (s, table.then_some(l.len()))
-        })
-        .collect()
-}
-
 fn stat_output(tool: &Path, args: &[&str]) -> String {
     let out = Command::new(tool).arg("stat").args(args).output().unwrap();
     assert!(out.status.success(), "{tool:?} {args:?}: {out:?}");
@@ -476,17 +441,6 @@ fn stat_output(tool: &Path, args: &[&str]) -> String {
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
-}
-
-/// A perf 6.12 to compare with live, if the machine has one.
-fn perf_612() -> Option<PathBuf> {
-    let perf = std::env::var_os("PERF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/perf-bpf/bin/perf"));
-    let version = Command::new(&perf).arg("version").output().ok()?;
-    String::from_utf8_lossy(&version.stdout)
-        .contains("perf version 6.12")
-        .then_some(perf)
 }
 
 fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
@@ -1147,148 +1101,15 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// What one run of a tool left: its exit status, and what it wrote (standard error,
-/// standard output under `--- stdout`, the -o file under `--- file`).
-struct Transcript {
-    code: i32,
-    text: String,
-}
-
-impl Transcript {
-    /// As the fixtures keep it: `exit N`, then the text.
-    fn to_fixture(&self) -> String {
-        format!("exit {}\n{}", self.code, self.text)
-    }
-
-    fn from_fixture(s: &str) -> Transcript {
-        let (first, text) = s.split_once('\n').unwrap_or((s, ""));
-        let code = first
-            .strip_prefix("exit ")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("fixture without its exit status: {first}"));
-        Transcript {
-            code,
-            text: text.to_string(),
-        }
-    }
-}
-
-/// Two test cgroups, each with a shell on every CPU that wakes every 10 ms.
-struct BusyCgroups {
-    a: TestCgroup,
-    b: TestCgroup,
-    shells: Vec<std::process::Child>,
-}
-
-impl Drop for BusyCgroups {
-    fn drop(&mut self) {
-        for shell in &mut self.shells {
-            let _ = shell.kill();
-            let _ = shell.wait();
-        }
-    }
-}
-
-impl BusyCgroups {
-    fn new() -> BusyCgroups {
-        // Fixed names: the fixtures hold them, padding included.
-        let named = |name: &str| {
-            let path = cgroup2_mount().join(name);
-            let _ = fs::create_dir(&path);
-            assert!(path.is_dir(), "cannot create {}", path.display());
-            TestCgroup {
-                path,
-                name: name.to_string(),
-            }
-        };
-        let mut cgroups = BusyCgroups {
-            a: named("bperf-parity-a"),
-            b: named("bperf-parity-b"),
-            shells: Vec::new(),
-        };
-        let cpus = bperf::sys::online_cpus().unwrap();
-        for procs in [cgroups.a.procs(), cgroups.b.procs()] {
-            for cpu in &cpus {
-                let script = format!("echo $$ > {procs}; while :; do sleep 0.01; done");
-                let shell = Command::new("taskset")
-                    .args(["-c", &cpu.to_string(), "sh", "-c", &script])
-                    .spawn()
-                    .unwrap();
-                cgroups.shells.push(shell);
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        cgroups
-    }
-}
-
-/// Runs `tool stat ARGS`, the placeholders filled in.
-fn transcript(tool: &Path, args: &[&str], cgroups: &BusyCgroups, out: &Path) -> Transcript {
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| {
-            a.replace("{A}", &cgroups.a.name)
-                .replace("{B}", &cgroups.b.name)
-                .replace("{OUT}", out.to_str().unwrap())
-        })
-        .collect();
-    let uses_file = args.iter().any(|a| a.contains(out.to_str().unwrap()));
-    let _ = fs::remove_file(out);
-    let o = Command::new(tool).arg("stat").args(&args).output().unwrap();
-    let mut text = String::from_utf8_lossy(&o.stderr).into_owned();
-    if !o.stdout.is_empty() {
-        text.push_str("--- stdout\n");
-        text.push_str(&String::from_utf8_lossy(&o.stdout));
-    }
-    if uses_file {
-        text.push_str("--- file\n");
-        text.push_str(&fs::read_to_string(out).unwrap_or_default());
-    }
-    Transcript {
-        code: o.status.code().unwrap_or(-1),
-        text,
-    }
-}
-
-/// perf's output with the differences README.md lists as on purpose made bperf's:
-/// [metric-unit-null].
-fn documented(perf: &str) -> String {
-    perf.replace(r#""metric-unit" : "(null)""#, r#""metric-unit" : """#)
-}
-
-/// What differs from one machine to the next: the CPU's name, the date.
-fn machine_neutral(text: &str) -> String {
-    let cpuid = regex::Regex::new(r"(?m)^Using CPUID .*$").unwrap();
-    let started = regex::Regex::new(r"(?m)^# started on .*$").unwrap();
-    let text = cpuid.replace_all(text, "Using CPUID X");
-    started.replace_all(&text, "# started on DATE").into_owned()
-}
-
-/// The -o file of a transcript, if it has one.
-fn file_part(text: &str) -> &str {
-    text.find("--- file\n").map_or("", |i| &text[i..])
-}
-
-/// The same exit status and the same shape; for what perf refuses, the same -o file
-/// (bperf says why on one line, where perf adds its usage).
+/// The same exit status and the same shape (parity::difference), or a panic that
+/// shows both.
 fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose: &str) {
-    assert_eq!(
-        want.code, got.code,
-        "{name}: {whose} exits {}, bperf {}:\n{}\n--- bperf:\n{}",
-        want.code, got.code, want.text, got.text
-    );
-    let (w, g) = (
-        machine_neutral(&documented(&want.text)),
-        machine_neutral(&got.text),
-    );
-    let (w, g) = match want.code {
-        0 => (w, g),
-        _ => (file_part(&w).to_string(), file_part(&g).to_string()),
-    };
-    if shape(&w) != shape(&g) {
-        eprintln!("--- {whose}:\n{}--- bperf:\n{}", want.text, got.text);
+    if let Some(why) = difference(want, got) {
+        panic!(
+            "{name}: {why}\n--- {whose}:\n{}--- bperf:\n{}",
+            want.text, got.text
+        );
     }
-    assert_same_shape(name, &w, &g, whose);
 }
 
 /// Each of PARITY_CASES prints what perf 6.12 prints, live when perf 6.12 is here, and
