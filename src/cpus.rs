@@ -33,9 +33,34 @@ pub fn parse_list(s: &str) -> Result<Vec<u32>> {
     Ok(cpus)
 }
 
+/// A sorted CPU list written as perf writes it: `0-3,5,7-8`.
+pub fn format_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j > i {
+            true => format!("{}-{}", cpus[i], cpus[j]),
+            false => cpus[i].to_string(),
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_are_written_as_perf_writes_them() {
+        assert_eq!(format_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+        assert_eq!(format_list(&[0]), "0");
+        assert_eq!(format_list(&[]), "");
+    }
 
     #[test]
     fn lists() {

@@ -805,6 +805,43 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
             "0.05",
         ],
     ),
+    // ... a group with a member the kernel refuses is not read (a refused leader ends
+    // counting), a -G group across cgroups has its other cgroup's members refused, and
+    // duration_time (on the first CPU only) leaves a group counting all CPUs.
+    (
+        "group-member-refused",
+        &["-e", "{cs,cycles,faults},task-clock", "--", "sleep", "0.05"],
+    ),
+    ("group-leader-refused", &["-e", "{cycles,cs}", "--", "true"]),
+    (
+        "group-across-cgroups",
+        &[
+            "-a",
+            "-e",
+            "{cs,faults}",
+            "-G",
+            "{A},{B}",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "group-duration-system",
+        &[
+            "-a",
+            "-v",
+            "-e",
+            "{cs,duration_time}",
+            "--",
+            "sleep",
+            "0.05",
+        ],
+    ),
+    (
+        "repeat-table",
+        &["-r", "2", "--table", "-e", "cs", "--", "sleep", "0.02"],
+    ),
     // 3: a rate per second only where perf pairs the event with a clock: in its group,
     // with the same modifiers.
     (

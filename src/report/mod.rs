@@ -109,6 +109,9 @@ pub struct Options {
     pub cgroup_rows: bool,
     /// -r 0: a summary after each run, the header over every 26th.
     pub forever: bool,
+    /// The NMI watchdog is on: perf then advises turning it off when an event did not
+    /// count.
+    pub nmi_watchdog: bool,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -405,8 +408,36 @@ impl<W: Write> Report<W> {
         }
         if table {
             self.footer(footer)?;
+            self.hints(events, lines)?;
         }
         self.out.flush()
+    }
+
+    /// perf's advice after the footer when an event it could count did not: the NMI
+    /// watchdog may hold a counter; a group that mixes PMUs cannot be scheduled.
+    fn hints(&mut self, events: &[Event], lines: &[Line]) -> io::Result<()> {
+        if self.opts.metric_only {
+            return Ok(());
+        }
+        let not_counted = |l: &&Line| matches!(l.value, Value::Counted(r) if r.scaled().is_none());
+        if self.opts.nmi_watchdog && lines.iter().any(|l| not_counted(&l)) {
+            write!(
+                self.out,
+                "Some events weren't counted. Try disabling the NMI watchdog:\n\techo 0 > /proc/sys/kernel/nmi_watchdog\n\tperf stat ...\n\techo 1 > /proc/sys/kernel/nmi_watchdog\n"
+            )?;
+        }
+        let leads_group = |e: usize| events.iter().filter(|o| o.leader == Some(e)).count() > 1;
+        let leader_not_counted = lines
+            .iter()
+            .filter(not_counted)
+            .any(|l| leads_group(l.event));
+        if leader_not_counted && mixes_pmus(events) {
+            writeln!(
+                self.out,
+                "The events in group usually have to be from the same PMU. Try reorganizing the group."
+            )?;
+        }
+        Ok(())
     }
 
     /// --table: each run's time and its difference from the mean, with a bar of one `#`
@@ -431,7 +462,13 @@ impl<W: Write> Report<W> {
     /// With -v, what perf says of each read: `failed to read counter NAME` on stderr for
     /// an event the kernel refused, and, summed over CPUs (not per CPU, thread or group
     /// of CPUs), `NAME: count enabled running` of the others, to the output.
-    pub fn counts_read(&mut self, events: &[Event], lines: &[Line]) -> io::Result<()> {
+    /// `unread`: the events perf could not read (refused, or in a group it cannot read).
+    pub fn counts_read(
+        &mut self,
+        events: &[Event],
+        lines: &[Line],
+        unread: &[bool],
+    ) -> io::Result<()> {
         if !self.opts.verbose {
             return Ok(());
         }
@@ -443,6 +480,10 @@ impl<W: Write> Report<W> {
             }
             let name = &events[line.event].name;
             match line.value {
+                _ if unread.get(line.event).copied().unwrap_or(false) => {
+                    self.out.flush()?;
+                    eprintln!("failed to read counter {name}");
+                }
                 Value::NotSupported => {
                     self.out.flush()?;
                     eprintln!("failed to read counter {name}");
@@ -506,6 +547,18 @@ impl<W: Write> Report<W> {
             Format::Json => writeln!(self.out, "{}", json_line(ts, f)),
         }
     }
+}
+
+/// Whether the events count on more than one PMU besides the software one (perf's test
+/// for its advice about groups).
+fn mixes_pmus(events: &[Event]) -> bool {
+    const SOFTWARE: u32 = 1;
+    let mut types = events
+        .iter()
+        .map(|e| e.attr.type_)
+        .filter(|&t| t != SOFTWARE);
+    let first = types.next();
+    types.any(|t| Some(t) != first)
 }
 
 /// Widths of perf's table columns (perf 6.12's stat-display.c).
@@ -810,6 +863,7 @@ mod tests {
             metric_only: false,
             cgroup_rows: false,
             forever: false,
+            nmi_watchdog: false,
         }
     }
 

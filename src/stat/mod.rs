@@ -192,6 +192,48 @@ impl CgroupRows {
     }
 }
 
+/// The CPUs an event counts on: duration_time on the first only, as perf counts it.
+fn cpus_of(e: &Event, cpus: &[u32]) -> Vec<u32> {
+    match e.tool {
+        Some(event::Tool::Duration) => vec![0],
+        _ => cpus.to_vec(),
+    }
+}
+
+/// As perf: a group member that counts on other CPUs than its leader (duration_time
+/// in a group counting CPUs) leaves the group, said on stderr once for each copy of
+/// the group (one per cgroup with --for-each-cgroup).
+fn ungroup_other_cpus(events: &mut [Event], cpus: &[u32], copies: usize, verbose: bool) {
+    for (leader, members) in groups(events) {
+        let lead_cpus = cpus_of(&events[leader], cpus);
+        let leaving: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| m != leader && cpus_of(&events[m], cpus) != lead_cpus)
+            .collect();
+        if leaving.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = members.iter().map(|&m| events[m].name.as_str()).collect();
+        for _ in 0..copies {
+            eprintln!("WARNING: grouped events cpus do not match.\nEvents with CPUs not matching the leader will be removed from the group.\n  anon group {{ {} }}", names.join(", "));
+            if verbose {
+                for &m in &leaving {
+                    let list = |e: usize| crate::cpus::format_list(&cpus_of(&events[e], cpus));
+                    eprintln!("     {}: {}", events[leader].name, list(leader));
+                    eprintln!("     {}: {}", events[m].name, list(m));
+                }
+            }
+        }
+        for &m in &leaving {
+            events[m].leader = None;
+        }
+        if members.len() - leaving.len() < 2 {
+            events[leader].leader = None;
+        }
+    }
+}
+
 /// A thread: its id and command name.
 type Thread = (libc::pid_t, String);
 
@@ -584,6 +626,15 @@ impl Plan {
             true => (process::all_threads(), Vec::new()),
             false => parse_threads(a)?,
         };
+        // --for-each-cgroup: perf has a copy of every event for each cgroup.
+        let copies = match a.all_cgroups || !a.for_each_cgroup.is_empty() {
+            true => cg.rows.len() / events.len().max(1),
+            false => 1,
+        };
+        let mut events = events;
+        if per_cpu_target {
+            ungroup_other_cpus(&mut events, &cpus, copies, a.verbose > 0);
+        }
         rules::check_timing(a)?;
         check_own_limits(a)?;
         let task_mode = !per_cpu_target && !thread_target && !a.command.is_empty();
@@ -774,6 +825,73 @@ fn value_of(supported: bool, reading: Reading) -> Value {
     }
 }
 
+/// How the kernel took an event, as perf reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Counted,
+    /// The kernel refused to open it: `<not supported>`.
+    Refused,
+    /// Another member of its group was refused: perf cannot read the group, and prints
+    /// `<not counted>`.
+    Unread,
+}
+
+/// The groups of `events`: each leader with its members, for groups of more than one.
+fn groups(events: &[Event]) -> Vec<(usize, Vec<usize>)> {
+    let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Some(l) = e.leader {
+            match out.iter_mut().find(|(leader, _)| *leader == l) {
+                Some((_, members)) => members.push(i),
+                None => out.push((l, vec![i])),
+            }
+        }
+    }
+    out.retain(|(_, members)| members.len() > 1);
+    out
+}
+
+/// Each event's status once the counter is open. As the kernel does, a member of a
+/// group given another cgroup than its leader's (-G) is refused; as perf does, a
+/// group with a refused member is not read, and one whose leader was refused stops
+/// counting before it starts.
+fn event_status(plan: &Plan, counter: &Counter) -> Result<Vec<Status>> {
+    let cgroup_of = |e: usize| {
+        plan.series
+            .iter()
+            .find(|r| r.event == e)
+            .and_then(|r| r.cgroup.clone())
+            .filter(|c| !c.is_empty() && !plan.cgroup_rows)
+    };
+    let mut status: Vec<Status> = (0..plan.events.len())
+        .map(|e| match counter.supported(e) {
+            true => Status::Counted,
+            false => Status::Refused,
+        })
+        .collect();
+    for (leader, members) in groups(&plan.events) {
+        for &m in &members {
+            if m != leader && cgroup_of(m).is_some() && cgroup_of(m) != cgroup_of(leader) {
+                status[m] = Status::Refused;
+            }
+        }
+        if status[leader] == Status::Refused {
+            return Err(anyhow::anyhow!(
+                "The {} event is not supported.",
+                plan.events[leader].name
+            ));
+        }
+        if members.iter().any(|&m| status[m] == Status::Refused) {
+            for &m in &members {
+                if status[m] == Status::Counted {
+                    status[m] = Status::Unread;
+                }
+            }
+        }
+    }
+    Ok(status)
+}
+
 /// What ends or interrupts the wait between reads.
 enum Wake {
     Exited(ExitStatus, libc::rusage),
@@ -950,6 +1068,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
         cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
+        nmi_watchdog: kernel::nmi_watchdog(),
         forever: false,
     })
 }
@@ -967,6 +1086,8 @@ struct Session<'a, 'obj> {
     interrupted: bool,
     /// perf's tool events, timed here.
     tools: Option<ToolTimes>,
+    /// How the kernel took each event.
+    status: Vec<Status>,
     /// --control's acknowledgements.
     ack: Option<&'a mut std::fs::File>,
     /// The output's name, for errors.
@@ -988,30 +1109,52 @@ impl Session<'_, '_> {
         Ok(snap)
     }
 
+    /// The report's lines of `snap`, as perf prints them: events the kernel refused
+    /// `<not supported>`, those of groups perf cannot read `<not counted>`.
+    fn lines_of(&self, snap: &Snapshot, per_cpu_only: bool) -> Vec<Line> {
+        let status = &self.status;
+        let supported = |e: usize| status[e] != Status::Refused;
+        let mut lines = match per_cpu_only {
+            true => self.plan.cpu_lines(snap, &supported),
+            false => self
+                .plan
+                .lines(snap, &supported, self.args.no_aggr, self.args.per_thread),
+        };
+        for l in lines
+            .iter_mut()
+            .filter(|l| status[l.event] == Status::Unread)
+        {
+            l.value = Value::Counted(Reading::default());
+        }
+        lines
+    }
+
+    /// -v's lines about a read (Report::counts_read).
+    fn say_read(&mut self, lines: &[Line]) -> Result<()> {
+        let unread: Vec<bool> = self.status.iter().map(|s| *s != Status::Counted).collect();
+        self.report
+            .counts_read(&self.plan.events, lines, &unread)
+            .with_context(|| format!("cannot write to {}", self.output))
+    }
+
     /// Prints what was counted since the last interval.
     fn print_interval(&mut self) -> Result<()> {
         let now = self.read()?;
-        let counter = &self.counter;
-        let lines = self.plan.lines(
-            &now.since(&self.prev),
-            &|e| counter.supported(e),
-            self.args.no_aggr,
-            self.args.per_thread,
-        );
+        let lines = self.lines_of(&now.since(&self.prev), false);
         let ts = self.start.elapsed();
+        self.say_read(&lines)?;
         self.report
-            .counts_read(&self.plan.events, &lines)
-            .and_then(|_| self.report.interval(ts, &self.plan.events, &lines))
+            .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;
-        if let Some(recorded) = &mut self.recorded {
+        if self.recorded.is_some() {
             // --per-socket and the like are recorded per CPU, as perf records them.
             let lines = match self.plan.aggr {
-                Some(_) => self
-                    .plan
-                    .cpu_lines(&now.since(&self.prev), &|e| self.counter.supported(e)),
+                Some(_) => self.lines_of(&now.since(&self.prev), true),
                 None => lines,
             };
-            recorded.push((ts, lines));
+            if let Some(recorded) = &mut self.recorded {
+                recorded.push((ts, lines));
+            }
         }
         self.prev = now;
         // Removed cgroups were reported once more: they go, and cgroups left out for
@@ -1160,19 +1303,11 @@ impl Session<'_, '_> {
                 self.read()?
             }
         };
-        let counter = &self.counter;
-        let lines = self.plan.lines(
-            &total,
-            &|e| counter.supported(e),
-            self.args.no_aggr,
-            self.args.per_thread,
-        );
+        let lines = self.lines_of(&total, false);
         // As perf: the last read, said with -v, whether or not it is printed.
-        self.report
-            .counts_read(&self.plan.events, &lines)
-            .with_context(|| format!("cannot write to {}", self.output))?;
+        self.say_read(&lines)?;
         let cpu_lines = match (&self.recorded, &self.plan.aggr) {
-            (Some(_), Some(_)) => self.plan.cpu_lines(&total, &|e| counter.supported(e)),
+            (Some(_), Some(_)) => self.lines_of(&total, true),
             _ => Vec::new(),
         };
         Ok(Measured {
@@ -1210,7 +1345,9 @@ fn mean_and_noise(xs: &[f64]) -> (f64, f64) {
     (mean, 100.0 * (variance / n).sqrt() / mean)
 }
 
-/// The mean of each line over the runs, and its noise in %.
+/// The mean of each line over the runs, and its noise in %. As perf's, the mean count
+/// goes with the last run's enabled and running times: a last run that did not count
+/// makes the line `<not counted>`.
 fn mean_lines(runs: &[Measured]) -> (Vec<Line>, Vec<f64>) {
     let first = &runs[0].lines;
     let mut noise = Vec::with_capacity(first.len());
@@ -1233,10 +1370,13 @@ fn mean_lines(runs: &[Measured]) -> (Vec<Line>, Vec<f64>) {
                         mean_and_noise(&readings.iter().map(|r| f(r) as f64).collect::<Vec<_>>()).0
                             as u64
                     };
-                    Value::Counted(Reading {
-                        counter: mean(|r| r.counter),
-                        enabled: mean(|r| r.enabled),
-                        running: mean(|r| r.running),
+                    let last = readings[readings.len() - 1];
+                    Value::Counted(match last.scaled() {
+                        None => last,
+                        Some(_) => Reading {
+                            counter: mean(|r| r.counter),
+                            ..last
+                        },
                     })
                 }
             };
@@ -1469,18 +1609,23 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         .filter(|_| plan.task_mode)
         .map(Workload::pid);
     let mut counter = open_counter(a, plan, task, &mut storage, first, &[])?;
+    let status = event_status(plan, &counter);
     if first && a.verbose > 0 {
         // As perf's -v, once: what the kernel would not open.
         report
             .out
             .flush()
             .with_context(|| format!("cannot write to {output}"))?;
-        for (i, e) in plan.events.iter().enumerate() {
-            if !counter.supported(i) {
-                eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
-            }
+        let refused = |i| {
+            status
+                .as_ref()
+                .map_or(!counter.supported(i), |s| s[i] == Status::Refused)
+        };
+        for (_, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
+            eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
         }
     }
+    let status = status?;
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
     if a.delay == Some(-1) {
         counter.start_paused();
@@ -1527,6 +1672,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     let mut session = Session {
         args: a,
         tools,
+        status,
         prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
         plan,
         live,

@@ -51,6 +51,14 @@ pub fn cpuid() -> Option<String> {
     ))
 }
 
+/// Whether the NMI watchdog is on (kernel.nmi_watchdog), which holds a hardware counter.
+pub fn nmi_watchdog() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/nmi_watchdog")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .is_some_and(|v| v > 0)
+}
+
 /// Clock ticks (USER_HZ, as /proc counts times) in ns.
 pub fn ticks_to_ns(ticks: u64) -> u64 {
     // SAFETY: sysconf has no preconditions.

@@ -16,6 +16,7 @@ pub fn shape(text: &str) -> Vec<(String, Option<usize>)> {
     let spaces = regex::Regex::new(r" +").unwrap();
     let unpadded_rate = regex::Regex::new(r"([^ 0-9]) /sec").unwrap();
     let verbose_count = regex::Regex::new(r"^\S+: \d+ \d+ \d+$").unwrap();
+    let run_row = regex::Regex::new(r"^ +[\d.]+ \([+-][\d.]+\) #+$").unwrap();
     text.lines()
         .map(|l| {
             // With -r, an event's error is left out when it is 0, which depends on the
@@ -34,12 +35,26 @@ pub fn shape(text: &str) -> Vec<(String, Option<usize>)> {
             // Without padding (CSV, JSON: after a separator or a quote), the prefix is
             // left out.
             let l = unpadded_rate.replace_all(&l, "$1/sec").into_owned();
+            // --table's runs: each one's difference from the mean, signed, and a bar as
+            // long as it.
+            let l = match run_row.is_match(&l) {
+                true => "N (N) #".to_string(),
+                false => l,
+            };
             let s = number.replace_all(&l, "N");
             let s = spaces.replace_all(&s, " ").into_owned();
-            // -v's `name: count enabled running`: numbers of any width, unpadded.
+            // -v's `name: count enabled running`: numbers of any width, unpadded; --table's
+            // lines, indented by the width of the mean, which has as many decimals as
+            // its error needs.
             let count_dump = verbose_count.is_match(&l);
-            let table =
-                !l.starts_with('{') && !l.contains([',', ';']) && !elapsed_error && !count_dump;
+            let run_table = run_row.is_match(&l)
+                || l.contains("# Table of individual")
+                || l.contains("# Final result:");
+            let table = !l.starts_with('{')
+                && !l.contains([',', ';'])
+                && !elapsed_error
+                && !count_dump
+                && !run_table;
             (s, table.then_some(l.len()))
         })
         .collect()

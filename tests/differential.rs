@@ -1,0 +1,384 @@
+//! Differential test: random perf stat command lines, from a fixed seed, each run
+//! through perf 6.12 and bperf; their transcripts (exit status, stderr, stdout, the -o
+//! file) must have the same shape (tests/common/parity.rs), but for the differences
+//! README.md lists as on purpose, which ALLOWED names.
+//!
+//! BPERF_DIFF_LINES=N sets how many command lines (DEFAULT_LINES, a couple of minutes,
+//! without it), BPERF_DIFF_SEED=S the seed. Needs root and perf 6.12 ($PERF, or
+//! /opt/perf-bpf/bin/perf); skips, saying so, without them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::parity::*;
+use common::*;
+
+/// Command lines run when BPERF_DIFF_LINES does not say: about two minutes here.
+const DEFAULT_LINES: usize = 50;
+const DEFAULT_SEED: u64 = 23;
+
+/// SplitMix64: a small generator whose sequence a seed fixes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `pct` percent.
+    fn chance(&mut self, pct: u64) -> bool {
+        self.next() % 100 < pct
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+/// Software events, and msr/tsc/ (a PMU perf counts as software), as typed.
+const EVENTS: &[&str] = &[
+    "task-clock",
+    "cpu-clock",
+    "context-switches",
+    "cs",
+    "page-faults",
+    "faults",
+    "minor-faults",
+    "major-faults",
+    "cpu-migrations",
+    "msr/tsc/",
+    "duration_time",
+    "cycles",
+];
+
+const MODIFIERS: &[&str] = &["", "", "", ":u", ":k"];
+
+/// An -e list: one to three events or groups.
+fn event_list(rng: &mut Rng) -> String {
+    let mut items = Vec::new();
+    for _ in 0..1 + rng.next() % 3 {
+        let item = match rng.chance(25) {
+            true => {
+                let members: Vec<&str> =
+                    (0..2 + rng.next() % 2).map(|_| rng.pick(EVENTS)).collect();
+                format!("{{{}}}{}", members.join(","), rng.pick(MODIFIERS))
+            }
+            false => {
+                let e = rng.pick(EVENTS);
+                // perf refuses modifiers after a PMU's slash-terms written with a colon.
+                let m = match e.ends_with('/') || e == "duration_time" {
+                    true => "",
+                    false => rng.pick(MODIFIERS),
+                };
+                format!("{e}{m}")
+            }
+        };
+        items.push(item);
+    }
+    items.join(",")
+}
+
+/// Commands short enough that --timeout never ends them.
+const COMMANDS: &[&[&str]] = &[
+    &["sleep", "0.05"],
+    &["sleep", "0.02"],
+    &["true"],
+    &[
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+    ],
+];
+
+/// Commands for counting cgroups, in which something wakes every 10 ms on each CPU.
+const CGROUP_COMMANDS: &[&[&str]] = &[&["sleep", "0.05"], &["sleep", "0.1"]];
+
+/// One random command line of perf stat's options over software events.
+fn command_line(rng: &mut Rng) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let push = |a: &mut Vec<String>, words: &[&str]| a.extend(words.iter().map(|w| w.to_string()));
+    // The events, and -G between or after -e options.
+    let mut cgroup_given = false;
+    if rng.chance(80) {
+        for _ in 0..1 + rng.next() % 2 {
+            push(&mut a, &["-e", &event_list(rng)]);
+            if rng.chance(12) {
+                push(
+                    &mut a,
+                    &["-G", rng.pick(&["{A}", "{A},{B}", ",{B}", "{B}"])],
+                );
+                cgroup_given = true;
+            }
+        }
+    }
+    if rng.chance(10) {
+        push(&mut a, &[rng.pick(&["-d", "-dd"])]);
+    }
+    // The target.
+    let target = rng.next() % 100;
+    let (system, pid) = match target {
+        0..=34 => (false, false),
+        35..=69 => {
+            push(&mut a, &["-a"]);
+            (true, false)
+        }
+        70..=84 => {
+            push(&mut a, &["-C", rng.pick(&["0", "1", "0-1", "1,0"])]);
+            (true, false)
+        }
+        _ => {
+            push(&mut a, &["-p", "{PID}"]);
+            if rng.chance(40) {
+                push(&mut a, &["--per-thread"]);
+            }
+            (false, true)
+        }
+    };
+    if system && !cgroup_given && rng.chance(20) {
+        push(
+            &mut a,
+            &["--for-each-cgroup", rng.pick(&["{A}", "{A},{B}"])],
+        );
+    }
+    // Now and then, what needs a system target without one: perf's refusal.
+    if (system || rng.chance(5)) && rng.chance(30) {
+        let modes = [
+            "-A",
+            "--per-socket",
+            "--per-core",
+            "--per-die",
+            "--per-node",
+            "--per-cache",
+            "--per-cluster",
+        ];
+        push(&mut a, &[rng.pick(&modes)]);
+    }
+    // The output.
+    match rng.next() % 10 {
+        0..=1 => push(&mut a, &["-x", rng.pick(&[",", ";"])]),
+        2..=3 => push(&mut a, &["-j"]),
+        _ => {}
+    }
+    if rng.chance(8) {
+        push(&mut a, &["-B"]);
+    }
+    if rng.chance(8) {
+        push(&mut a, &["--no-big-num"]);
+    }
+    if rng.chance(10) {
+        push(&mut a, &["--metric-only"]);
+    }
+    if rng.chance(5) {
+        push(
+            &mut a,
+            &["-M", rng.pick(&["CPUs_utilized", "cs_per_second"])],
+        );
+    }
+    if rng.chance(12) {
+        push(&mut a, &["-o", "{OUT}"]);
+        if rng.chance(40) {
+            push(&mut a, &["--append"]);
+        }
+    }
+    for (pct, flag) in [
+        (6, "-v"),
+        (5, "--quiet"),
+        (6, "--all-user"),
+        (3, "--all-kernel"),
+        (5, "-n"),
+    ] {
+        if rng.chance(pct) {
+            push(&mut a, &[flag]);
+        }
+    }
+    // When counting ends: intervals, a timeout, or the command (and runs of it).
+    let command = !pid && (!system || rng.chance(60));
+    let intervals = !command && rng.chance(50) || command && rng.chance(15);
+    if intervals {
+        push(
+            &mut a,
+            &[
+                "-I",
+                rng.pick(&["100", "150"]),
+                "--interval-count",
+                rng.pick(&["1", "2"]),
+            ],
+        );
+        if rng.chance(30) {
+            push(&mut a, &["--summary"]);
+        }
+    } else if !command || rng.chance(10) {
+        push(&mut a, &["--timeout", rng.pick(&["100", "200"])]);
+    }
+    if command {
+        if !intervals && rng.chance(15) {
+            push(&mut a, &["-r", "2"]);
+            if rng.chance(40) {
+                push(&mut a, &["--table"]);
+            }
+        }
+        if rng.chance(6) {
+            push(&mut a, &["-D", "50"]);
+        }
+        push(&mut a, &["--"]);
+        // Cgroups are counted while they run: a command long enough for theirs to.
+        let cgroups = has(&a, "-G") || has(&a, "--for-each-cgroup");
+        let cmd = match cgroups {
+            true => CGROUP_COMMANDS[(rng.next() % CGROUP_COMMANDS.len() as u64) as usize],
+            false => COMMANDS[(rng.next() % COMMANDS.len() as u64) as usize],
+        };
+        push(&mut a, cmd);
+    } else if rng.chance(5) {
+        // --table without -r: perf's refusal.
+        push(&mut a, &["--table"]);
+    }
+    a
+}
+
+/// A difference README.md lists as on purpose, and the command lines it shows in.
+struct Allowed {
+    /// Its name in README.md's list, in brackets.
+    name: &'static str,
+    applies: fn(&[String]) -> bool,
+}
+
+fn has(a: &[String], word: &str) -> bool {
+    a.iter().any(|w| w == word)
+}
+
+/// The differences on purpose that make a command line's transcripts differ whole.
+const ALLOWED: &[Allowed] = &[
+    Allowed {
+        name: "csv-and-json",
+        applies: |a| has(a, "-x") && has(a, "-j"),
+    },
+    Allowed {
+        name: "metric-names",
+        applies: |a| has(a, "-M"),
+    },
+    Allowed {
+        name: "metric-only-per-cpu-cgroups",
+        applies: |a| has(a, "--metric-only") && has(a, "-A") && has(a, "--for-each-cgroup"),
+    },
+    Allowed {
+        name: "tool-in-group",
+        applies: |a| !has(a, "-a") && groups_with(a, "duration_time"),
+    },
+];
+
+/// Whether an -e list of `a` has a group with `event` in it.
+fn groups_with(a: &[String], event: &str) -> bool {
+    a.windows(2).any(|w| {
+        w[0] == "-e"
+            && w[1].split('{').skip(1).any(|g| {
+                g.split('}')
+                    .next()
+                    .is_some_and(|g| g.split(',').any(|e| e == event))
+            })
+    })
+}
+
+/// The differences on purpose that every comparison takes into account: in
+/// parity::difference, and `signal_exit`.
+const TAKEN_INTO_ACCOUNT: &[&str] = &["metric-unit-null", "one-line-errors", "signal-exit"];
+
+/// The names of ALLOWED, and those parity::difference applies, each in README.md.
+#[test]
+fn allowed_differences_are_documented() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for name in ALLOWED
+        .iter()
+        .map(|a| a.name)
+        .chain(TAKEN_INTO_ACCOUNT.iter().copied())
+    {
+        assert!(
+            readme.contains(&format!("- [{name}]")),
+            "README.md does not list [{name}]"
+        );
+    }
+}
+
+/// What the run found.
+#[derive(Default)]
+struct Tally {
+    same: usize,
+    allowed: std::collections::BTreeMap<&'static str, usize>,
+    differ: Vec<String>,
+}
+
+#[test]
+fn random_command_lines_print_what_perf_prints() {
+    if !privileged() {
+        return;
+    }
+    let Some(perf) = perf_612() else {
+        eprintln!("skipped: no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf) to compare with");
+        return;
+    };
+    let lines: usize = std::env::var("BPERF_DIFF_LINES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_LINES);
+    let seed: u64 = std::env::var("BPERF_DIFF_SEED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_SEED);
+    let _g = serial();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let dir = std::env::temp_dir().join(format!("bperf-differential-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.txt");
+    let cgroups = BusyCgroups::new();
+    let mut rng = Rng(seed);
+    let mut tally = Tally::default();
+    for i in 0..lines {
+        let args = command_line(&mut rng);
+        if let Some(allowed) = ALLOWED.iter().find(|a| (a.applies)(&args)) {
+            *tally.allowed.entry(allowed.name).or_default() += 1;
+            continue;
+        }
+        let theirs = transcript(&perf, &args, &cgroups, &out);
+        let ours = transcript(&bperf, &args, &cgroups, &out);
+        match difference(&theirs, &ours) {
+            None => tally.same += 1,
+            Some(why) if signal_exit(&theirs, &ours) => {
+                let _ = why;
+                *tally.allowed.entry("signal-exit").or_default() += 1;
+            }
+            Some(why) => {
+                eprintln!(
+                    "#{i} perf stat {}\n  {why}\n--- perf:\n{}--- bperf:\n{}",
+                    args.join(" "),
+                    theirs.text,
+                    ours.text
+                );
+                tally.differ.push(format!("#{i} {}: {why}", args.join(" ")));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "{lines} command lines (seed {seed}): {} the same, {} differ on purpose {:?}, {} differ",
+        tally.same,
+        tally.allowed.values().sum::<usize>(),
+        tally.allowed,
+        tally.differ.len()
+    );
+    assert!(
+        tally.differ.is_empty(),
+        "{} of {lines} command lines differ from perf 6.12:\n{}",
+        tally.differ.len(),
+        tally.differ.join("\n")
+    );
+}
+
+/// [signal-exit]: perf exits 0 after a command a signal ended, bperf 128 + the signal.
+fn signal_exit(perf: &Transcript, bperf: &Transcript) -> bool {
+    perf.code == 0 && bperf.code > 128 && bperf.text.contains(": Terminated")
+}
