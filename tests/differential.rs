@@ -267,7 +267,11 @@ const ALLOWED: &[Allowed] = &[
     },
     Allowed {
         name: "tool-in-group",
-        applies: |a| !has(a, "-a") && groups_with(a, "duration_time"),
+        applies: |a| groups_with(a, "duration_time"),
+    },
+    Allowed {
+        name: "metric-only-null",
+        applies: |a| has(a, "--metric-only") && has(a, "-n"),
     },
 ];
 

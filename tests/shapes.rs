@@ -946,6 +946,10 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         &["-e", "msr/tsc/:u", "--", "true"],
     ),
     ("refuse-table", &["--table", "-e", "cs", "--", "true"]),
+    (
+        "refuse-all-user-kernel",
+        &["--all-user", "--all-kernel", "-e", "cs", "--", "true"],
+    ),
     ("refuse-per-cpu-of-task", &["-A", "-e", "cs", "--", "true"]),
     (
         "refuse-interval-count",

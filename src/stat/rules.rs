@@ -29,6 +29,9 @@ const MAX_CACHE_LEVEL: u32 = 4;
 /// --per-thread, --per-core, --per-cache, --per-cluster, --per-die, --per-socket,
 /// --per-node); -p wins over -t. -G's names become one per event of -e (empty: none).
 pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
+    if a.all_user && a.all_kernel {
+        return Err(usage("option `all-kernel' cannot be used with all-user"));
+    }
     let sysfs = Sysfs::system();
     let mut events_per_option = Vec::with_capacity(a.events.len());
     for (i, list) in a.events.iter().enumerate() {
