@@ -104,6 +104,8 @@ pub struct Options {
     pub metrics: Vec<Use>,
     /// --metric-only: one line of metrics per cgroup and CPU or group, no counts.
     pub metric_only: bool,
+    /// --quiet: no counts printed (only -v's lines about each read).
+    pub quiet: bool,
     /// The cgroups are rows of every event (--for-each-cgroup, --all-cgroups), not each
     /// event's own (-G): --metric-only then prints a line per cgroup.
     pub cgroup_rows: bool,
@@ -286,6 +288,9 @@ impl<W: Write> Report<W> {
     /// One interval's lines; `ts` is the time since counting started, `lines` hold the
     /// counts of this interval only (deltas).
     pub fn interval(&mut self, ts: Duration, events: &[Event], lines: &[Line]) -> io::Result<()> {
+        if self.opts.quiet {
+            return Ok(());
+        }
         // Rates are per interval as asked for, as in perf, the last partial one included.
         let wall = self
             .opts
@@ -359,7 +364,7 @@ impl<W: Write> Report<W> {
         footer: &Footer,
     ) -> io::Result<()> {
         let after_intervals = self.opts.interval.is_some();
-        if after_intervals && !self.opts.summary {
+        if after_intervals && !self.opts.summary || self.opts.quiet {
             return self.out.flush();
         }
         let table = self.opts.format == Format::Table;
@@ -480,6 +485,8 @@ impl<W: Write> Report<W> {
             }
             let name = &events[line.event].name;
             match line.value {
+                // perf reads --per-thread's counters its own way, and says nothing.
+                _ if self.opts.per_thread => {}
                 _ if unread.get(line.event).copied().unwrap_or(false) => {
                     self.out.flush()?;
                     eprintln!("failed to read counter {name}");
@@ -861,6 +868,7 @@ mod tests {
             run_table: Vec::new(),
             metrics: Vec::new(),
             metric_only: false,
+            quiet: false,
             cgroup_rows: false,
             forever: false,
             nmi_watchdog: false,

@@ -996,8 +996,10 @@ fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
 /// Where the report goes: the -o file (named in errors) or stderr.
 fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     use std::io::IsTerminal;
+    // --quiet: no -o file (the report prints no counts), and -v's lines on stderr, as
+    // perf's.
     if a.quiet {
-        return Ok((Box::new(io::sink()), "nothing".into()));
+        return Ok((Box::new(io::BufWriter::new(io::stderr())), "stderr".into()));
     }
     // As perf: the clearing is for a terminal, and perf says so once the file is open.
     let clear_refused = || anyhow::anyhow!("--interval-clear does not work with output");
@@ -1067,6 +1069,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         run_table: Vec::new(),
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
+        quiet: a.quiet,
         cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
         nmi_watchdog: kernel::nmi_watchdog(),
         forever: false,
@@ -1193,6 +1196,8 @@ impl Session<'_, '_> {
         child: Option<&Child>,
     ) -> Result<Ended> {
         let interval = self.args.interval.map(Duration::from_millis);
+        // A command that ended during -D's delay leaves no interval to print, as in perf.
+        let ended_in_delay = matches!(early, Some(Wake::Exited(..)));
         // --interval-count 0 is no limit, as in perf.
         let limit = self.args.interval_count.filter(|&n| n > 0);
         let mut ticks = 0u64;
@@ -1252,7 +1257,7 @@ impl Session<'_, '_> {
                     continue;
                 }
             };
-            if next_tick.is_some() {
+            if next_tick.is_some() && !ended_in_delay {
                 self.print_interval()?;
             }
             return Ok(ended);
