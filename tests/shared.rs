@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,10 +82,19 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
+    let cg = TestCgroup::new("shared-cmd");
     let w = workload();
     let w = w.to_str().unwrap();
-    // Two children spinning side by side: task-clock.
-    let both = format!("{w} spin 400 & {w} spin 400; wait");
+    // Two children spinning side by side: task-clock. The shell joins a cgroup of its
+    // own first, whose cpu.stat then holds all of the command but what the shell ran
+    // before, which it reports (its schedstat: since bperf forked it).
+    let both = format!(
+        "read ran rest < /proc/$$/schedstat; echo $$ > {}; echo shell_ns=$ran >&2; \
+         {w} spin 400 & {w} spin 400; wait",
+        cg.procs()
+    );
+    let before = cg.usage_ns();
+    let unaccounted = unaccounted_ns();
     let o = run_ok(bperf().args([
         "stat",
         "--bpf-counters",
@@ -96,13 +106,23 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
         "-c",
         &both,
     ]));
+    let unaccounted = unaccounted_since(unaccounted);
     let err = stderr(&o);
+    let kernel = (cg.usage_ns() - before) as f64 + report_field(&err, "shell_ns");
     let own = own_task_clock_ns(&err, &["spin"]);
     let ours = csv_value(&err, "task-clock") * 1e6;
-    // The shell's own few milliseconds are in ours only.
+    // On a real machine, the children's own task-clock: the shell's own few
+    // milliseconds, and the children's start and exit, are in ours only. Under
+    // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
+    // own clock in the 6.1 and 6.12 guests): there the kernel's accounting of the shell
+    // and its cgroup is the oracle.
+    let agrees = match emulated() {
+        false => ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
+        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    };
     assert!(
-        ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
-        "task-clock {ours} vs own {own}: {err}"
+        agrees,
+        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
     );
     // A ping-pong with a child: every switch. (Its task-clock is not compared: a switch's
     // own cost, about a microsecond here, is charged to the task switched to, as the
@@ -163,16 +183,52 @@ fn a_process_counts_through_the_b_modifier() {
         .spawn()
         .unwrap();
     let pid = target.id().to_string();
-    let o = run_ok(bperf().args(["stat", "-x,", "-e", "task-clock:b,page-faults", "-p", &pid]));
+    // The process is held until bperf counts, which bperf says ("Events enabled", after
+    // -D's millisecond): starting takes bperf a fraction of a second here, up to seconds
+    // in an emulated machine.
+    // SAFETY: plain kill(2) of our child, not yet reaped.
+    unsafe { libc::kill(target.id() as i32, libc::SIGSTOP) };
+    let before = cg.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let mut counting = bperf()
+        .args([
+            "stat",
+            "-x,",
+            "-D",
+            "1",
+            "-e",
+            "task-clock:b,page-faults",
+            "-p",
+            &pid,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(counting.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.ends_with("Events enabled\n") && lines.read_line(&mut err).unwrap() > 0 {}
+    // SAFETY: as above.
+    unsafe { libc::kill(target.id() as i32, libc::SIGCONT) };
+    lines.read_to_string(&mut err).unwrap();
+    let status = counting.wait().unwrap();
+    assert!(status.success(), "{status}: {err}");
     let out = target.wait_with_output().unwrap();
+    let unaccounted = unaccounted_since(unaccounted);
+    let kernel = (cg.usage_ns() - before) as f64;
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    let err = stderr(&o);
     let own = own_task_clock_ns(&report, &["spin"]);
     let ours = csv_value(&err, "task-clock:b") * 1e6;
-    // bperf also counts the process's sleep before its work: a few microseconds.
+    // bperf also counts the process's sleep before its work, a few microseconds, and
+    // its exit, which takes microseconds on a real machine. Under emulation the exit
+    // takes tens of ms or more (see tests/stat.rs, self_moving_processes_are_charged_in_full):
+    // there the process's cgroup's cpu.stat is the oracle.
+    let agrees = match emulated() {
+        false => ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
+        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    };
     assert!(
-        ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
-        "task-clock {ours} vs own {own}: {err}"
+        agrees,
+        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
     );
     assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
     assert_nothing_left(was_mounted);
@@ -211,22 +267,19 @@ fn perf_event_fds() -> usize {
     n
 }
 
-/// The task-clock (ms) and elapsed seconds of a table bperf printed.
-fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
+/// The task-clock (ms) and elapsed seconds of a table bperf printed; None where it
+/// printed no count.
+fn table_clock_and_elapsed(err: &str) -> Option<(f64, f64)> {
     let num = |l: &str| {
         l.split_whitespace()
-            .next()
-            .unwrap()
+            .next()?
             .replace(',', "")
             .parse::<f64>()
-            .unwrap()
+            .ok()
     };
-    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
-    let elapsed = err
-        .lines()
-        .find(|l| l.contains("seconds time elapsed"))
-        .map(num);
-    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
+    let clock = err.lines().find(|l| l.contains("msec task-clock"))?;
+    let elapsed = err.lines().find(|l| l.contains("seconds time elapsed"))?;
+    Some((num(clock)?, num(elapsed)?))
 }
 
 /// usage_usec lines a `cat cpu.stat` printed, in ns: the first and the last.
@@ -325,14 +378,10 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
             continue;
         }
         let ok = match s.kind {
-            "cpus" => {
-                let (ms, secs) = table_clock_and_elapsed(&err);
-                within(ms * 1e6, cpus * secs * 1e9, 3.0)
-            }
-            "cgroup" => {
-                let (ms, _) = table_clock_and_elapsed(&err);
-                within(ms * 1e6, usage_window(&out), 3.0)
-            }
+            "cpus" => table_clock_and_elapsed(&err)
+                .is_some_and(|(ms, secs)| within(ms * 1e6, cpus * secs * 1e9, 3.0)),
+            "cgroup" => table_clock_and_elapsed(&err)
+                .is_some_and(|(ms, _)| within(ms * 1e6, usage_window(&out), 3.0)),
             _ => {
                 // Counted from before the exec: against what the scheduler says the
                 // process ran over its whole life, exec and start-up included.
