@@ -1,6 +1,7 @@
 //! Workloads for bperf's integration tests (built by `cargo test`; not part of bperf).
 //!
-//!   workload spin MS [PROCS [SLEEP_MS]]   sleep SLEEP_MS, write 0 to PROCS (move self), spin MS
+//!   workload spin MS [PROCS [SLEEP_MS]]   sleep SLEEP_MS, write 0 to PROCS (move self), spin MS;
+//!                                          SLEEP_MS `stop`: stop (SIGSTOP) until continued
 //!   workload pingpong ROUNDS [CHILD_PROCS] bounce a byte ROUNDS times with a child process,
 //!                                          which first moves itself to CHILD_PROCS
 //!   workload echo                          the child side of pingpong
@@ -128,8 +129,13 @@ fn main() {
     match arg(0) {
         Some("spin") => {
             let ms: u64 = arg(1).expect("MS").parse().unwrap();
-            if let Some(sleep) = arg(3) {
-                std::thread::sleep(Duration::from_millis(sleep.parse().unwrap()));
+            match arg(3) {
+                // SAFETY: raise(3) of a signal whose default action stops this process.
+                Some("stop") => unsafe {
+                    libc::raise(libc::SIGSTOP);
+                },
+                Some(sleep) => std::thread::sleep(Duration::from_millis(sleep.parse().unwrap())),
+                None => {}
             }
             if let Some(procs) = arg(2) {
                 move_self(procs);

@@ -177,17 +177,20 @@ fn a_process_counts_through_the_b_modifier() {
     let was_mounted = bpffs_mounted();
     let cg = TestCgroup::new("shared-p");
     let w = workload();
+    // The process stops itself once started, and is let go when bperf counts, which
+    // bperf says ("Events enabled", after -D's millisecond): starting takes bperf a
+    // fraction of a second here, up to seconds in an emulated machine.
     let target = Command::new(&w)
-        .args(["spin", "800", &cg.procs(), "400"])
+        .args(["spin", "800", &cg.procs(), "stop"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = target.id().to_string();
-    // The process is held until bperf counts, which bperf says ("Events enabled", after
-    // -D's millisecond): starting takes bperf a fraction of a second here, up to seconds
-    // in an emulated machine.
-    // SAFETY: plain kill(2) of our child, not yet reaped.
-    unsafe { libc::kill(target.id() as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !stopped(target.id()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stopped(target.id()), "the process never stopped itself");
     let before = cg.usage_ns();
     let unaccounted = unaccounted_ns();
     let mut counting = bperf()
@@ -207,7 +210,7 @@ fn a_process_counts_through_the_b_modifier() {
     let mut lines = BufReader::new(counting.stderr.take().unwrap());
     let mut err = String::new();
     while !err.ends_with("Events enabled\n") && lines.read_line(&mut err).unwrap() > 0 {}
-    // SAFETY: as above.
+    // SAFETY: plain kill(2) of our child, not yet reaped.
     unsafe { libc::kill(target.id() as i32, libc::SIGCONT) };
     lines.read_to_string(&mut err).unwrap();
     let status = counting.wait().unwrap();
@@ -218,10 +221,10 @@ fn a_process_counts_through_the_b_modifier() {
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
     let own = own_task_clock_ns(&report, &["spin"]);
     let ours = csv_value(&err, "task-clock:b") * 1e6;
-    // bperf also counts the process's sleep before its work, a few microseconds, and
-    // its exit, which takes microseconds on a real machine. Under emulation the exit
-    // takes tens of ms or more (see tests/stat.rs, self_moving_processes_are_charged_in_full):
-    // there the process's cgroup's cpu.stat is the oracle.
+    // bperf also counts the process's wake-up before its work and its exit, which take
+    // microseconds on a real machine. Under emulation the exit takes tens of ms or more
+    // (see tests/stat.rs, self_moving_processes_are_charged_in_full): there the
+    // process's cgroup's cpu.stat is the oracle.
     let agrees = match emulated() {
         false => ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
         true => agrees_with_cpu_stat(ours, kernel, unaccounted),
@@ -232,6 +235,14 @@ fn a_process_counts_through_the_b_modifier() {
     );
     assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
     assert_nothing_left(was_mounted);
+}
+
+/// Whether process `pid` is stopped (state T in /proc/PID/stat).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(") ")?.1.starts_with('T')))
+        .unwrap_or(false)
 }
 
 struct Started {
@@ -420,8 +431,11 @@ fn the_last_session_killed_leaves_nothing() {
         &["stat", "-a", "-e", "cpu-clock:b", "--", "sleep", "20"],
         "cpus",
     );
+    // The session registers, then starts the keeper: wait for both (a keeper's exec
+    // takes a fraction of a second in an emulated machine).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !Path::new(DIR).join("registry").exists() && Instant::now() < deadline {
+    while !(Path::new(DIR).join("registry").exists() && keepers() > 0) && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(Path::new(DIR).join("registry").exists());
