@@ -407,3 +407,83 @@ fn foreign_registries_are_refused() {
         assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     }
 }
+
+/// Pids of the running keepers of the shared counters.
+fn keeper_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(13).any(|w| w == b"__keep-shared"))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` holds a BPF map open (it has opened the pinned instance).
+fn holds_bpf_map(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("bpf-map"))
+    })
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// The keeper killed first, then every session with SIGKILL: a living session starts a
+/// new keeper, which removes the instance once its sessions are gone.
+#[test]
+fn a_killed_keeper_is_replaced_and_nothing_is_left() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let args = [
+        "stat",
+        "-a",
+        "--bpf-counters",
+        "-e",
+        "cpu-clock",
+        "--",
+        "sleep",
+        "60",
+    ];
+    let mut sessions = [spawn(&args, "cpus"), spawn(&args, "cpus")];
+    let joined = wait_for(10, || {
+        sessions.iter().all(|s| holds_bpf_map(s.child.id())) && !keeper_pids().is_empty()
+    });
+    let first = keeper_pids();
+    // SAFETY: plain kill(2).
+    let kill = |pid: u32| unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    for &k in &first {
+        kill(k);
+    }
+    // Checked every second by each session.
+    let replaced = joined
+        && wait_for(10, || {
+            let now = keeper_pids();
+            !now.is_empty() && now.iter().all(|p| !first.contains(p))
+        });
+    for s in &mut sessions {
+        kill(s.child.id());
+        let _ = s.child.wait();
+    }
+    assert!(joined, "the sessions did not join, or no keeper started");
+    assert!(replaced, "the killed keeper {first:?} was not replaced");
+    assert_nothing_left(was_mounted);
+}

@@ -13,7 +13,8 @@
 //! the directory's parent. A session whose process is gone is released by the next
 //! session that registers or leaves, and by the keeper (`keep`), a small process the
 //! first session starts, which also removes the instance when its last session was
-//! killed. The last session out removes everything: pins, programs, maps, perf events.
+//! killed. Each session checks every second that a keeper runs (the keeper holds a
+//! flock of the instance's directory) and starts one if not. The last session out removes everything: pins, programs, maps, perf events.
 
 use std::fs;
 use std::mem::MaybeUninit;
@@ -625,14 +626,7 @@ fn is_bpffs(path: &Path) -> bool {
 fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
     let mut mounted = false;
     loop {
-        let fd = rustix::fs::open(
-            parent,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .with_context(|| format!("opening {}", parent.display()))?;
+        let fd = open_dir(parent).with_context(|| format!("opening {}", parent.display()))?;
         rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)
             .with_context(|| format!("locking {}", parent.display()))?;
         // Mounted or unmounted while we waited: lock what is there now.
@@ -775,6 +769,8 @@ pub struct Session {
     events: Vec<Option<usize>>,
     /// The slot of each target.
     slots: Vec<usize>,
+    /// Starts a keeper whenever the instance has none; stopped before the session leaves.
+    watch: Option<KeeperWatch>,
 }
 
 /// Opens session event i on every CPU: (CPU, fd) pairs, or None where the machine
@@ -800,22 +796,24 @@ impl Session {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
         let (lock, mounted) = lock(parent, true)?.expect("mounted");
+        let mut keeper = None;
         if !req.dir.join("registry").exists() {
             create(req.dir, req.config, mounted)
                 .inspect_err(|_| remove_instance(req.dir, mounted))?;
-            start_keeper(req.dir);
+            keeper = start_keeper(req.dir);
         }
         let inst = Instance::open(req.dir)?;
         let mut reg = inst.load_registry()?;
         inst.reap(&mut reg);
         let registered = register(&inst, &mut reg, req);
         let stored = inst.store_registry(&reg);
-        let session = match (registered, stored) {
+        let mut session = match (registered, stored) {
             (Ok((id, events, slots)), Ok(())) => Session {
                 inst,
                 id,
                 events,
                 slots,
+                watch: None,
             },
             (Err(e), _) | (_, Err(e)) => {
                 if reg.live_sessions() == 0 {
@@ -825,6 +823,7 @@ impl Session {
             }
         };
         drop(lock);
+        session.watch = Some(KeeperWatch::start(&session.inst.dir, keeper)?);
         session.flush_all()?;
         Ok(session)
     }
@@ -896,6 +895,9 @@ fn register(
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if let Some(w) = self.watch.take() {
+            w.stop();
+        }
         if let Err(e) = leave(&self.inst, self.id) {
             eprintln!("bperf: leaving the shared counters: {e:#}");
         }
@@ -927,24 +929,108 @@ pub const KEEPER_ARG: &str = "__keep-shared";
 /// How often the keeper looks for sessions that died.
 const KEEPER_PERIOD: Duration = Duration::from_secs(1);
 
-/// Starts the keeper of the instance in `dir` (see `keep`), detached from this session.
-fn start_keeper(dir: &Path) {
-    let Ok(exe) = std::env::current_exe() else {
-        return;
+/// How often each session checks that the instance has a keeper, and starts one if not.
+const KEEPER_CHECK: Duration = Duration::from_secs(1);
+
+/// How long a new keeper tries to take the keeper lock: a session's check holds it for
+/// a moment; another keeper holds it for good.
+const KEEPER_LOCK_TRIES: u32 = 20;
+const KEEPER_LOCK_WAIT: Duration = Duration::from_millis(10);
+
+fn open_dir(dir: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+}
+
+/// Whether the instance in `dir` (the directory with inode `ino`) has a keeper: the
+/// keeper holds an exclusive flock of the directory for as long as it runs. True as
+/// well when there is no such directory any more: nothing to keep.
+fn has_keeper(dir: &Path, ino: u64) -> bool {
+    use rustix::fs::FlockOperation::NonBlockingLockShared;
+    let Ok(fd) = open_dir(dir) else {
+        return true;
     };
-    let mut cmd = std::process::Command::new(exe);
+    if !rustix::fs::fstat(&fd).is_ok_and(|st| st.st_ino == ino) {
+        return true;
+    }
+    // Taken (and let go with the fd) only when no keeper holds it.
+    rustix::fs::flock(&fd, NonBlockingLockShared).is_err()
+}
+
+/// Takes the keeper lock of `dir` for the life of this process; None when another
+/// keeper holds it.
+fn keeper_lock(dir: &Path) -> Option<OwnedFd> {
+    let fd = open_dir(dir).ok()?;
+    for _ in 0..KEEPER_LOCK_TRIES {
+        match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Some(fd),
+            Err(rustix::io::Errno::WOULDBLOCK) => std::thread::sleep(KEEPER_LOCK_WAIT),
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Starts a keeper of the instance in `dir` (see `keep`), in a process group of its own
+/// so that the terminal's signals to this session do not reach it.
+fn start_keeper(dir: &Path) -> Option<std::process::Child> {
+    // This very binary, even if it was replaced or removed since it started.
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    std::os::unix::process::CommandExt::arg0(&mut cmd, "bperf");
     cmd.arg(KEEPER_ARG).arg(dir);
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    // The keeper is reaped by init: this session may end first.
-    let _ = cmd.spawn();
+    cmd.spawn().ok()
+}
+
+/// A session's thread that starts a keeper whenever the instance has none (the keeper
+/// was killed), so that the instance is removed whatever ends in whatever order.
+struct KeeperWatch {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KeeperWatch {
+    /// Watches the instance in `dir`; `started` is the keeper this session started, if
+    /// any (a child of this process, reaped here once it ends).
+    fn start(dir: &Path, started: Option<std::process::Child>) -> Result<KeeperWatch> {
+        let ino = fs::metadata(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .ino();
+        let dir = dir.to_path_buf();
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("bperf-keeper-watch".into())
+            .spawn(move || {
+                let mut children: Vec<std::process::Child> = started.into_iter().collect();
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(KEEPER_CHECK)
+                {
+                    children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+                    if !has_keeper(&dir, ino) {
+                        children.extend(start_keeper(&dir));
+                    }
+                }
+            })
+            .context("starting the shared counters' keeper watch")?;
+        Ok(KeeperWatch { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
 }
 
 /// The keeper of the instance in `dir`: until the instance is gone, releases what dead
 /// sessions registered, and removes the instance once no session is left, which is how
-/// the last session's SIGKILL leaves nothing behind.
+/// the last session's SIGKILL leaves nothing behind. One keeper at a time: a second
+/// one, started by a session that found none, returns at once.
 pub fn keep(dir: &Path) -> Result<()> {
     // SAFETY: plain signal dispositions: the keeper ignores the terminal's signals.
     unsafe {
@@ -952,12 +1038,18 @@ pub fn keep(dir: &Path) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
     let parent = dir.parent().context("no parent directory")?;
-    let (inst, dir_ino) = {
+    let Some(held) = keeper_lock(dir) else {
+        return Ok(());
+    };
+    let dir_ino = rustix::fs::fstat(&held)?.st_ino;
+    let inst = {
         let Some(_lock) = lock(parent, false)? else {
             return Ok(());
         };
-        match dir.join("registry").exists() {
-            true => (Instance::open(dir)?, fs::metadata(dir)?.ino()),
+        // The directory locked is the instance's (not one removed meanwhile).
+        let same_dir = fs::metadata(dir).is_ok_and(|m| m.ino() == dir_ino);
+        match same_dir && dir.join("registry").exists() {
+            true => Instance::open(dir)?,
             false => return Ok(()),
         }
     };
