@@ -211,24 +211,6 @@ fn perf_event_fds() -> usize {
     n
 }
 
-/// The task-clock (ms) and elapsed seconds of a table bperf printed.
-fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
-    let num = |l: &str| {
-        l.split_whitespace()
-            .next()
-            .unwrap()
-            .replace(',', "")
-            .parse::<f64>()
-            .unwrap()
-    };
-    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
-    let elapsed = err
-        .lines()
-        .find(|l| l.contains("seconds time elapsed"))
-        .map(num);
-    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
-}
-
 /// usage_usec lines a `cat cpu.stat` printed, in ns: the first and the last.
 fn usage_window(out: &str) -> f64 {
     let v: Vec<f64> = out

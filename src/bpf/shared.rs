@@ -56,7 +56,7 @@ const BPFFS: &str = "/sys/fs/bpf";
 /// perf's own registry of BPF counters, which bperf must never touch.
 pub const PERF_ATTR_MAP: &str = "/sys/fs/bpf/perf_attr_map";
 const BPF_FS_MAGIC: i64 = 0xcafe4a11;
-const REGISTRY_VERSION: u32 = 1;
+const REGISTRY_VERSION: u32 = 2;
 
 /// Everything pinned, in the order it is removed: the registry first, since a directory
 /// without one is no instance whatever is left, then the links, which stop the programs.
@@ -174,6 +174,9 @@ struct Registry {
     version: u32,
     /// bperf mounted the BPF file system, and unmounts it with the instance if empty.
     mounted_bpffs: u32,
+    /// The instance charges the cgroups of a v1 hierarchy (perf_event's), not cgroup2's.
+    cgroup_v1: u32,
+    _pad: u32,
     events: [EventEntry; EVENTS],
     slots: [SlotEntry; SLOTS],
     sessions: [SessionEntry; SESSIONS],
@@ -724,6 +727,7 @@ fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
     .context("creating the shared counters' registry")?;
     let mut r = Registry::new();
     r.mounted_bpffs = mounted.into();
+    r.cgroup_v1 = config.cgroup_v1.into();
     // SAFETY: plain old data.
     registry.update(
         &0u32.to_ne_bytes(),
@@ -861,6 +865,16 @@ fn register(
     reg: &mut Registry,
     req: Request,
 ) -> Result<(usize, Vec<Option<usize>>, Vec<usize>)> {
+    let counts_cgroups = req.targets.iter().any(|t| matches!(t, Target::Cgroup(_)));
+    if counts_cgroups && reg.cgroup_v1 != req.config.cgroup_v1 as u32 {
+        let version = |v1: bool| if v1 { "v1 (perf_event's)" } else { "v2" };
+        bail!(
+            "the shared counters in {} charge the cgroups of the cgroup {} hierarchy, and this session's are cgroup {}: the perf_event controller was mounted or unmounted since they started; count these cgroups without shared counters, or once their sessions have ended",
+            inst.dir.display(),
+            version(reg.cgroup_v1 != 0),
+            version(req.config.cgroup_v1)
+        );
+    }
     let Some(id) = reg.sessions.iter().position(|s| s.used == 0) else {
         bail!("{SESSIONS} sessions count through the shared counters already");
     };
