@@ -469,3 +469,102 @@ fn a_killed_keeper_is_replaced_and_nothing_is_left() {
     assert!(replaced, "the killed keeper {first:?} was not replaced");
     assert_nothing_left(was_mounted);
 }
+
+/// A BPF file system of the test's own at a temporary directory, unmounted with
+/// everything pinned in it when dropped.
+struct PrivateBpffs(std::path::PathBuf);
+
+impl PrivateBpffs {
+    fn mount(tag: &str) -> PrivateBpffs {
+        let dir = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs = PrivateBpffs(dir);
+        let st = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&fs.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot mount a BPF file system");
+        fs
+    }
+}
+
+impl Drop for PrivateBpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A stale directory whose `registry` is some other map: every session says which
+/// directory is wrong and what to do, and leaves it as it was.
+#[test]
+fn a_foreign_registry_is_named_with_what_to_do() {
+    if !privileged() {
+        return;
+    }
+    let fs = PrivateBpffs::mount("stale");
+    let dir = fs.0.join("bperf");
+    std::fs::create_dir(&dir).unwrap();
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let mut map =
+        libbpf_rs::MapHandle::create(libbpf_rs::MapType::Array, Some("registry"), 4, 8, 1, &opts)
+            .unwrap();
+    map.pin(dir.join("registry")).unwrap();
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "--bpf-attr-map"])
+        .arg(&dir)
+        .args(["-e", "cpu-clock", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = format!("rm -r {}", dir.display());
+    assert!(
+        err.contains(&format!("{} holds no shared counters", dir.display()))
+            && err.contains(&named)
+            && err.contains("--bpf-attr-map"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["registry"], "the directory was changed");
+}
+
+/// One session asking for more cgroups than the shared counters have places for is told
+/// how many it asked for and how many there are, not that others took them.
+#[test]
+fn a_lone_request_for_too_many_slots_says_so() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let cg = TestCgroup::new("slots");
+    for i in 0..256 {
+        std::fs::create_dir(cg.path.join(format!("c{i}"))).unwrap();
+    }
+    let pattern = format!("{}/c.*", cg.name);
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "-e", "cpu-clock"])
+        .args(["--for-each-cgroup", &pattern, "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("this session asks for 256 cgroups, processes and threads")
+            && err.contains("at most 255 at once"),
+        "{err}"
+    );
+    assert_nothing_left(was_mounted);
+}

@@ -138,6 +138,12 @@ impl Holders {
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }
+    /// Whether a session other than `s` holds it.
+    fn others_than(&self, s: usize) -> bool {
+        let mut h = *self;
+        h.remove(s);
+        !h.is_empty()
+    }
 }
 
 #[repr(C)]
@@ -246,8 +252,38 @@ fn mmap_of(map: &MapHandle, bytes: usize) -> Result<MmapMut> {
         .with_context(|| format!("mapping BPF map {:?}", map.name()))
 }
 
+/// What to do about a directory that holds no instance this bperf can use.
+fn remedy(dir: &Path) -> String {
+    format!(
+        "if no bperf session counts through it, remove it (rm -r {}), or name another directory with --bpf-attr-map",
+        dir.display()
+    )
+}
+
 impl Instance {
+    /// Opens the instance pinned in `dir`, or says what is wrong with the directory and
+    /// what to do.
     fn open(dir: &Path) -> Result<Instance> {
+        Instance::open_pins(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "{} holds no shared counters this bperf can use ({e:#}): {}",
+                dir.display(),
+                remedy(dir)
+            )
+        })
+    }
+
+    fn open_pins(dir: &Path) -> Result<Instance> {
+        let registry = map_at(dir, "registry")?;
+        let fits = registry.map_type() == MapType::Array
+            && registry.key_size() == 4
+            && registry.value_size() as usize == size_of::<Registry>();
+        if !fits {
+            bail!(
+                "{} is not a registry of this bperf's",
+                dir.join("registry").display()
+            );
+        }
         let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         let counts_map = map_at(dir, "counts")?;
         let counts = Counts::new(counts_map.as_fd(), nr_possible * SLOTS * EVENTS)?;
@@ -260,7 +296,7 @@ impl Instance {
             cgrp_slot: map_at(dir, "cgrp_slot")?,
             proc_tgid: map_at(dir, "proc_tgid")?,
             proc_tid: map_at(dir, "proc_tid")?,
-            registry: map_at(dir, "registry")?,
+            registry,
             tracked,
             live,
             counts,
@@ -302,8 +338,10 @@ impl Instance {
             .map_err(|_| anyhow::anyhow!("the shared counters' registry has the wrong size"))?;
         if r.version != REGISTRY_VERSION {
             bail!(
-                "{} holds shared counters of another bperf version",
-                self.dir.display()
+                "{} holds shared counters of another bperf version (registry version {}, this bperf's is {REGISTRY_VERSION}); they go with their last session: {}",
+                self.dir.display(),
+                r.version,
+                remedy(&self.dir)
             );
         }
         Ok(r)
@@ -348,6 +386,7 @@ impl Instance {
         reg: &mut Registry,
         s: usize,
         key: &EventKey,
+        asked: usize,
         open: &mut dyn FnMut() -> Result<Option<Vec<(u32, OwnedFd)>>>,
     ) -> Result<Option<usize>> {
         let mut attr = [0u8; ATTR_BYTES];
@@ -360,7 +399,8 @@ impl Instance {
             return Ok(Some(i));
         }
         let Some(i) = reg.events.iter().position(|e| e.used == 0) else {
-            bail!("the shared counters count {EVENTS} events already");
+            let others = reg.events.iter().filter(|e| e.holders.others_than(s));
+            return Err(no_room("events", EVENTS, others.count(), asked));
         };
         let Some(fds) = open()? else {
             return Ok(None);
@@ -427,7 +467,13 @@ impl Instance {
     }
 
     /// Registers `target` for session `s`: its slot.
-    fn hold_slot(&self, reg: &mut Registry, s: usize, target: Target) -> Result<usize> {
+    fn hold_slot(
+        &self,
+        reg: &mut Registry,
+        s: usize,
+        target: Target,
+        asked: usize,
+    ) -> Result<usize> {
         let (kind, key, inherit) = target.kind_key();
         let same = |e: &SlotEntry| e.kind == kind && e.key == key && e.inherit == inherit as u32;
         if let Some(i) = reg.slots.iter().position(same) {
@@ -435,7 +481,9 @@ impl Instance {
             return Ok(i);
         }
         let Some(i) = reg.slots.iter().position(|e| e.kind == KIND_FREE) else {
-            bail!("the shared counters count {SLOTS} cgroups, processes and threads already");
+            let others = reg.slots[1..].iter().filter(|e| e.holders.others_than(s));
+            let what = "cgroups, processes and threads";
+            return Err(no_room(what, SLOTS - 1, others.count(), asked));
         };
         // Whatever a process that died with a session left pointing at this slot.
         self.unlink_slot(i);
@@ -859,6 +907,24 @@ impl Session {
     }
 }
 
+/// How many different items there are.
+fn distinct<T: std::hash::Hash + Eq>(items: impl Iterator<Item = T>) -> usize {
+    items.collect::<std::collections::HashSet<T>>().len()
+}
+
+/// Why a session that asks for `asked` of the `capacity` places for `what` does not get
+/// them all, when other sessions hold `others` of them (and it holds the rest).
+fn no_room(what: &str, capacity: usize, others: usize, asked: usize) -> anyhow::Error {
+    match others {
+        0 => anyhow::anyhow!(
+            "this session asks for {asked} {what}, and the shared counters count at most {capacity} at once"
+        ),
+        _ => anyhow::anyhow!(
+            "the shared counters count at most {capacity} {what} at once, and other sessions hold {others} of them: this session asks for {asked}"
+        ),
+    }
+}
+
 /// Registers the session and what it asks for; its id, events and slots.
 fn register(
     inst: &Instance,
@@ -885,15 +951,19 @@ fn register(
         start: start_time(me).context("reading this process's start time")?,
     };
     let mut events = Vec::new();
+    let asked_events = distinct(req.events.iter().map(|k| (&k.attr, read_bits(&k.read))));
+    let with_slot = req.targets.iter().filter(|t| **t != Target::Cpus);
+    let asked_slots = distinct(with_slot.map(Target::kind_key));
     let mut done = || -> Result<Vec<usize>> {
         for (i, key) in req.events.iter().enumerate() {
-            events.push(inst.hold_event(reg, id, key, &mut || (req.open)(i))?);
+            let open = &mut || (req.open)(i);
+            events.push(inst.hold_event(reg, id, key, asked_events, open)?);
         }
         let mut slots = Vec::new();
         for &t in req.targets {
             slots.push(match t {
                 Target::Cpus => 0,
-                t => inst.hold_slot(reg, id, t)?,
+                t => inst.hold_slot(reg, id, t, asked_slots)?,
             });
         }
         Ok(slots)
@@ -1125,6 +1195,27 @@ mod tests {
         let me = start_time(std::process::id());
         assert!(me.is_some_and(|t| t > 0));
         assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
+    fn no_room_says_who_holds_the_places() {
+        let alone = no_room("things", 255, 0, 256).to_string();
+        assert_eq!(
+            alone,
+            "this session asks for 256 things, and the shared counters count at most 255 at once"
+        );
+        let beside = no_room("things", 255, 200, 60).to_string();
+        assert!(
+            beside.contains("at most 255 things") && beside.contains("other sessions hold 200"),
+            "{beside}"
+        );
+        assert!(beside.contains("asks for 60"), "{beside}");
+        assert_eq!(distinct([1, 2, 1, 3, 2].into_iter()), 3);
+        let mut h = Holders::default();
+        h.add(5);
+        assert!(!h.others_than(5) && h.others_than(6));
+        h.add(700);
+        assert!(h.others_than(5));
     }
 
     #[test]
