@@ -23,7 +23,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rustix::process::Signal;
 
 use crate::cli::{RecordArgs, ReportArgs, StatArgs};
@@ -345,11 +345,8 @@ fn say_written(path: &Path, slices: u64, lost: u64) {
 /// The recording in `path`, or one line saying why it cannot be read.
 pub fn load(path: &Path) -> Result<file::Recording> {
     let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let size = f.metadata().map_or(0, |m| m.len());
-    if size == 0 {
-        bail!("{} is empty", path.display());
-    }
-    file::read(&mut io::BufReader::with_capacity(1 << 20, f))
+    let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    file::read(&mut io::BufReader::with_capacity(1 << 20, f), size)
         .with_context(|| path.display().to_string())
 }
 

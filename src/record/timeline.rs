@@ -130,7 +130,7 @@ fn dominant(rec: &Recording, t0: u64, span: u64) -> Vec<Vec<Option<usize>>> {
         };
         let (from, to) = (
             s.start.saturating_sub(t0),
-            s.start.saturating_sub(t0) + s.length,
+            s.start.saturating_sub(t0).saturating_add(s.length),
         );
         let first = ((from as f64 / ns_per_col) as usize).min(COLUMNS - 1);
         let last = ((to as f64 / ns_per_col) as usize).min(COLUMNS - 1);
@@ -165,7 +165,7 @@ pub fn svg(rec: &Recording) -> String {
     let end = rec
         .slices
         .iter()
-        .map(|s| s.start + s.length)
+        .map(|s| s.start.saturating_add(s.length))
         .max()
         .unwrap_or(t0);
     let span = (end - t0).max(1);
@@ -205,7 +205,7 @@ pub fn svg(rec: &Recording) -> String {
                 LEFT + col,
                 ROW - 4,
                 colour(slot),
-                escape(&names[slot])
+                escape(names.get(slot).map_or("", String::as_str))
             );
             col += run;
         }
