@@ -257,3 +257,71 @@ fn files_that_are_not_whole_are_refused_in_one_line() {
     assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
 }
+
+/// Slices in the large recording: 240 MB of file, where report used to hold about 190
+/// bytes a slice (380 MB) and --timeline x.json about 4 kB a slice.
+const LARGE_SLICES: u64 = 2_000_000;
+/// The most a report of it may take: its memory must not grow with the slices.
+const REPORT_RSS_LIMIT_KB: i64 = 64 << 10;
+
+/// The peak resident set of `cmd`, in kB (its rusage after it ended), and its output.
+// The child is reaped by wait4, which std's Child does not offer.
+#[allow(clippy::zombie_processes)]
+fn peak_rss_kb(cmd: &mut std::process::Command) -> (i64, std::process::ExitStatus, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    // SAFETY: plain wait4(2) of our own child, which nothing else waits for.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    (usage.ru_maxrss, status, err)
+}
+
+/// report streams the file: every mode of it on a recording of two million slices,
+/// written by the file module's own writer, peaks far below what holding the slices
+/// would take, and its numbers are the slices' (the totals those the writer added up).
+#[test]
+fn report_memory_does_not_grow_with_the_slices() {
+    let file = TempFile::new("large.data");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&file.0).unwrap());
+        recording::write(&mut out, LARGE_SLICES).unwrap();
+        std::io::Write::flush(&mut out).unwrap();
+    }
+    let picture = TempFile::new("large.svg");
+    let modes: [&[&str]; 5] = [
+        &[],
+        &["--sort", "pid,comm"],
+        &["--hist"],
+        &["--timeline", "/dev/null"],
+        &["--timeline", picture.0.to_str().unwrap()],
+    ];
+    for args in modes {
+        let (kb, status, err) = peak_rss_kb(bperf().args(["report", "-i"]).arg(&file.0).args(args));
+        assert!(status.success(), "{args:?}: {err}");
+        eprintln!("report {args:?} of {LARGE_SLICES} slices: peak RSS {kb} kB");
+        assert!(
+            kb < REPORT_RSS_LIMIT_KB,
+            "report {args:?} of {LARGE_SLICES} slices peaked at {kb} kB"
+        );
+    }
+    // The totals report adds up from the slices: web's own and web/api's.
+    let totals = stdout(&report(&file, &["-x,"]));
+    let lines = parse_csv(&totals, false);
+    let web = (0..LARGE_SLICES).filter(|&i| matches!(recording::slot_of(i), 1 | 2));
+    let (switches, ns) = web.fold((0, 0), |(n, ns), i| {
+        (n + u64::from(i % 7 != 0), ns + recording::length_of(i))
+    });
+    assert_eq!(value(&lines, "context-switches", "web"), switches as f64);
+    let ms = value(&lines, "task-clock", "web");
+    assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
+}

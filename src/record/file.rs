@@ -16,6 +16,7 @@
 //! Integers are little-endian. A file without its end block is refused: the recording
 //! did not finish.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -82,18 +83,32 @@ pub struct Slice {
     pub slot: u32,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    /// The task's name, NUL-padded (nothing after its first NUL).
+    pub comm: [u8; 16],
     /// Ended by a read rather than by a switch: the task ran on into the next slice.
     pub cut: bool,
     pub deltas: Vec<Reading>,
 }
 
-/// A whole recording, read back.
-#[derive(Debug)]
-pub struct Recording {
-    pub header: Header,
-    pub slices: Vec<Slice>,
-    pub end: End,
+impl Slice {
+    /// The task's name as text.
+    pub fn comm_str(&self) -> Cow<'_, str> {
+        comm_text(&self.comm)
+    }
+}
+
+/// A comm's bytes (up to the first NUL) as text.
+pub fn comm_text(comm: &[u8; 16]) -> Cow<'_, str> {
+    let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len])
+}
+
+/// `name` as a slice's comm (cut to 16 bytes).
+pub fn comm(name: &str) -> [u8; 16] {
+    let mut out = [0; 16];
+    let len = name.len().min(16);
+    out[..len].copy_from_slice(&name.as_bytes()[..len]);
+    out
 }
 
 impl End {
@@ -209,8 +224,8 @@ fn parse_slice_into(s: &mut Slice, b: &[u8], nr_events: usize) -> Result<()> {
     }
     let comm = &b[40..56];
     let comm_len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
-    s.comm.clear();
-    s.comm.push_str(&String::from_utf8_lossy(&comm[..comm_len]));
+    s.comm = [0; 16];
+    s.comm[..comm_len].copy_from_slice(&comm[..comm_len]);
     s.deltas.clear();
     s.deltas.extend((0..n).map(|i| {
         let at = SLICE_HEAD + i * READING;
@@ -359,6 +374,8 @@ pub struct Reader<R> {
     /// The length of the input, when it is a file (a pipe's is not known).
     size: Option<u64>,
     header: Header,
+    /// The recorded CPUs, sorted: a slice comes from one of them.
+    cpus: Vec<u32>,
     /// The block being read; a slice's bytes.
     body: Vec<u8>,
     slice: Slice,
@@ -389,10 +406,13 @@ impl<R: Read> Reader<R> {
         let text = read_block(&mut input, u32_at(&head, 4), &mut at, size, "the header")?;
         let header =
             parse_header(&text).with_context(|| format!("the header at byte {header_at}"))?;
+        let mut cpus = header.cpus.clone();
+        cpus.sort_unstable();
         Ok(Reader {
             input,
             at,
             size,
+            cpus,
             body: vec![0; slice_bytes(header.events.len())],
             slice: Slice::default(),
             header,
@@ -426,6 +446,12 @@ impl<R: Read> Reader<R> {
                     bail!(
                         "bad slice at byte {start}: it names cgroup slot {} of {nr_slots}",
                         self.slice.slot
+                    );
+                }
+                if self.cpus.binary_search(&self.slice.cpu).is_err() {
+                    bail!(
+                        "bad slice at byte {start}: it comes from CPU {}, which was not recorded",
+                        self.slice.cpu
                     );
                 }
                 Ok(Some(&self.slice))
@@ -518,21 +544,6 @@ fn read_block(
     Ok(text)
 }
 
-/// Reads a whole recording into memory: for tests and small files (report streams).
-pub fn read(input: &mut impl Read, size: Option<u64>) -> Result<Recording> {
-    let mut reader = Reader::new(input, size)?;
-    let mut slices = Vec::new();
-    while let Some(s) = reader.next_slice()? {
-        slices.push(s.clone());
-    }
-    let end = reader.end.take().unwrap_or_default();
-    Ok(Recording {
-        header: reader.header,
-        slices,
-        end,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,26 +608,35 @@ mod tests {
         out
     }
 
-    fn read_all(input: &mut &[u8]) -> Result<Recording> {
-        let size = input.len() as u64;
-        read(input, Some(size))
+    /// A whole recording read back: its header, slices and end.
+    fn read_all(input: &mut &[u8]) -> Result<(Header, Vec<Slice>, End)> {
+        let mut reader = Reader::new(*input, Some(input.len() as u64))?;
+        let mut slices = Vec::new();
+        while let Some(s) = reader.next_slice()? {
+            slices.push(s.clone());
+        }
+        let end = reader.end().cloned().unwrap_or_default();
+        Ok((reader.header().clone(), slices, end))
     }
 
     #[test]
     fn a_recording_reads_back_as_written() {
-        let rec = read_all(&mut &file(true)[..]).unwrap();
-        assert_eq!(rec.header, header());
-        assert_eq!(rec.slices.len(), 1);
-        let s = &rec.slices[0];
+        let (h, slices, end) = read_all(&mut &file(true)[..]).unwrap();
+        assert_eq!(h, header());
+        assert_eq!(slices.len(), 1);
+        let s = &slices[0];
         assert_eq!(
             (s.start, s.length, s.cgid, s.cpu, s.slot),
             (5, 1000, 42, 1, 0)
         );
-        assert_eq!((s.pid, s.tid, s.comm.as_str(), s.cut), (7, 8, "spin", true));
+        assert_eq!(
+            (s.pid, s.tid, s.comm_str().as_ref(), s.cut),
+            (7, 8, "spin", true)
+        );
         assert_eq!(s.deltas[0].counter, 1000);
         assert_eq!(s.deltas[1].counter, 1);
-        assert_eq!(rec.end.lost_total(), 2);
-        assert_eq!(rec.end.totals[0][1][1].running, 5);
+        assert_eq!(end.lost_total(), 2);
+        assert_eq!(end.totals[0][1][1].running, 5);
     }
 
     #[test]

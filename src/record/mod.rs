@@ -14,7 +14,7 @@ mod print;
 pub mod timeline;
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
@@ -342,12 +342,65 @@ fn say_written(path: &Path, slices: u64, lost: u64) {
     }
 }
 
-/// The recording in `path`, or one line saying why it cannot be read.
-pub fn load(path: &Path) -> Result<file::Recording> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-    file::read(&mut io::BufReader::with_capacity(1 << 20, f), size)
-        .with_context(|| path.display().to_string())
+/// A recording being read, one slice at a time; its errors name the file.
+pub struct Input {
+    reader: file::Reader<Box<dyn Read>>,
+    path: PathBuf,
+}
+
+/// How much report reads at once.
+const READ_BUFFER: usize = 1 << 20;
+
+/// The recording in `path` (`-`: standard input), its header read, or one line saying
+/// why it cannot be read.
+pub fn open(path: &Path) -> Result<Input> {
+    let (input, size): (Box<dyn Read>, Option<u64>) = match path.as_os_str() == "-" {
+        true => (Box::new(io::stdin().lock()), None),
+        false => {
+            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+            (Box::new(f), size)
+        }
+    };
+    let input = Box::new(io::BufReader::with_capacity(READ_BUFFER, input));
+    let reader = file::Reader::new(input as Box<dyn Read>, size)
+        .with_context(|| path.display().to_string())?;
+    Ok(Input {
+        reader,
+        path: path.to_path_buf(),
+    })
+}
+
+/// The recording in `path` opened for another pass: it must be a file, not a pipe.
+pub fn open_again(path: &Path) -> Result<Input> {
+    let regular = path.as_os_str() != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if !regular {
+        return Err(UsageError(format!(
+            "{}: --timeline reads the recording twice: give it a file, not a pipe",
+            path.display()
+        ))
+        .into());
+    }
+    open(path)
+}
+
+impl Input {
+    pub fn header(&self) -> &file::Header {
+        self.reader.header()
+    }
+
+    /// Gives every slice to `each`, in the file's order; the end block.
+    pub fn each_slice(&mut self, mut each: impl FnMut(&file::Slice)) -> Result<End> {
+        let path = &self.path;
+        while let Some(s) = self
+            .reader
+            .next_slice()
+            .with_context(|| path.display().to_string())?
+        {
+            each(s);
+        }
+        Ok(self.reader.end().cloned().unwrap_or_default())
+    }
 }
 
 /// Keeps the options that only make sense together honest.

@@ -46,7 +46,7 @@ fn header() -> Header {
 pub fn raw_slice(i: u64) -> Vec<u8> {
     let cpu = (i % 2) as u32;
     let slot = slot_of(i) as u32;
-    let length = 1_000 + (i * 7919) % 19_000;
+    let length = length_of(i);
     let start = 1_000_000 + (i / 2) * 20_000;
     let mut b = Vec::with_capacity(file::SLICE_HEAD + EVENTS.len() * 24 + 4);
     for v in [start, length, 100 + u64::from(slot)] {
@@ -71,14 +71,20 @@ pub fn raw_slice(i: u64) -> Vec<u8> {
     b
 }
 
-fn slot_of(i: u64) -> usize {
+/// The length of slice `i`, ns.
+pub fn length_of(i: u64) -> u64 {
+    1_000 + (i * 7919) % 19_000
+}
+
+/// The slot of slice `i`.
+pub fn slot_of(i: u64) -> usize {
     (i / 4 % 4) as usize
 }
 
 /// What each event counted in slice `i`: its length as task-clock, and a context switch
 /// unless it was cut.
 fn deltas(i: u64) -> [Reading; 2] {
-    let length = 1_000 + (i * 7919) % 19_000;
+    let length = length_of(i);
     let reading = |counter| Reading {
         counter,
         enabled: length,
