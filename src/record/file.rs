@@ -33,8 +33,11 @@ const END: u32 = 2;
 /// Bytes of a slice before its deltas.
 pub const SLICE_HEAD: usize = 64;
 const READING: usize = 24;
-/// The largest block a reader accepts: far more than any slice or end block needs.
+/// The largest header or end block read from a file: far more than any needs (a
+/// file's own length bounds it too).
 const MAX_BLOCK: u32 = 1 << 30;
+/// The largest read from a pipe, whose length is not known.
+const MAX_PIPE_BLOCK: u32 = 256 << 20;
 
 /// A cgroup recorded: its slot in the slices, id, name as given and path below the
 /// mount ("" for the root).
@@ -513,7 +516,8 @@ fn read_at(input: &mut impl Read, buf: &mut [u8], at: &mut u64, what: &str) -> R
 }
 
 /// Reads a block of `len` bytes at `*at`: its buffer grows with the bytes read, so a
-/// damaged length cannot make it larger than the input.
+/// damaged length cannot make it larger than the input (nor, from a pipe, than
+/// MAX_PIPE_BLOCK).
 fn read_block(
     input: &mut impl Read,
     len: u32,
@@ -521,8 +525,12 @@ fn read_block(
     size: Option<u64>,
     what: &str,
 ) -> Result<Vec<u8>> {
-    if len > MAX_BLOCK {
-        bail!("{what} at byte {at} claims {len} bytes: the file is damaged");
+    let most = match size {
+        Some(_) => MAX_BLOCK,
+        None => MAX_PIPE_BLOCK,
+    };
+    if len > most {
+        bail!("{what} at byte {at} claims {len} bytes (at most {most}): the file is damaged");
     }
     if let Some(left) = size.map(|size| size.saturating_sub(*at)) {
         if u64::from(len) > left {
@@ -670,5 +678,34 @@ mod tests {
         bad[first_block] = 9;
         let err = read_all(&mut &bad[..]).unwrap_err().to_string();
         assert!(err.contains("unknown block kind 9"), "{err}");
+    }
+
+    /// A length no larger than a u32 still cannot make the reader allocate what is not
+    /// there: from a file, past its end; from a pipe, past its cap or its data.
+    #[test]
+    fn damaged_lengths_allocate_nothing_that_is_not_there() {
+        let mut huge_end = Vec::new();
+        write_header(&mut huge_end, &header()).unwrap();
+        huge_end.extend_from_slice(&END.to_le_bytes());
+        huge_end.extend_from_slice(&u32::MAX.to_le_bytes());
+        huge_end.extend_from_slice(b"{}");
+        let err = read_all(&mut &huge_end[..]).unwrap_err().to_string();
+        assert!(err.contains("claims 4294967295 bytes"), "{err}");
+        let from_pipe = |bytes: &[u8]| -> String {
+            let mut r = Reader::new(bytes, None).unwrap();
+            loop {
+                match r.next_slice() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("read a damaged recording"),
+                    Err(e) => return e.to_string(),
+                }
+            }
+        };
+        let err = from_pipe(&huge_end);
+        assert!(err.contains("at most 268435456"), "{err}");
+        let len_at = huge_end.len() - 6;
+        huge_end[len_at..len_at + 4].copy_from_slice(&(100u32 << 20).to_le_bytes());
+        let err = from_pipe(&huge_end);
+        assert!(err.starts_with("truncated"), "{err}");
     }
 }
