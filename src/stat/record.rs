@@ -1,7 +1,6 @@
 //! perf stat record and perf stat report: the counts of a run written to a perf.data
 //! file as perf writes them, and such a file, perf's or bperf's, printed again.
 
-use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -121,15 +120,8 @@ pub(super) fn write_record(
         }),
         elapsed_ns: run.elapsed.as_nanos() as u64,
     };
-    // As perf: the file is the user's alone.
-    use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(&file.to_bytes()))
+    crate::data_file::create(path)?
+        .write_all(&file.to_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
