@@ -14,7 +14,8 @@
 //! session that registers or leaves, and by the keeper (`keep`), a small process the
 //! first session starts, which also removes the instance when its last session was
 //! killed. Each session checks every second that a keeper runs (the keeper holds a
-//! flock of the instance's directory) and starts one if not. The last session out removes everything: pins, programs, maps, perf events.
+//! flock of the instance's directory) and starts one if not. The last session out
+//! removes everything: pins, programs, maps, perf events.
 
 use std::fs;
 use std::mem::MaybeUninit;
