@@ -1,6 +1,7 @@
 //! perf stat record and perf stat report: the counts of a run written to a perf.data
 //! file as perf writes them, and such a file, perf's or bperf's, printed again.
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -189,13 +190,12 @@ fn recorded_cmdline() -> Vec<String> {
 }
 
 /// `bperf stat report`: prints a stat record file's counts as perf stat report does,
-/// on standard error.
+/// on standard error, round by round as they are read (a pipe's intervals as they come).
 pub fn report(a: &StatReportArgs) -> Result<i32> {
-    use crate::perfdata::{StatFile, AGGR_NONE};
-    let file = std::fs::File::open(&a.input)
-        .with_context(|| format!("failed to open {}", a.input.display()))?;
-    let data = StatFile::read(io::BufReader::new(file))
-        .with_context(|| format!("cannot read {}", a.input.display()))?;
+    use crate::perfdata::{RoundKind, StatReader, AGGR_NONE};
+    let (name, input) = report_input(a.input.as_deref())?;
+    let mut reader = StatReader::open(io::BufReader::new(input)).context(name.clone())?;
+    let data = reader.file.clone();
     let sysfs = Sysfs::system();
     let events: Vec<Event> = data
         .events
@@ -208,38 +208,63 @@ pub fn report(a: &StatReportArgs) -> Result<i32> {
     } else {
         recorded_groups(&data)
     };
-    let interval = !data.rounds.is_empty();
     let options = Options {
         thousands: kernel::locale_thousands_separator(),
         per_cpu,
         aggr: groups.as_ref().map(|(mode, _)| *mode),
-        target: Some(format!("'{}'", data.cmdline.join(" "))),
+        // As perf: a pipe carries no command line.
+        target: Some(match data.cmdline.is_empty() {
+            true => "'pipe'".to_string(),
+            false => format!("'{}'", data.cmdline.join(" ")),
+        }),
         runs: 1,
-        interval: (interval && data.interval_ms > 0)
-            .then(|| Duration::from_millis(data.interval_ms)),
+        interval: (data.interval_ms > 0).then(|| Duration::from_millis(data.interval_ms)),
         ..Options::default()
     };
+    let rows = Rows::new(&data, per_cpu || groups.is_some());
     let lines = |counts: &[crate::perfdata::StatCount]| match &groups {
-        Some((mode, groups)) => recorded_group_lines(&data, counts, *mode, groups),
-        None => recorded_lines(&data, counts, per_cpu),
+        Some((mode, groups)) => recorded_group_lines(&rows, counts, *mode, groups),
+        None => rows.lines(counts),
     };
     let mut report = Report::new(options, io::stderr().lock());
     // As perf: each interval's lines, or the counts of the whole run.
-    for round in &data.rounds {
-        report.interval(
-            Duration::from_nanos(round.time_ns),
-            &events,
-            &lines(&round.counts),
-        )?;
-    }
-    if !interval {
-        let footer = Footer {
-            elapsed: Duration::from_nanos(data.elapsed_ns),
-            ..Footer::default()
-        };
-        report.summary(&events, &lines(&data.counts), &footer)?;
+    while let Some((kind, round)) = reader.next_round().context(name.clone())? {
+        let time = Duration::from_nanos(round.time_ns);
+        match kind {
+            RoundKind::Interval => report.interval(time, &events, &lines(&round.counts))?,
+            RoundKind::Final => {
+                let footer = Footer {
+                    elapsed: time,
+                    ..Footer::default()
+                };
+                report.summary(&events, &lines(&round.counts), &footer)?;
+            }
+        }
     }
     Ok(0)
+}
+
+/// What stat report reads, and its name for messages: -i FILE; standard input for
+/// `-i -`, or without -i when it is a pipe (as perf); perf.data otherwise.
+fn report_input(input: Option<&std::path::Path>) -> Result<(String, std::fs::File)> {
+    use std::os::fd::AsFd;
+    let stdin_is_pipe = || {
+        rustix::fs::fstat(io::stdin()).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+        })
+    };
+    let path = match input {
+        Some(p) if p.as_os_str() != "-" => p.to_path_buf(),
+        None if !stdin_is_pipe() => "perf.data".into(),
+        _ => {
+            let fd = io::stdin().as_fd().try_clone_to_owned();
+            let fd = fd.context("standard input")?;
+            return Ok(("standard input".to_string(), std::fs::File::from(fd)));
+        }
+    };
+    let file =
+        std::fs::File::open(&path).with_context(|| format!("failed to open {}", path.display()))?;
+    Ok((path.display().to_string(), file))
 }
 
 /// The mode and groups of CPUs of a file recorded --per-socket, --per-die, --per-core
@@ -282,13 +307,13 @@ fn recorded_groups(data: &crate::perfdata::StatFile) -> Option<(aggr::Mode, Vec<
 
 /// The lines of a file's counts per group of CPUs, group by group as perf prints them.
 fn recorded_group_lines(
-    data: &crate::perfdata::StatFile,
+    rows: &Rows,
     counts: &[crate::perfdata::StatCount],
     mode: aggr::Mode,
     groups: &[aggr::Group],
 ) -> Vec<Line> {
-    let per_cpu = recorded_lines(data, counts, true);
-    let nr_cpus = data.cpus.len();
+    let per_cpu = rows.lines(counts);
+    let nr_cpus = rows.cpus.len();
     let mut out = Vec::new();
     for g in groups {
         for (event, lines) in per_cpu.chunks(nr_cpus.max(1)).enumerate() {
@@ -321,41 +346,79 @@ fn recorded_group_lines(
     out
 }
 
-/// The lines of some of a stat file's counts (a round's or the whole run's): each
-/// event's, summed over its ids, per CPU or over all; an event with no count was not
-/// supported where it was recorded.
-fn recorded_lines(
-    data: &crate::perfdata::StatFile,
-    counts: &[crate::perfdata::StatCount],
-    per_cpu: bool,
-) -> Vec<Line> {
-    let mut lines = Vec::new();
-    for (i, e) in data.events.iter().enumerate() {
+/// Where a file's counts go in a report: the row of each event (in the file's order)
+/// and, counted per CPU, the place of each CPU.
+struct Rows {
+    events: usize,
+    /// The CPUs of each event's rows; one row of any CPU when not per CPU.
+    cpus: Vec<Option<i32>>,
+    event_of: HashMap<u64, usize>,
+    place_of: HashMap<i32, usize>,
+}
+
+impl Rows {
+    fn new(data: &crate::perfdata::StatFile, per_cpu: bool) -> Rows {
+        let mut event_of = HashMap::new();
+        for (i, e) in data.events.iter().enumerate() {
+            for &id in &e.ids {
+                event_of.entry(id).or_insert(i);
+            }
+        }
         let cpus: Vec<Option<i32>> = match per_cpu {
             true => data.cpus.iter().map(|&c| Some(c)).collect(),
             false => vec![None],
         };
-        for cpu in cpus {
-            let mine: Vec<_> = counts
-                .iter()
-                .filter(|c| e.ids.contains(&c.id) && cpu.is_none_or(|cpu| c.cpu == cpu))
-                .collect();
-            let value = match mine.is_empty() {
-                true => Value::NotSupported,
-                false => Value::Counted(mine.iter().fold(Reading::default(), |sum, c| Reading {
-                    counter: sum.counter + c.val,
-                    enabled: sum.enabled + c.ena,
-                    running: sum.running + c.run,
-                })),
-            };
-            lines.push(Line {
-                event: i,
-                cgroup: None,
-                cpu: cpu.filter(|c| *c >= 0).map(|c| c as u32),
-                place: None,
-                value,
-            });
+        let mut place_of = HashMap::new();
+        for (place, cpu) in cpus.iter().enumerate() {
+            if let Some(cpu) = cpu {
+                place_of.entry(*cpu).or_insert(place);
+            }
+        }
+        Rows {
+            events: data.events.len(),
+            cpus,
+            event_of,
+            place_of,
         }
     }
-    lines
+
+    /// The lines of some of a file's counts (a round's or the whole run's): each
+    /// event's, summed over its ids, per CPU or over all; an event with no count was
+    /// not supported where it was recorded.
+    fn lines(&self, counts: &[crate::perfdata::StatCount]) -> Vec<Line> {
+        let per_event = self.cpus.len();
+        let mut sums: Vec<Option<Reading>> = vec![None; self.events * per_event];
+        for c in counts {
+            let Some(&event) = self.event_of.get(&c.id) else {
+                continue;
+            };
+            let place = match self.cpus.first() {
+                Some(None) => 0,
+                _ => match self.place_of.get(&c.cpu) {
+                    Some(&place) => place,
+                    None => continue,
+                },
+            };
+            let reading = Reading {
+                counter: c.val,
+                enabled: c.ena,
+                running: c.run,
+            };
+            sums[event * per_event + place]
+                .get_or_insert_with(Reading::default)
+                .add(&reading);
+        }
+        sums.into_iter()
+            .enumerate()
+            .map(|(row, sum)| Line {
+                event: row / per_event.max(1),
+                cgroup: None,
+                cpu: self.cpus[row % per_event.max(1)]
+                    .filter(|c| *c >= 0)
+                    .map(|c| c as u32),
+                place: None,
+                value: sum.map_or(Value::NotSupported, Value::Counted),
+            })
+            .collect()
+    }
 }
