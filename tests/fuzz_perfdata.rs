@@ -1,6 +1,6 @@
 //! `bperf stat report` on damaged perf.data files: 2000 damaged copies (fixed seed) of a
-//! good file written by bperf's `stat record` and of one written by perf 6.12's, each
-//! read by the binary under an address-space and time limit. Refusing a copy is right;
+//! good file written by bperf's `stat record`, of one written by perf 6.12's, and of
+//! perf's pipe output, each read by the binary under an address-space and time limit. Refusing a copy is right;
 //! a panic, an abort on a failed allocation or a hang is not, and a refusal is one line
 //! that names the file.
 
@@ -35,10 +35,15 @@ impl Drop for TempDir {
 }
 
 /// A stat file recorded now by `tool` (counts per CPU, so the topology features are
-/// there too), or the committed one when it cannot be (not root, no perf 6.12).
-fn good_file(dir: &Path, tool: &Path, fixture: &str) -> Vec<u8> {
+/// there too), as perf.data or (`pipe`) in perf's pipe format; or the committed one
+/// when it cannot be (not root, no perf 6.12).
+fn good_file(dir: &Path, tool: &Path, pipe: bool, fixture: &str) -> Vec<u8> {
     if common::privileged() && tool.exists() {
         let path = dir.join(format!("{fixture}.good"));
+        let output = match pipe {
+            true => Path::new("-"),
+            false => &path,
+        };
         let _serial = common::serial();
         let out = Command::new(tool)
             .args([
@@ -50,19 +55,24 @@ fn good_file(dir: &Path, tool: &Path, fixture: &str) -> Vec<u8> {
                 "task-clock,context-switches",
             ])
             .arg("-o")
-            .arg(&path)
+            .arg(output)
             .args(["sleep", "0.05"])
             .output()
             .unwrap();
         assert!(out.status.success(), "{tool:?} stat record: {out:?}");
-        return std::fs::read(&path).unwrap();
+        return match pipe {
+            true => out.stdout,
+            false => std::fs::read(&path).unwrap(),
+        };
     }
     std::fs::read(Path::new(FIXTURES).join(fixture)).unwrap()
 }
 
 /// What is wrong with `bperf stat report -i copy`, if anything: misbehaviour, or a
-/// refusal that is not one line naming the file.
-fn check(copy: &Path) -> Option<String> {
+/// refusal that is not one line naming the file. A perf.data file is checked whole
+/// before anything of it is printed; a pipe is printed as it comes (as perf prints it),
+/// so the counts before the damage may come before the refusal (`streamed`).
+fn check(copy: &Path, streamed: bool) -> Option<String> {
     let mut cmd = common::bperf();
     cmd.args(["stat", "report", "-i"]).arg(copy);
     let out = damage::run_limited(&cmd, 10);
@@ -70,9 +80,13 @@ fn check(copy: &Path) -> Option<String> {
         return Some(bad);
     }
     let err = String::from_utf8_lossy(&out.stderr);
-    let refused = !out.status.success();
-    let one_line = err.trim_end().lines().count() == 1 && err.contains(&*copy.to_string_lossy());
-    (refused && !one_line).then(|| {
+    let lines: Vec<&str> = err.trim_end().lines().collect();
+    let refusal = format!("bperf: {}: ", copy.display());
+    let refused_so = match streamed {
+        true => lines.last().is_some_and(|l| l.starts_with(&refusal)),
+        false => lines.len() == 1 && lines[0].starts_with(&refusal),
+    };
+    (!out.status.success() && !refused_so).then(|| {
         format!(
             "{}: refused without one line naming it: {err}",
             copy.display()
@@ -81,7 +95,7 @@ fn check(copy: &Path) -> Option<String> {
 }
 
 /// Checks `COPIES` damaged copies of `good`, two at a time; what went wrong, by copy.
-fn fuzz(dir: &Path, tag: &str, good: &[u8]) -> Vec<String> {
+fn fuzz(dir: &Path, tag: &str, good: &[u8], streamed: bool) -> Vec<String> {
     let threads = 2;
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -91,7 +105,7 @@ fn fuzz(dir: &Path, tag: &str, good: &[u8]) -> Vec<String> {
                     for i in (t..COPIES).step_by(threads as usize) {
                         let copy = dir.join(format!("{tag}.{i}"));
                         std::fs::write(&copy, damage::damaged_copy(good, SEED, i)).unwrap();
-                        match check(&copy) {
+                        match check(&copy, streamed) {
                             Some(w) => wrong.push(w),
                             None => std::fs::remove_file(&copy).unwrap(),
                         }
@@ -111,11 +125,19 @@ fn fuzz(dir: &Path, tag: &str, good: &[u8]) -> Vec<String> {
 fn damaged_stat_files_are_refused_not_crashed_on() {
     let dir = TempDir::new("fuzz-perfdata");
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let perf = Path::new(PERF);
     let goods = [
-        ("bperf", good_file(&dir.0, &bperf, "bperf-stat-A.data")),
+        (
+            "bperf",
+            good_file(&dir.0, &bperf, false, "bperf-stat-A.data"),
+        ),
         (
             "perf",
-            good_file(&dir.0, Path::new(PERF), "perf-6.12-stat-A.data"),
+            good_file(&dir.0, perf, false, "perf-6.12-stat-A.data"),
+        ),
+        (
+            "perf-pipe",
+            good_file(&dir.0, perf, true, "perf-6.12-stat-A-I.pipe"),
         ),
     ];
     let mut wrong = Vec::new();
@@ -130,7 +152,7 @@ fn damaged_stat_files_are_refused_not_crashed_on() {
             .unwrap();
         assert!(out.status.success(), "{tag}'s good file: {out:?}");
         let started = Instant::now();
-        let found = fuzz(&dir.0, tag, good);
+        let found = fuzz(&dir.0, tag, good, tag.ends_with("pipe"));
         eprintln!(
             "{tag}: {COPIES} damaged copies in {:.1} s, {} wrong",
             started.elapsed().as_secs_f64(),
@@ -150,7 +172,7 @@ fn damaged_stat_files_are_refused_not_crashed_on() {
         panic!(
             "{} of {} damaged copies went wrong (kept in {}):\n{shown:#?}",
             wrong.len(),
-            2 * COPIES,
+            goods.len() as u64 * COPIES,
             keep.display()
         );
     }

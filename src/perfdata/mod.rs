@@ -335,7 +335,9 @@ mod tests {
         bytes[data_at + 6..data_at + 8].copy_from_slice(&4u16.to_le_bytes());
         let err = read_err(bytes);
         assert!(
-            err.contains(&format!("offset {data_at:#x}: a record of 4 bytes")),
+            err.contains(&format!(
+                "offset {data_at:#x}: a record of type 78 and 4 bytes"
+            )),
             "{err}"
         );
         // Cut short: the sections no longer fit.

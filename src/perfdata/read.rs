@@ -15,6 +15,10 @@ use super::*;
 const OLD_HEADER_SIZE: u64 = 72;
 /// perf_event_header: type, misc, size of the whole record (at most 64 KiB).
 const RECORD_HEADER: usize = 8;
+/// The sizes of STAT and STAT_ROUND records (header, id, cpu and thread, three counts;
+/// header, type, time).
+const STAT_SIZE: u64 = 48;
+const STAT_ROUND_SIZE: u64 = 24;
 /// The smallest perf_event_attr (PERF_ATTR_SIZE_VER0).
 const ATTR_SIZE_VER0: usize = 64;
 /// perf_event_attr's flags word, and in it the bit of a frequency instead of a period.
@@ -363,7 +367,7 @@ fn open_file<R: Read + Seek>(mut input: R, header_size: u64, len: u64) -> Result
         let bitmap: Vec<u64> = (0..4).filter_map(|i| le_u64(&head, 72 + 8 * i)).collect();
         reader.take_features(&bitmap, data.offset + data.size, len)?;
     }
-    reader.records.input.seek(SeekFrom::Start(data.offset))?;
+    reader.records.check_framing(&data)?;
     Ok(reader)
 }
 
@@ -547,6 +551,40 @@ impl<R: Read> Records<R> {
         }
         self.at = at + size;
         Ok(Some((kind, at)))
+    }
+
+    /// Walks a file's records without reading their bodies, so that a file whose
+    /// records do not fit together is refused before anything of it is printed; then
+    /// goes back to the first.
+    fn check_framing(&mut self, data: &Section) -> Result<()>
+    where
+        R: Seek,
+    {
+        let end = data.offset + data.size;
+        let mut at = data.offset;
+        self.input.seek(SeekFrom::Start(at))?;
+        while at < end {
+            let mut header = [0u8; RECORD_HEADER];
+            if end - at < RECORD_HEADER as u64 {
+                return damaged(at, "the data ends inside a record header");
+            }
+            self.input.read_exact(&mut header)?;
+            let kind = le_u32(&header, 0).unwrap_or(0);
+            let size = le_u16(&header, 6).unwrap_or(0) as u64;
+            let least = match kind {
+                STAT => STAT_SIZE,
+                STAT_ROUND => STAT_ROUND_SIZE,
+                _ => RECORD_HEADER as u64,
+            };
+            if size < least || size > end - at {
+                return damaged(at, format!("a record of type {kind} and {size} bytes"));
+            }
+            self.input
+                .seek(SeekFrom::Current((size - RECORD_HEADER as u64) as i64))?;
+            at += size;
+        }
+        self.input.seek(SeekFrom::Start(data.offset))?;
+        Ok(())
     }
 
     /// Puts back the record just read: the next `next` returns it again.

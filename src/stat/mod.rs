@@ -30,7 +30,7 @@ use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
 use live::LiveCgroups;
 pub use record::report;
-use record::{record_path, write_record};
+use record::{record_to, write_record, RecordTo};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -1249,7 +1249,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let counting;
     let (a, recording) = match record {
         true => {
-            let path = record_path(a)?;
+            let path = record_to(a)?;
             counting = StatArgs {
                 output: None,
                 ..a.clone()
@@ -1260,7 +1260,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     };
     let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
-    let (out, output) = open_output(a)?;
+    let (mut out, output) = open_output(a)?;
+    // As perf: recording to a pipe prints no counts (standard output is the record).
+    if recording == Some(RecordTo::Pipe) {
+        out = Box::new(io::sink());
+    }
     if a.timeout.is_some_and(|ms| ms < 100) && !a.quiet {
         eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
     }

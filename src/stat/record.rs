@@ -17,10 +17,20 @@ use crate::report::{Footer, Line, Options, Place, Report, Value};
 use crate::sys::topology;
 use crate::sys::{self as kernel, sysfs::Sysfs};
 
-/// The file stat record writes (-o, perf.data without it), once its options are checked:
+/// Where stat record writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RecordTo {
+    /// A perf.data file.
+    File(std::path::PathBuf),
+    /// Standard output, in perf's pipe format: `-o -`, or no -o when standard output
+    /// is a pipe (as perf). Nothing else is printed then.
+    Pipe,
+}
+
+/// Where stat record writes (-o, perf.data without it), once its options are checked:
 /// counts summed over CPUs or per CPU (-A), of the whole run and with -I of each
 /// interval.
-pub(super) fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
+pub(super) fn record_to(a: &StatArgs) -> Result<RecordTo> {
     if a.repeat.is_some_and(|r| r != 1) {
         bail!("Cannot use -r option with perf stat record.");
     }
@@ -41,19 +51,24 @@ pub(super) fn record_path(a: &StatArgs) -> Result<std::path::PathBuf> {
             "stat record writes counts summed, per CPU, socket, die, core or node; not {what} yet"
         )));
     }
-    Ok(a.output.clone().unwrap_or_else(|| "perf.data".into()))
+    let stdout_is_pipe = || {
+        rustix::fs::fstat(io::stdout()).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+        })
+    };
+    Ok(match &a.output {
+        Some(path) if path.as_os_str() == "-" => RecordTo::Pipe,
+        Some(path) => RecordTo::File(path.clone()),
+        None if stdout_is_pipe() => RecordTo::Pipe,
+        None => RecordTo::File("perf.data".into()),
+    })
 }
 
 /// The id the first event's counts are recorded under.
 const FIRST_RECORD_ID: u64 = 1;
 
 /// Writes the run's counts as `perf stat record` writes them.
-pub(super) fn write_record(
-    path: &std::path::Path,
-    plan: &Plan,
-    run: &Measured,
-    a: &StatArgs,
-) -> Result<()> {
+pub(super) fn write_record(to: &RecordTo, plan: &Plan, run: &Measured, a: &StatArgs) -> Result<()> {
     use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile};
     use crate::sys::perf_event::{recorded_attr, Target};
     let target = match plan.task_mode {
@@ -121,6 +136,15 @@ pub(super) fn write_record(
             None => &run.lines,
         }),
         elapsed_ns: run.elapsed.as_nanos() as u64,
+    };
+    let path = match to {
+        RecordTo::Pipe => {
+            let mut out = io::stdout().lock();
+            return (out.write_all(&file.to_pipe_bytes()))
+                .and_then(|_| out.flush())
+                .context("cannot write to standard output");
+        }
+        RecordTo::File(path) => path,
     };
     // As perf: the file is the user's alone.
     use std::os::unix::fs::OpenOptionsExt;
