@@ -181,6 +181,11 @@ pub struct ListArgs {
     /// Longer descriptions (as -d here).
     #[arg(short = 'v', long = "long-desc")]
     pub long_desc: bool,
+
+    /// Print only the names, each followed by a space, on one line (perf's form for
+    /// scripts); FILTER words select sections as without it.
+    #[arg(long = "raw-dump")]
+    pub raw_dump: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
