@@ -189,3 +189,37 @@ fn bperfs_pipe_output_is_read_by_perf() {
         "{ours}"
     );
 }
+
+#[test]
+fn intervals_go_down_the_pipe_as_they_end() {
+    use bperf::perfdata::{RoundKind, StatReader};
+    use std::os::fd::OwnedFd;
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let mut child = Command::new(bperf())
+        .args(["stat", "record", "-I", "100", "-e", "task-clock", "-o", "-"])
+        .args(["sleep", "3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = std::fs::File::from(OwnedFd::from(child.stdout.take().unwrap()));
+    let mut reader = StatReader::open(std::io::BufReader::new(pipe)).unwrap();
+    let (kind, round) = reader.next_round().unwrap().unwrap();
+    // The first interval is read while the command still runs.
+    let running = child.try_wait().unwrap().is_none();
+    assert_eq!(kind, RoundKind::Interval);
+    assert!(round.counts.iter().any(|c| c.val > 0), "{round:?}");
+    let mut rounds = 1;
+    while let Some((kind, _)) = reader.next_round().unwrap() {
+        assert_eq!(kind, RoundKind::Interval);
+        rounds += 1;
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(
+        running,
+        "the first interval came when the command had ended"
+    );
+    assert!(rounds >= 25, "{rounds} intervals of 100 ms in 3 s");
+}

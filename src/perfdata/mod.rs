@@ -8,6 +8,7 @@ mod read;
 mod write;
 
 pub use read::{RoundKind, StatReader};
+pub use write::round_bytes;
 
 /// A recorded event: its name, its perf_event_attr as the kernel takes it, and the ids
 /// its counts are recorded under (perf: one per CPU and thread; bperf: one).

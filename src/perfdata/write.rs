@@ -113,11 +113,19 @@ impl StatFile {
         b.0
     }
 
-    /// The bytes of perf's pipe format (`perf stat record -o -`): the pipe header, each
-    /// event's attribute and ids, the events' units, scales and names, then the records
-    /// a file holds. A pipe has no feature sections: perf stat report then prints its
-    /// counts "for 'pipe'".
+    /// The bytes of perf's pipe format (`perf stat record -o -`): what `pipe_header`
+    /// writes, then the rounds. A pipe has no feature sections: perf stat report then
+    /// prints its counts "for 'pipe'".
     pub fn to_pipe_bytes(&self) -> Vec<u8> {
+        let mut b = Buf(self.pipe_header());
+        self.rounds(&mut b);
+        b.0
+    }
+
+    /// The start of perf's pipe format: the pipe header, each event's attribute and
+    /// ids, the events' units, scales and names, the thread map, CPU map and stat
+    /// config; the rounds may follow as they are counted (`round_bytes`).
+    pub fn pipe_header(&self) -> Vec<u8> {
         let mut b = Buf::default();
         b.0.extend_from_slice(MAGIC);
         b.u64(PIPE_HEADER_SIZE);
@@ -134,7 +142,6 @@ impl StatFile {
         }
         self.event_updates(&mut b, true);
         self.maps_and_config(&mut b);
-        self.rounds(&mut b);
         b.0
     }
 
@@ -287,6 +294,17 @@ fn cpu_list(cpus: &[u32]) -> String {
         i = j + 1;
     }
     parts.join(",")
+}
+
+/// One round's records: its counts, then the STAT_ROUND that ends it.
+pub fn round_bytes(round: &Round, kind: RoundKind) -> Vec<u8> {
+    let mut b = Buf::default();
+    let kind = match kind {
+        RoundKind::Interval => STAT_ROUND_INTERVAL,
+        RoundKind::Final => STAT_ROUND_FINAL,
+    };
+    stat_round(&mut b, &round.counts, kind, round.time_ns);
+    b.0
 }
 
 /// An EVENT_UPDATE record as perf sizes one: its fixed part is that of the largest

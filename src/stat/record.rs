@@ -67,85 +67,113 @@ pub(super) fn record_to(a: &StatArgs) -> Result<RecordTo> {
 /// The id the first event's counts are recorded under.
 const FIRST_RECORD_ID: u64 = 1;
 
-/// Writes the run's counts as `perf stat record` writes them.
-pub(super) fn write_record(to: &RecordTo, plan: &Plan, run: &Measured, a: &StatArgs) -> Result<()> {
-    use crate::perfdata::{RecordedEvent, Round, StatCount, StatFile};
-    use crate::sys::perf_event::{recorded_attr, Target};
-    let target = match plan.task_mode {
-        true => Target::Task(0),
-        false => Target::Cpu(0),
-    };
-    // One recorded event per printed row: per cgroup, as perf records an event it
-    // counts in several cgroups (its report prints them without their cgroups).
-    let row_of = |l: &Line| {
-        plan.series
+/// The rows a run's counts are recorded as: one recorded event per printed row (per
+/// cgroup, as perf records an event it counts in several cgroups; its report prints
+/// them without their cgroups), each under an id of its own.
+struct RecordedRows(Vec<(usize, Option<String>)>);
+
+impl RecordedRows {
+    fn of(plan: &Plan) -> RecordedRows {
+        RecordedRows(
+            plan.series
+                .iter()
+                .map(|r| (r.event, r.cgroup.clone()))
+                .collect(),
+        )
+    }
+
+    /// The id of a line's row; none for a row that is not recorded.
+    fn id(&self, l: &Line) -> Option<u64> {
+        let row = self
+            .0
             .iter()
-            .position(|r| r.event == l.event && r.cgroup == l.cgroup)
-            .unwrap_or(l.event)
-    };
-    let id = |row: usize| FIRST_RECORD_ID + row as u64;
-    let per_cpu = a.no_aggr || plan.aggr.is_some();
-    let events = plan.series.iter().enumerate().map(|(i, row)| {
-        let e = &plan.events[row.event];
-        RecordedEvent {
-            name: e.name.clone(),
-            attr: recorded_attr(&e.attr, target),
-            ids: vec![id(i)],
-        }
-    });
-    let counts = |lines: &[Line]| -> Vec<StatCount> {
+            .position(|(event, cgroup)| *event == l.event && *cgroup == l.cgroup)?;
+        Some(FIRST_RECORD_ID + row as u64)
+    }
+
+    /// The counts of some lines, as recorded: the counted ones of recorded rows.
+    fn counts(&self, lines: &[Line]) -> Vec<crate::perfdata::StatCount> {
         lines
             .iter()
-            .filter_map(|l| match l.value {
-                Value::Counted(r) => Some(StatCount {
-                    id: id(row_of(l)),
+            .filter_map(|l| match (l.value, self.id(l)) {
+                (Value::Counted(r), Some(id)) => Some(crate::perfdata::StatCount {
+                    id,
                     cpu: l.cpu.map_or(-1, |c| c as i32),
                     thread: 0,
                     val: r.counter,
                     ena: r.enabled,
                     run: r.running,
                 }),
-                Value::NotSupported => None,
+                _ => None,
             })
             .collect()
-    };
+    }
+
+    /// What a recording says before its counts: command line, events, CPUs, modes.
+    fn header(&self, plan: &Plan, a: &StatArgs) -> Result<crate::perfdata::StatFile> {
+        use crate::perfdata::{RecordedEvent, StatFile};
+        use crate::sys::perf_event::{recorded_attr, Target};
+        let target = match plan.task_mode {
+            true => Target::Task(0),
+            false => Target::Cpu(0),
+        };
+        let events = self.0.iter().enumerate().map(|(i, (event, _))| {
+            let e = &plan.events[*event];
+            RecordedEvent {
+                name: e.name.clone(),
+                attr: recorded_attr(&e.attr, target),
+                ids: vec![FIRST_RECORD_ID + i as u64],
+            }
+        });
+        let per_cpu = a.no_aggr || plan.aggr.is_some();
+        Ok(StatFile {
+            cmdline: recorded_cmdline(),
+            events: events.collect(),
+            // Counts summed over CPUs are recorded for "any CPU", as perf records a
+            // task's.
+            cpus: match per_cpu {
+                true => plan.cpus.iter().map(|&c| c as i32).collect(),
+                false => vec![-1],
+            },
+            aggr_mode: recorded_aggr_mode(a.no_aggr, plan.aggr.as_ref().map(|(m, _)| *m)),
+            interval_ms: a.interval.unwrap_or(0),
+            topology: per_cpu.then(recorded_topology).transpose()?,
+            ..StatFile::default()
+        })
+    }
+}
+
+/// The counts of a whole run as recorded: per CPU for --per-socket and the like, which
+/// perf's report groups itself.
+fn run_counts(rows: &RecordedRows, plan: &Plan, run: &Measured) -> Vec<crate::perfdata::StatCount> {
+    rows.counts(match plan.aggr {
+        Some(_) => &run.cpu_lines,
+        None => &run.lines,
+    })
+}
+
+/// Writes the run's counts to a perf.data file as `perf stat record` writes them.
+pub(super) fn write_record(
+    path: &std::path::Path,
+    plan: &Plan,
+    run: &Measured,
+    a: &StatArgs,
+) -> Result<()> {
+    use crate::perfdata::Round;
+    let rows = RecordedRows::of(plan);
+    let mut file = rows.header(plan, a)?;
     // With -I, each interval's counts as printed (what was counted in it), so that
     // perf stat report prints the same lines.
-    let rounds = run
+    file.rounds = run
         .intervals
         .iter()
         .map(|(ts, lines)| Round {
             time_ns: ts.as_nanos() as u64,
-            counts: counts(lines),
+            counts: rows.counts(lines),
         })
         .collect();
-    let file = StatFile {
-        cmdline: recorded_cmdline(),
-        events: events.collect(),
-        // Counts summed over CPUs are recorded for "any CPU", as perf records a task's.
-        cpus: match per_cpu {
-            true => plan.cpus.iter().map(|&c| c as i32).collect(),
-            false => vec![-1],
-        },
-        aggr_mode: recorded_aggr_mode(a.no_aggr, plan.aggr.as_ref().map(|(m, _)| *m)),
-        interval_ms: a.interval.unwrap_or(0),
-        topology: per_cpu.then(recorded_topology).transpose()?,
-        rounds,
-        counts: counts(match plan.aggr {
-            Some(_) => &run.cpu_lines,
-            None => &run.lines,
-        }),
-        elapsed_ns: run.elapsed.as_nanos() as u64,
-    };
-    let path = match to {
-        RecordTo::Pipe => {
-            let mut out = io::stdout().lock();
-            return (out.write_all(&file.to_pipe_bytes()))
-                .and_then(|_| out.flush())
-                .context("cannot write to standard output");
-        }
-        RecordTo::File(path) => path,
-    };
+    file.counts = run_counts(&rows, plan, run);
+    file.elapsed_ns = run.elapsed.as_nanos() as u64;
     // As perf: the file is the user's alone.
     use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
@@ -156,6 +184,66 @@ pub(super) fn write_record(to: &RecordTo, plan: &Plan, run: &Measured, a: &StatA
         .open(path)
         .and_then(|mut f| f.write_all(&file.to_bytes()))
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// stat record to a pipe: perf's pipe records written as counting goes, each
+/// interval's round when it ends, so that a reader prints them as they come (and
+/// nothing is held for a long run). The rows are those of the first interval: a
+/// cgroup that appears later is not in the pipe, whose reader knows only the events
+/// it was told of first.
+#[derive(Default)]
+pub(super) struct PipeRecord {
+    rows: Option<RecordedRows>,
+}
+
+impl PipeRecord {
+    /// Writes an interval's counts (and, first, what the pipe says before them).
+    pub(super) fn interval(
+        &mut self,
+        plan: &Plan,
+        a: &StatArgs,
+        ts: Duration,
+        lines: &[Line],
+    ) -> Result<()> {
+        use crate::perfdata::{round_bytes, Round, RoundKind};
+        let rows = self.start(plan, a)?;
+        let round = Round {
+            time_ns: ts.as_nanos() as u64,
+            counts: rows.counts(lines),
+        };
+        write_stdout(&round_bytes(&round, RoundKind::Interval))
+    }
+
+    /// Ends the pipe: without -I, the counts of the whole run.
+    pub(super) fn finish(&mut self, plan: &Plan, a: &StatArgs, run: &Measured) -> Result<()> {
+        use crate::perfdata::{round_bytes, Round, RoundKind};
+        let rows = self.start(plan, a)?;
+        if a.interval.is_some() {
+            return Ok(());
+        }
+        let round = Round {
+            time_ns: run.elapsed.as_nanos() as u64,
+            counts: run_counts(rows, plan, run),
+        };
+        write_stdout(&round_bytes(&round, RoundKind::Final))
+    }
+
+    /// The recorded rows, once what comes before the counts is written.
+    fn start(&mut self, plan: &Plan, a: &StatArgs) -> Result<&RecordedRows> {
+        if self.rows.is_none() {
+            let rows = RecordedRows::of(plan);
+            write_stdout(&rows.header(plan, a)?.pipe_header())?;
+            self.rows = Some(rows);
+        }
+        self.rows.as_ref().context("no recorded rows")
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = io::stdout().lock();
+    (out.write_all(bytes))
+        .and_then(|_| out.flush())
+        .context("cannot write to standard output")
 }
 
 /// perf's number for the aggregation mode a file records.
