@@ -177,3 +177,133 @@ fn damaged_stat_files_are_refused_not_crashed_on() {
         );
     }
 }
+
+/// perf_event_header then body: one record of perf's format.
+fn record(kind: u32, body: &[u8]) -> Vec<u8> {
+    let mut r = kind.to_le_bytes().to_vec();
+    r.extend_from_slice(&0u16.to_le_bytes());
+    r.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+    r.extend_from_slice(body);
+    r
+}
+
+/// A pipe's start: the pipe header and one software event (task-clock) of id 1.
+fn pipe_start() -> Vec<u8> {
+    use bperf::perfdata::{RecordedEvent, StatFile};
+    let mut attr = vec![0u8; 136];
+    (attr[0], attr[4], attr[8]) = (1, 136, 1);
+    let file = StatFile {
+        events: vec![RecordedEvent {
+            name: "task-clock".into(),
+            attr,
+            ids: vec![1],
+        }],
+        cpus: vec![-1],
+        ..StatFile::default()
+    };
+    file.pipe_header()
+}
+
+/// `bperf stat report -i FIFO` under the limits, fed `start` and then `unit` again and
+/// again until it stops reading (or `times` units were written).
+fn endless_pipe(
+    dir: &Path,
+    tag: &str,
+    start: Vec<u8>,
+    unit: Vec<u8>,
+    times: usize,
+) -> std::process::Output {
+    let fifo = dir.join(tag);
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) of a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::io::BufWriter::new(
+                std::fs::OpenOptions::new().write(true).open(fifo).unwrap(),
+            );
+            // Written until the reader stops reading (EPIPE: the test ignores SIGPIPE).
+            let _ = w.write_all(&start);
+            for _ in 0..times {
+                if w.write_all(&unit).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut cmd = common::bperf();
+    cmd.args(["stat", "report", "-i"]).arg(&fifo);
+    let out = damage::run_limited(&cmd, 60);
+    writer.join().unwrap();
+    out
+}
+
+#[test]
+fn endless_pipes_are_read_in_bounded_memory() {
+    let dir = TempDir::new("endless-pipes");
+    let stat = {
+        let mut body = 1u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        [1_000_000u64, 1_000, 1_000]
+            .iter()
+            .for_each(|v| body.extend_from_slice(&v.to_le_bytes()));
+        record(76, &body)
+    };
+    let round = {
+        let mut body = 0u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&1_000_000u64.to_le_bytes());
+        record(77, &body)
+    };
+    let mut attr = vec![0u8; 136];
+    (attr[0], attr[4], attr[8]) = (1, 136, 1);
+    attr.extend_from_slice(&7u64.to_le_bytes());
+    let cases = [
+        // Events without end: refused at the cap on events.
+        (
+            "attrs",
+            pipe_start()[..16].to_vec(),
+            record(64, &attr),
+            10_000_000,
+            Some("more than 65536 events"),
+        ),
+        // Counts without a round to end them: refused at the cap on a round's counts.
+        (
+            "counts",
+            pipe_start(),
+            stat.clone(),
+            10_000_000,
+            Some("more than 1048576 counts in one round"),
+        ),
+        // Rounds without end: each printed as it comes, nothing held.
+        (
+            "rounds",
+            pipe_start(),
+            [stat, round].concat(),
+            200_000,
+            None,
+        ),
+    ];
+    for (tag, start, unit, times, refusal) in cases {
+        let out = endless_pipe(&dir.0, tag, start, unit, times);
+        let fifo = dir.0.join(tag);
+        assert_eq!(damage::misbehaviour(&out, &fifo), None, "{tag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        match refusal {
+            Some(why) => {
+                let last = err.trim_end().lines().last().unwrap_or_default();
+                assert!(
+                    last.starts_with(&format!("bperf: {}: damaged at offset", fifo.display())),
+                    "{tag}: {last}"
+                );
+                assert!(last.contains(why), "{tag}: {last}");
+            }
+            None => {
+                assert!(out.status.success(), "{tag}: {out:?}");
+                assert_eq!(err.matches(" task-clock ").count(), times, "{tag}");
+            }
+        }
+    }
+}
