@@ -677,7 +677,9 @@ pub struct RecordArgs {
     )]
     pub cgroup: Vec<String>,
 
-    /// Write to FILE (an existing one is kept as FILE.old, as perf record does).
+    /// Write to FILE, as perf record does: an earlier recording there is kept as
+    /// FILE.old once recording starts; a device, FIFO or link is written into; - is
+    /// stdout (which bperf report -i - reads).
     #[arg(
         short = 'o',
         long = "output",
@@ -703,7 +705,8 @@ pub struct RecordArgs {
 #[derive(Debug, Args, Clone)]
 #[command(args_override_self = true)]
 pub struct ReportArgs {
-    /// The file bperf record wrote.
+    /// The file bperf record wrote; - reads it from stdin (not for --timeline, which
+    /// reads it twice).
     #[arg(
         short = 'i',
         long = "input",

@@ -2,7 +2,6 @@
 //! file as perf writes them, and such a file, perf's or bperf's, printed again.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -57,7 +56,7 @@ pub(super) fn record_to(a: &StatArgs) -> Result<RecordTo> {
         })
     };
     Ok(match &a.output {
-        Some(path) if path.as_os_str() == "-" => RecordTo::Pipe,
+        Some(path) if path.as_os_str() == crate::data_file::STDOUT => RecordTo::Pipe,
         Some(path) => RecordTo::File(path.clone()),
         None if stdout_is_pipe() => RecordTo::Pipe,
         None => RecordTo::File("perf.data".into()),
@@ -174,15 +173,8 @@ pub(super) fn write_record(
         .collect();
     file.counts = run_counts(&rows, plan, run);
     file.elapsed_ns = run.elapsed.as_nanos() as u64;
-    // As perf: the file is the user's alone.
-    use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(&file.to_bytes()))
+    crate::data_file::create(path)?
+        .write_all(&file.to_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
