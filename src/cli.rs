@@ -115,14 +115,10 @@ pub fn take_stat_mode(args: &mut Vec<OsString>) -> StatMode {
     styles = clap::builder::Styles::plain()
 )]
 pub struct StatReportArgs {
-    /// The file to read.
-    #[arg(
-        short = 'i',
-        long = "input",
-        value_name = "FILE",
-        default_value = "perf.data"
-    )]
-    pub input: PathBuf,
+    /// The file to read (default perf.data); `-` reads standard input, as does no -i
+    /// when standard input is a pipe (perf's pipe format, `stat record -o -`).
+    #[arg(short = 'i', long = "input", value_name = "FILE")]
+    pub input: Option<PathBuf>,
 
     /// Print the counts of each CPU, when the file has them.
     #[arg(short = 'A', long = "no-aggr")]
@@ -185,6 +181,11 @@ pub struct ListArgs {
     /// Longer descriptions (as -d here).
     #[arg(short = 'v', long = "long-desc")]
     pub long_desc: bool,
+
+    /// Print only the names, each followed by a space, on one line (perf's form for
+    /// scripts); FILTER words select sections as without it.
+    #[arg(long = "raw-dump")]
+    pub raw_dump: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
