@@ -319,3 +319,150 @@ fn shared_counters_keep_the_hierarchy_they_started_with() {
     drop(v1);
     assert_eq!(perf_event_hierarchy(), 0, "perf_event not back on cgroup2");
 }
+
+/// perf 6.12, the reference the counts of v1 cgroups are compared with.
+const PERF: &str = "/opt/perf-bpf/bin/perf";
+
+/// A cgroup `name` made in the v1 hierarchy `v1`; removed, with anything in it killed,
+/// when dropped.
+fn v1_cgroup(v1: &V1Hierarchy, name: &str) -> TestCgroup {
+    let path = v1.dir.join(name);
+    fs::create_dir(&path).unwrap();
+    TestCgroup {
+        path,
+        name: name.to_string(),
+    }
+}
+
+/// A shell script that starts one spinner per (cgroup, milliseconds), each moved into its
+/// cgroup before it execs (so all it runs from then on is the cgroup's), and waits for
+/// them. Each says `cgroup=NAME pid=P` first, and reports its run time when it exits.
+fn spinners_script(spinners: &[(&TestCgroup, u64)]) -> String {
+    let w = workload();
+    let mut script = String::new();
+    for (cg, ms) in spinners {
+        script += &format!(
+            "sh -c 'echo $$ > {} && echo cgroup={} pid=$$ >&2 && exec {} spin {ms}' & ",
+            cg.procs(),
+            cg.name,
+            w.display()
+        );
+    }
+    script + "wait"
+}
+
+/// What the spinners of a script's run (its stderr) ran, by the kernel's own accounting,
+/// in cgroup `name` and its descendants: (schedstat run time, own task-clock) in ns.
+fn spinners_run_ns(err: &str, name: &str) -> (f64, f64) {
+    let mut run = 0.0;
+    let mut clock = 0.0;
+    for l in err.lines().filter_map(|l| l.strip_prefix("cgroup=")) {
+        let (cgroup, pid) = l.split_once(" pid=").unwrap();
+        if cgroup != name && !cgroup.starts_with(&format!("{name}/")) {
+            continue;
+        }
+        let report = err
+            .lines()
+            .find(|r| r.starts_with(&format!("pid={pid} ")))
+            .unwrap_or_else(|| panic!("no report of {pid} in {err}"));
+        run += report_field(report, "run_ns");
+        clock += report_field(report, "task_clock_ns");
+    }
+    (run, clock)
+}
+
+/// Per-cgroup task-clock within this many percent of the run time the kernel's scheduler
+/// gave the cgroup's tasks (/proc/PID/schedstat), for bperf and perf alike.
+const V1_TOLERANCE_PCT: f64 = 2.0;
+
+/// bperf's and perf's task-clock of a cgroup, each relative to its tasks' schedstat run
+/// time in its own run, within this many points of each other.
+const V1_PEER_TOLERANCE_PCT: f64 = 1.0;
+
+/// Counts (with `counter`'s command line, ending in `--`) the v1 cgroups `names` while
+/// `spinners` run, and checks each cgroup's task-clock against the run time of its tasks
+/// (the spinners spin for a wall-clock time, so what they run differs from run to run).
+/// Returns each cgroup's task-clock relative to that run time, in percent.
+fn check_v1_counts(
+    who: &str,
+    counter: &mut Command,
+    names: &[&str],
+    spinners: &[(&TestCgroup, u64)],
+) -> Vec<f64> {
+    let unaccounted = unaccounted_ns();
+    let o = run_ok(counter.args(["sh", "-c", &spinners_script(spinners)]));
+    let err = stderr(&o);
+    let slack = unaccounted_since(unaccounted);
+    let mut counts = Vec::new();
+    for name in names {
+        let ours = csv_value(&err, "task-clock", name) * 1e6;
+        let (run, clock) = spinners_run_ns(&err, name);
+        eprintln!(
+            "{who} {name}: task-clock {ours:.0} ns, schedstat {run:.0} ({:+.3}%), own task-clock {clock:.0} ({:+.3}%), unaccounted {slack:.0}",
+            (ours - run) / run * 100.0,
+            (ours - clock) / clock * 100.0
+        );
+        assert!(
+            within(ours, run, V1_TOLERANCE_PCT),
+            "{who} {name}: counted {ours} ns, its tasks ran {run} ns: {err}"
+        );
+        counts.push((ours - run) / run * 100.0);
+    }
+    counts
+}
+
+/// Cgroups of a mounted v1 perf_event hierarchy, one nested in another, with spinners of
+/// different lengths: bperf counts each as its tasks ran (their schedstat), and as perf
+/// 6.12 counts the same cgroups with -G in a run of its own.
+#[test]
+fn v1_cgroups_counted_as_perf_counts_them() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle_shared();
+    let Some(v1) = V1Hierarchy::mount() else {
+        return;
+    };
+    let a = v1_cgroup(&v1, "a");
+    let inner = v1_cgroup(&v1, "a/inner");
+    let b = v1_cgroup(&v1, "b");
+    let spinners = [(&a, 250), (&inner, 350), (&b, 600)];
+    let names = ["a", "a/inner", "b"];
+    let ours = check_v1_counts(
+        "bperf",
+        bperf()
+            .args(["stat", "-a", "-x,", "-e", "task-clock,context-switches"])
+            .args(["--for-each-cgroup", "a,a/inner,b", "--"]),
+        &names,
+        &spinners,
+    );
+    if Path::new(PERF).exists() {
+        let perfs = check_v1_counts(
+            "perf",
+            Command::new(PERF).args([
+                "stat",
+                "-a",
+                "-x,",
+                "-e",
+                "task-clock,task-clock,task-clock",
+                "-G",
+                "a,a/inner,b",
+                "--",
+            ]),
+            &names,
+            &spinners,
+        );
+        for ((name, o), p) in names.iter().zip(&ours).zip(&perfs) {
+            assert!(
+                (o - p).abs() <= V1_PEER_TOLERANCE_PCT,
+                "{name}: bperf {o:+.3}% of its tasks' run time, perf {p:+.3}%"
+            );
+        }
+    } else {
+        eprintln!("skipped the comparison with perf: {PERF} is missing");
+    }
+    drop((inner, a, b));
+    drop(v1);
+    assert_eq!(perf_event_hierarchy(), 0, "perf_event not back on cgroup2");
+}
