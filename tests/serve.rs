@@ -311,6 +311,78 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
     );
 }
 
+/// The inotify watches of `pid`, each instance counted once whatever its fds, from
+/// /proc/PID/fdinfo.
+fn inotify_watches(pid: u32) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut n = 0;
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let is_inotify =
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify");
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ));
+        let (true, Ok(info)) = (is_inotify, info) else {
+            continue;
+        };
+        let instance = info
+            .lines()
+            .find(|l| l.starts_with("ino:"))
+            .map(str::to_owned);
+        if seen.insert(instance) {
+            n += info
+                .lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count();
+        }
+    }
+    n
+}
+
+/// Cgroups made and removed leave no watch behind: the cgroup file system sends no
+/// IN_IGNORED for a removed directory, so a watch kept would grow bperf (and pin the
+/// directory's inode) for every cgroup that ever existed.
+#[test]
+fn churned_cgroups_leave_no_watch_behind() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let parent = TestCgroup::new("churn-watches");
+    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups"]);
+    let pid = serve.0.id();
+    let before = inotify_watches(pid);
+    let children: Vec<TestCgroup> = (0..300).map(|i| parent.child(&format!("c{i}"))).collect();
+    let watched = wait_for(20, || (inotify_watches(pid) == before + 300).then_some(()));
+    assert!(
+        watched.is_some(),
+        "{} inotify watches with 300 new cgroups, {before} before",
+        inotify_watches(pid)
+    );
+    drop(children);
+    let unwatched = wait_for(20, || (inotify_watches(pid) == before).then_some(()));
+    assert!(
+        unwatched.is_some(),
+        "{} inotify watches after 300 cgroups came and went, {before} before",
+        inotify_watches(pid)
+    );
+    // Still watching: a cgroup made now is counted.
+    let late = parent.child("late");
+    let shown = format!("cgroup=\"{}\"", late.name);
+    let seen = wait_for(20, || {
+        get(port, "/metrics", "*/*")?
+            .1
+            .contains(&shown)
+            .then_some(())
+    });
+    assert!(seen.is_some(), "{} is never exported", late.name);
+    stop(serve);
+}
+
 /// Bad addresses and directories are one line, before anything is loaded.
 #[test]
 fn bad_listen_and_textfile_are_refused() {
