@@ -575,7 +575,8 @@ pub struct ServeArgs {
     pub listen: Option<String>,
 
     /// Also write the metrics to DIR/bperf.prom every interval (atomically: a temporary
-    /// file renamed over it), for node_exporter's textfile collector; removed at exit.
+    /// file renamed over it), for node_exporter's textfile collector; removed at exit. A
+    /// write that fails is said on stderr and tried again at the next interval.
     #[arg(long = "textfile", value_name = "DIR")]
     pub textfile: Option<PathBuf>,
 

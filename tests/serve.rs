@@ -311,6 +311,132 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
     );
 }
 
+/// A small tmpfs mounted on a directory, unmounted when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> SmallTmpfs {
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs on {}", dir.display());
+        SmallTmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system of `dir` with a file named `name`, and again a few times, to
+/// take what bperf's last write frees when it replaces the textfile.
+fn fill(dir: &std::path::Path, name: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(name))
+        .unwrap();
+    let block = [0u8; 4096];
+    for _ in 0..5 {
+        while f.write_all(&block).is_ok() {}
+        std::thread::sleep(Duration::from_millis(120));
+    }
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A textfile that cannot be written (a full disk, its directory removed) is a warning,
+/// once for each error while it lasts: HTTP keeps serving, no temporary file stays, and
+/// the writes resume when the disk or the directory is back.
+#[test]
+fn a_textfile_that_cannot_be_written_is_retried() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let top = TempDir::new("textfile-fails");
+    let dir = top.0.join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let disk = SmallTmpfs::mount(&dir, "64k");
+    let file = dir.join("bperf.prom");
+    let (serve, port) = start_serve(&[
+        "--textfile",
+        dir.to_str().unwrap(),
+        "-I",
+        "100",
+        "-e",
+        "task-clock",
+    ]);
+    let first = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let alive = |serve: &mut Running, what: &str| {
+        assert!(
+            serve.0.try_wait().unwrap().is_none(),
+            "bperf serve exited {what}"
+        );
+        let (head, body) = get(port, "/metrics", "*/*").expect("HTTP answers");
+        assert!(head.contains(" 200 "), "{what}: {head}");
+        assert!(body.contains("bperf_count_total"), "{what}: {body}");
+    };
+    let mut serve = serve;
+    // The disk is full: ten ticks fail.
+    fill(&dir, "filler");
+    std::thread::sleep(Duration::from_millis(1000));
+    alive(&mut serve, "with a full disk");
+    assert_eq!(names_in(&dir), ["bperf.prom", "filler"]);
+    // Room again: the file is written again.
+    std::fs::remove_file(dir.join("filler")).unwrap();
+    let again = wait_for(10, || {
+        let t = std::fs::read_to_string(&file).ok()?;
+        (t != first).then_some(t)
+    });
+    assert!(
+        again.is_some(),
+        "the textfile is not written after the disk has room"
+    );
+    // The directory is removed: ten ticks fail.
+    drop(disk);
+    // bperf may write into the directory until it is gone.
+    let removed = wait_for(10, || {
+        let _ = std::fs::remove_dir_all(&dir);
+        (!dir.exists()).then_some(())
+    });
+    assert!(removed.is_some(), "cannot remove {}", dir.display());
+    std::thread::sleep(Duration::from_millis(1000));
+    alive(&mut serve, "without its textfile directory");
+    assert!(!dir.exists(), "bperf made the textfile directory");
+    // The directory is back: so is the file.
+    std::fs::create_dir(&dir).unwrap();
+    assert!(
+        wait_for(10, || file.exists().then_some(())).is_some(),
+        "the textfile is not written when its directory is back"
+    );
+    let err = stop(serve);
+    assert_eq!(
+        names_in(&dir),
+        Vec::<String>::new(),
+        "left in the textfile directory"
+    );
+    let said = |what: &str| err.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said("No space left on device"), 1, "{err}");
+    assert_eq!(said("No such file or directory"), 1, "{err}");
+    assert_eq!(said("is written again"), 2, "{err}");
+}
+
 /// The inotify watches of `pid`, each instance counted once whatever its fds, from
 /// /proc/PID/fdinfo.
 fn inotify_watches(pid: u32) -> usize {
