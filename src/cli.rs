@@ -254,8 +254,9 @@ pub struct StatArgs {
     pub all_cgroups: bool,
 
     /// With --all-cgroups or patterns: count at most N cgroups at once. Further cgroups
-    /// are left out (said once on stderr), their time counted in their counted
-    /// ancestors, until removed cgroups free a place.
+    /// are left out (said on stderr the first time, and whenever more are left out than
+    /// said before), their time counted in their counted ancestors, until removed
+    /// cgroups free a place.
     #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_cgroups: u32,

@@ -509,6 +509,40 @@ fn churned_cgroups_leave_no_watch_behind() {
     stop(serve);
 }
 
+/// A cgroup made and removed again and again changes how many are left out each time;
+/// stderr says the number when it first is, and at a new peak, not at every change.
+#[test]
+fn left_out_cgroups_are_not_said_at_every_change() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let parent = TestCgroup::new("left-out");
+    // One place, the root's: every other cgroup is left out.
+    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups", "--max-cgroups", "1"]);
+    let left_out = || series(&get(port, "/metrics", "*/*")?.1, "bperf_cgroups_left_out ");
+    let base = left_out().expect("bperf_cgroups_left_out");
+    assert!(base >= 1.0, "{base} left out with {} there", parent.name);
+    for i in 0..20 {
+        let child = parent.child(&format!("c{i}"));
+        let up = wait_for(10, || (left_out()? == base + 1.0).then_some(()));
+        assert!(up.is_some(), "{} never left out", child.name);
+        drop(child);
+        let down = wait_for(10, || (left_out()? == base).then_some(()));
+        assert!(down.is_some(), "c{i} still left out after its removal");
+    }
+    let err = stop(serve);
+    let said = err
+        .lines()
+        .filter(|l| l.contains("cgroups are not counted"))
+        .count();
+    // base, then base + 1; a few more only if other cgroups were made meanwhile.
+    assert!(
+        (2..=4).contains(&said),
+        "{said} lines for 40 changes of the number:\n{err}"
+    );
+}
+
 /// Bad addresses and directories are one line, before anything is loaded.
 #[test]
 fn bad_listen_and_textfile_are_refused() {
