@@ -539,7 +539,8 @@ Count continuously and export the counts for Prometheus (HTTP /metrics, or a fil
 node_exporter's textfile collector).
 
 The counts are read when a scraper asks for /metrics (or when the textfile is written), \
-in Prometheus's text format, or OpenMetrics when the scraper asks for it. \
+in Prometheus's text format, or OpenMetrics when the scraper asks for it, gzip-encoded \
+when its Accept-Encoding accepts gzip. \
 bperf_count_total{event,cgroup} is the raw count since bperf started (task-clock in ns); \
 bperf_enabled_seconds_total and bperf_running_seconds_total tell multiplexing. \
 With --all-cgroups or patterns, cgroups created later are counted from their creation, \

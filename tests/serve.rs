@@ -64,6 +64,47 @@ fn get(port: u16, path: &str, accept: &str) -> Option<(String, String)> {
     Some((head.to_string(), body.to_string()))
 }
 
+/// GET /metrics from 127.0.0.1:`port` with `headers`: the head and the raw body.
+fn get_raw(port: u16, headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n".to_string();
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    (
+        String::from_utf8_lossy(&all[..split]).into_owned(),
+        all[split + 4..].to_vec(),
+    )
+}
+
+/// A port that takes one connection and sends its request head on the channel.
+fn capture_one_request() -> (u16, std::sync::mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && conn.read_exact(&mut byte).is_ok() {
+            head.push(byte[0]);
+        }
+        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+    });
+    (port, rx)
+}
+
 /// Waits until `f` gives something, for up to `secs` seconds.
 fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let end = Instant::now() + Duration::from_secs(secs);
@@ -129,10 +170,12 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
     let dir = TempDir::new("prometheus");
     let prom_port = free_port();
+    // A second target that only records the request Prometheus scrapes with.
+    let (capture_port, captured) = capture_one_request();
     std::fs::write(
         dir.0.join("prometheus.yml"),
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n  - job_name: capture\n    static_configs:\n      - targets: ['127.0.0.1:{capture_port}']\n"
         ),
     )
     .unwrap();
@@ -189,6 +232,53 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
         "Prometheus never scraped {} for 11 s",
         cg.name
     );
+    // Prometheus asks for gzip; bperf answers what it asks for in gzip, and the same
+    // metrics plainly to a request without Accept-Encoding.
+    let asked = captured
+        .recv_timeout(Duration::from_secs(10))
+        .expect("Prometheus never scraped the capture target");
+    let value_of = |name: &str| {
+        asked
+            .lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| panic!("Prometheus sent no {name}: {asked}"))
+    };
+    let (accept, accept_encoding) = (value_of("Accept"), value_of("Accept-Encoding"));
+    assert!(accept_encoding.contains("gzip"), "{asked}");
+    let (head, zipped) = get_raw(
+        port,
+        &[("Accept", &accept), ("Accept-Encoding", &accept_encoding)],
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(&zipped[..])
+        .read_to_string(&mut unzipped)
+        .expect("a gzip body");
+    let (head, plain) = get_raw(port, &[("Accept", &accept)]);
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
+    let plain = String::from_utf8(plain).unwrap();
+    // The same metrics and series of the root and the spinner's cgroup (other cgroups
+    // may come and go), whatever the counts did between the two scrapes.
+    let names = |t: &str| -> Vec<String> {
+        let ours =
+            |l: &&str| l.starts_with('#') || l.contains("cgroup=\"/\"") || l.contains(&cg.name);
+        t.lines()
+            .filter(ours)
+            .map(|l| l.rsplit_once(' ').map_or(l, |(name, _)| name).to_string())
+            .collect()
+    };
+    assert!(unzipped.ends_with("# EOF\n"), "{unzipped}");
+    assert_eq!(names(&unzipped), names(&plain));
     let v = query(&format!("rate({selector}[10s])")).expect("Prometheus answers");
     let body = v.to_string();
     let result = &v["data"]["result"];
