@@ -115,14 +115,10 @@ pub fn take_stat_mode(args: &mut Vec<OsString>) -> StatMode {
     styles = clap::builder::Styles::plain()
 )]
 pub struct StatReportArgs {
-    /// The file to read.
-    #[arg(
-        short = 'i',
-        long = "input",
-        value_name = "FILE",
-        default_value = "perf.data"
-    )]
-    pub input: PathBuf,
+    /// The file to read (default perf.data); `-` reads standard input, as does no -i
+    /// when standard input is a pipe (perf's pipe format, `stat record -o -`).
+    #[arg(short = 'i', long = "input", value_name = "FILE")]
+    pub input: Option<PathBuf>,
 
     /// Print the counts of each CPU, when the file has them.
     #[arg(short = 'A', long = "no-aggr")]
@@ -185,6 +181,11 @@ pub struct ListArgs {
     /// Longer descriptions (as -d here).
     #[arg(short = 'v', long = "long-desc")]
     pub long_desc: bool,
+
+    /// Print only the names, each followed by a space, on one line (perf's form for
+    /// scripts); FILTER words select sections as without it.
+    #[arg(long = "raw-dump")]
+    pub raw_dump: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -679,7 +680,9 @@ pub struct RecordArgs {
     )]
     pub cgroup: Vec<String>,
 
-    /// Write to FILE (an existing one is kept as FILE.old, as perf record does).
+    /// Write to FILE, as perf record does: an earlier recording there is kept as
+    /// FILE.old once recording starts; a device, FIFO or link is written into; - is
+    /// stdout (which bperf report -i - reads).
     #[arg(
         short = 'o',
         long = "output",
@@ -705,7 +708,8 @@ pub struct RecordArgs {
 #[derive(Debug, Args, Clone)]
 #[command(args_override_self = true)]
 pub struct ReportArgs {
-    /// The file bperf record wrote.
+    /// The file bperf record wrote; - reads it from stdin (not for --timeline, which
+    /// reads it twice).
     #[arg(
         short = 'i',
         long = "input",

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod damage;
+pub mod recording;
 
 use std::fs;
 use std::path::{Path, PathBuf};
