@@ -9,27 +9,19 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cgroup::{Cgroup, Hierarchy, Mount, Tree};
+use crate::cgroup::{perf_event_hierarchy, Cgroup, Hierarchy, Mount, Tree};
 
-/// The hierarchy that holds the perf_event controller on this machine, from
-/// /proc/cgroups and /proc/self/mountinfo.
+/// The hierarchy whose cgroups perf_event counts on this machine (see
+/// [`Hierarchy::find`]), from /proc/self/mountinfo and /proc/cgroups.
 pub fn discover() -> Result<Hierarchy> {
-    let hierarchy = procfs::cgroups().ok().and_then(|c| {
-        c.0.into_iter()
-            .find(|c| c.name == "perf_event")
-            .map(|c| c.hierarchy)
-    });
-    let mounts = procfs::process::Process::myself()
-        .and_then(|p| p.mountinfo())
-        .context("cannot read /proc/self/mountinfo")?
-        .into_iter()
-        .map(|m| Mount {
-            point: m.mount_point,
-            fstype: m.fs_type,
-            options: m.super_options.into_keys().collect(),
-        })
-        .collect::<Vec<_>>();
-    Hierarchy::find(hierarchy, &mounts)
+    let mountinfo =
+        fs::read_to_string("/proc/self/mountinfo").context("cannot read /proc/self/mountinfo")?;
+    // Only explains a failure; missing on kernels built without cgroup v1.
+    let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
+    Hierarchy::find(
+        perf_event_hierarchy(&cgroups),
+        &Mount::parse_mountinfo(&mountinfo),
+    )
 }
 
 /// A cgroup hierarchy's directories.
