@@ -62,14 +62,20 @@ impl Shared {
             .collect();
         let online = sys::online_cpus()?;
         let mut open = |k: usize| open_on_cpus(setup, picked[k], &online);
-        let hierarchy = sys::cgroupfs::discover()?;
+        // The instance charges cgroups of one hierarchy, for every session: this
+        // session's when it counts cgroups, else the machine's if it has one (a
+        // session without cgroups needs no cgroup tree at all).
+        let cgroup_v1 = match setup.cgroups.is_empty() {
+            false => setup.cgroup_v1,
+            true => sys::cgroupfs::discover().is_ok_and(|h| h.v1),
+        };
         let config = bpf::Config {
             nr_slots: 0,
             live: false,
             nr_events: 0,
             cpus: &[],
             cgroups: &[],
-            cgroup_v1: hierarchy.v1,
+            cgroup_v1,
             masks: ReadMasks::default(),
             helper_only: path.helper_only,
             plain_loads: path.loads,

@@ -30,7 +30,7 @@ use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::UsageError;
 use live::LiveCgroups;
 pub use record::report;
-use record::{record_path, write_record};
+use record::{record_to, write_record, PipeRecord, RecordTo};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -963,6 +963,8 @@ struct Session<'a, 'obj> {
     prev: Snapshot,
     /// stat record with -I: each interval's time and lines, for the file.
     recorded: Option<Vec<(Duration, Vec<Line>)>>,
+    /// stat record to a pipe: where each interval's lines go instead.
+    pipe: Option<&'a mut PipeRecord>,
 }
 
 impl Session<'_, '_> {
@@ -980,7 +982,7 @@ impl Session<'_, '_> {
         self.report
             .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;
-        if let Some(recorded) = &mut self.recorded {
+        if self.recorded.is_some() {
             // --per-socket and the like are recorded per CPU, as perf records them.
             let lines = match self.plan.aggr {
                 Some(_) => self
@@ -988,7 +990,11 @@ impl Session<'_, '_> {
                     .cpu_lines(&now.since(&self.prev), &|e| self.counter.supported(e)),
                 None => lines,
             };
-            recorded.push((ts, lines));
+            match (&mut self.pipe, &mut self.recorded) {
+                (Some(pipe), _) => pipe.interval(self.plan, self.args, ts, &lines)?,
+                (None, Some(recorded)) => recorded.push((ts, lines)),
+                (None, None) => {}
+            }
         }
         self.prev = now;
         // Removed cgroups were reported once more: they go, and cgroups left out for
@@ -1273,7 +1279,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let counting;
     let (a, recording) = match record {
         true => {
-            let path = record_path(a)?;
+            let path = record_to(a)?;
             counting = StatArgs {
                 output: None,
                 ..a.clone()
@@ -1284,7 +1290,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     };
     let mut plan = Plan::from_args(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
-    let (out, output) = open_output(a)?;
+    let (mut out, output) = open_output(a)?;
+    // As perf: recording to a pipe prints no counts (standard output is the record).
+    if recording == Some(RecordTo::Pipe) {
+        out = Box::new(io::sink());
+    }
     if a.timeout.is_some_and(|ms| ms < 100) && !a.quiet {
         eprintln!("timeout < 100ms. The overhead percentage could be high in some cases. Please proceed with caution.");
     }
@@ -1296,6 +1306,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         None => None,
     };
     let mut runs = Vec::new();
+    let mut pipe = (recording == Some(RecordTo::Pipe)).then(PipeRecord::default);
     // -r 0: run again and print each run's counts until interrupted, as perf.
     let forever = a.repeat == Some(0);
     report.opts.forever = forever;
@@ -1314,6 +1325,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
             report: &mut report,
             output: &output,
             record: recording.is_some(),
+            pipe: pipe.as_mut(),
         };
         let Some(measured) = run_once(a, &mut plan, io, run == 0)? else {
             return Ok(255);
@@ -1340,8 +1352,14 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         report.opts.run_table = runs.iter().map(|r| r.elapsed).collect();
     }
     let code = print_runs(&plan, &mut report, &output, &runs)?;
-    if let (Some(path), Some(run)) = (recording, runs.last()) {
-        write_record(&path, &plan, run, a)?;
+    match (recording, runs.last()) {
+        (Some(RecordTo::File(path)), Some(run)) => write_record(&path, &plan, run, a)?,
+        (Some(RecordTo::Pipe), Some(run)) => {
+            if let Some(pipe) = &mut pipe {
+                pipe.finish(&plan, a, run)?;
+            }
+        }
+        _ => {}
     }
     Ok(code)
 }
@@ -1365,6 +1383,8 @@ struct RunIo<'a> {
     output: &'a str,
     /// stat record: keep each interval's lines for the file.
     record: bool,
+    /// stat record to a pipe: write each interval's lines to it.
+    pipe: Option<&'a mut PipeRecord>,
 }
 
 /// The counter of one run, on `task` or the CPUs. The first run names the events perf's
@@ -1415,6 +1435,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         report,
         output,
         record,
+        pipe,
     } = io;
     let io_tx = tx.clone();
     let tx = tx.clone();
@@ -1484,6 +1505,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         output: output.to_string(),
         start,
         recorded: record.then(Vec::new),
+        pipe,
     };
     // What changed in the tree since the cgroups were first read.
     session.refresh_cgroups()?;

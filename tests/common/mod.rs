@@ -325,6 +325,24 @@ pub fn loaded_bperf_programs() -> Vec<String> {
         .collect()
 }
 
+/// The task-clock (ms) and elapsed seconds of a table bperf printed.
+pub fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
+    let num = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse::<f64>()
+            .unwrap()
+    };
+    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let elapsed = err
+        .lines()
+        .find(|l| l.contains("seconds time elapsed"))
+        .map(num);
+    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
+}
+
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {
     (actual - expected).abs() <= expected.abs() * pct / 100.0
 }
