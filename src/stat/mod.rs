@@ -351,7 +351,13 @@ fn parse_events(a: &StatArgs) -> Result<(Vec<Event>, Vec<metrics::Use>)> {
     let sysfs = Sysfs::system();
     let mut events = match list.is_empty() {
         true => Vec::new(),
-        false => event::parse_events(&list, &sysfs).map_err(|e| usage(e.to_string()))?,
+        false => {
+            let parsed = event::parse(&list, &sysfs).map_err(|e| usage(e.to_string()))?;
+            if parsed.regrouped {
+                eprintln!("WARNING: events were regrouped to match PMUs");
+            }
+            parsed.events
+        }
     };
     apply_filters(a, &mut events, &sysfs)?;
     let clock = match a.all_cpus || a.cpu.is_some() {
@@ -419,23 +425,30 @@ fn metric_events(
 ) -> Result<Vec<metrics::Use>> {
     let mut uses = Vec::new();
     for def in asked {
-        let mut operands = Vec::new();
-        for name in def.events(clock) {
-            let index = match events.iter().position(|e| e.name == name) {
-                Some(i) => i,
-                None => {
-                    let parsed =
-                        event::parse_events(name, sysfs).map_err(|e| usage(e.to_string()))?;
-                    events.extend(parsed);
-                    events.len() - 1
-                }
-            };
-            operands.push(index);
+        let parsed = def
+            .events(clock)
+            .map(|name| event::parse_events(name, sysfs).map_err(|e| usage(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        // On a hybrid machine, one metric per core PMU, from that PMU's events.
+        for pmu in event::hybrid::metric_pmus(&parsed) {
+            let mut operands = Vec::new();
+            for operand in &parsed {
+                let e = event::hybrid::on_pmu(operand, pmu.as_deref())
+                    .ok_or_else(|| usage(format!("metric {}: an operand is no event", def.name)))?;
+                let index = match events.iter().position(|x| x.name == e.name) {
+                    Some(i) => i,
+                    None => {
+                        events.push(e.clone());
+                        events.len() - 1
+                    }
+                };
+                operands.push(index);
+            }
+            uses.push(metrics::Use {
+                def,
+                events: operands,
+            });
         }
-        uses.push(metrics::Use {
-            def,
-            events: operands,
-        });
     }
     Ok(uses)
 }
@@ -586,13 +599,21 @@ impl Plan {
             ));
         }
         // A null run opens no counter.
-        let (events, metrics) = match a.null_run {
+        let (mut events, metrics) = match a.null_run {
             true => Default::default(),
             false => parse_events(a)?,
         };
         let cpus = parse_cpus(a)?;
+        if per_cpu_target {
+            for w in event::hybrid::fit_to_cpus(&mut events, &cpus, a.cpu.as_deref()) {
+                eprintln!("{w}");
+            }
+        }
         let shared = shared_plan(a, &events)?;
         let mut cg = parse_cgroups(a, events.len())?;
+        // A hybrid event whose core PMU has none of the CPUs counted has no line.
+        cg.rows
+            .retain(|r| !per_cpu_target || events[r.event].counts_on_any(&cpus));
         let live = live_plan(a, &shared, record, &mut cg);
         let (threads, watched) = match all_threads {
             true => (process::all_threads(), Vec::new()),
@@ -644,6 +665,9 @@ impl Plan {
                 g.cpus
                     .iter()
                     .for_each(|&pos| sum.add(&snap.get(row.slot, row.event, pos)));
+                // A hybrid event is counted only on its core PMU's CPUs of the group.
+                let ev = &self.events[row.event];
+                let cpus = g.cpus.iter().filter(|&&p| ev.counts_on(self.cpus[p]));
                 let counted = supported(row.event);
                 out.push(Line {
                     event: row.event,
@@ -652,7 +676,7 @@ impl Plan {
                     place: Some(Place::Group {
                         mode,
                         name: g.name.clone(),
-                        cpus: if counted { g.cpus.len() } else { 0 },
+                        cpus: if counted { cpus.count() } else { 0 },
                     }),
                     value: value_of(counted, sum),
                 });
