@@ -33,6 +33,25 @@ pub fn parse_list(s: &str) -> Result<Vec<u32>> {
     Ok(cpus)
 }
 
+/// Writes CPUs (sorted) as perf writes a CPU list: runs as `first-last`, joined by
+/// commas (`0-15`, `1`, `0,2-3`).
+pub fn format_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(match i == j {
+            true => cpus[i].to_string(),
+            false => format!("{}-{}", cpus[i], cpus[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +66,13 @@ mod tests {
         assert!(parse_list("a").is_err());
         assert!(parse_list("1,,2").is_err());
         assert!(parse_list("0-99999999").is_err());
+    }
+
+    #[test]
+    fn lists_written_back() {
+        assert_eq!(format_list(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(format_list(&[1]), "1");
+        assert_eq!(format_list(&[0, 2, 3, 7]), "0,2-3,7");
+        assert_eq!(format_list(&[]), "");
     }
 }

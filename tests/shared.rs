@@ -278,21 +278,6 @@ fn perf_event_fds() -> usize {
     n
 }
 
-/// The task-clock (ms) and elapsed seconds of a table bperf printed; None where it
-/// printed no count.
-fn table_clock_and_elapsed(err: &str) -> Option<(f64, f64)> {
-    let num = |l: &str| {
-        l.split_whitespace()
-            .next()?
-            .replace(',', "")
-            .parse::<f64>()
-            .ok()
-    };
-    let clock = err.lines().find(|l| l.contains("msec task-clock"))?;
-    let elapsed = err.lines().find(|l| l.contains("seconds time elapsed"))?;
-    Some((num(clock)?, num(elapsed)?))
-}
-
 /// usage_usec lines a `cat cpu.stat` printed, in ns: the first and the last.
 fn usage_window(out: &str) -> f64 {
     let v: Vec<f64> = out
@@ -389,10 +374,14 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
             continue;
         }
         let ok = match s.kind {
-            "cpus" => table_clock_and_elapsed(&err)
-                .is_some_and(|(ms, secs)| within(ms * 1e6, cpus * secs * 1e9, 3.0)),
-            "cgroup" => table_clock_and_elapsed(&err)
-                .is_some_and(|(ms, _)| within(ms * 1e6, usage_window(&out), 3.0)),
+            "cpus" => {
+                let (ms, secs) = table_clock_and_elapsed(&err);
+                within(ms * 1e6, cpus * secs * 1e9, 3.0)
+            }
+            "cgroup" => {
+                let (ms, _) = table_clock_and_elapsed(&err);
+                within(ms * 1e6, usage_window(&out), 3.0)
+            }
             _ => {
                 // Counted from before the exec: against what the scheduler says the
                 // process ran over its whole life, exec and start-up included.
@@ -469,4 +458,183 @@ fn foreign_registries_are_refused() {
         assert_eq!(o.status.code(), Some(status), "{path}: {}", stderr(&o));
         assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     }
+}
+
+/// Pids of the running keepers of the shared counters.
+fn keeper_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(13).any(|w| w == b"__keep-shared"))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` holds a BPF map open (it has opened the pinned instance).
+fn holds_bpf_map(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("bpf-map"))
+    })
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// The keeper killed first, then every session with SIGKILL: a living session starts a
+/// new keeper, which removes the instance once its sessions are gone.
+#[test]
+fn a_killed_keeper_is_replaced_and_nothing_is_left() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let args = [
+        "stat",
+        "-a",
+        "--bpf-counters",
+        "-e",
+        "cpu-clock",
+        "--",
+        "sleep",
+        "60",
+    ];
+    let mut sessions = [spawn(&args, "cpus"), spawn(&args, "cpus")];
+    let joined = wait_for(10, || {
+        sessions.iter().all(|s| holds_bpf_map(s.child.id())) && !keeper_pids().is_empty()
+    });
+    let first = keeper_pids();
+    // SAFETY: plain kill(2).
+    let kill = |pid: u32| unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    for &k in &first {
+        kill(k);
+    }
+    // Checked every second by each session.
+    let replaced = joined
+        && wait_for(10, || {
+            let now = keeper_pids();
+            !now.is_empty() && now.iter().all(|p| !first.contains(p))
+        });
+    for s in &mut sessions {
+        kill(s.child.id());
+        let _ = s.child.wait();
+    }
+    assert!(joined, "the sessions did not join, or no keeper started");
+    assert!(replaced, "the killed keeper {first:?} was not replaced");
+    assert_nothing_left(was_mounted);
+}
+
+/// A BPF file system of the test's own at a temporary directory, unmounted with
+/// everything pinned in it when dropped.
+struct PrivateBpffs(std::path::PathBuf);
+
+impl PrivateBpffs {
+    fn mount(tag: &str) -> PrivateBpffs {
+        let dir = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs = PrivateBpffs(dir);
+        let st = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&fs.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot mount a BPF file system");
+        fs
+    }
+}
+
+impl Drop for PrivateBpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A stale directory whose `registry` is some other map: every session says which
+/// directory is wrong and what to do, and leaves it as it was.
+#[test]
+fn a_foreign_registry_is_named_with_what_to_do() {
+    if !privileged() {
+        return;
+    }
+    let fs = PrivateBpffs::mount("stale");
+    let dir = fs.0.join("bperf");
+    std::fs::create_dir(&dir).unwrap();
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let mut map =
+        libbpf_rs::MapHandle::create(libbpf_rs::MapType::Array, Some("registry"), 4, 8, 1, &opts)
+            .unwrap();
+    map.pin(dir.join("registry")).unwrap();
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "--bpf-attr-map"])
+        .arg(&dir)
+        .args(["-e", "cpu-clock", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = format!("rm -r {}", dir.display());
+    assert!(
+        err.contains(&format!("{} holds no shared counters", dir.display()))
+            && err.contains(&named)
+            && err.contains("--bpf-attr-map"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["registry"], "the directory was changed");
+}
+
+/// One session asking for more cgroups than the shared counters have places for is told
+/// how many it asked for and how many there are, not that others took them.
+#[test]
+fn a_lone_request_for_too_many_slots_says_so() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let cg = TestCgroup::new("slots");
+    for i in 0..256 {
+        std::fs::create_dir(cg.path.join(format!("c{i}"))).unwrap();
+    }
+    let pattern = format!("{}/c.*", cg.name);
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "-e", "cpu-clock"])
+        .args(["--for-each-cgroup", &pattern, "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("this session asks for 256 cgroups, processes and threads")
+            && err.contains("at most 255 at once"),
+        "{err}"
+    );
+    assert_nothing_left(was_mounted);
 }

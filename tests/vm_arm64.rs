@@ -1,6 +1,6 @@
 //! Hardware counters counted for real: an emulated arm64 machine with a PMU
-//! (tests/vm/run-arm64) runs tests/vm/arm64-cases.sh, and every count is checked against an
-//! exact oracle. With `-icount shift=0`, the spin workload retires exactly 2*N user
+//! (tests/vm/run-arm64) runs tests/vm/arm64-cases.sh (stat, record and serve), and every
+//! count is checked against an exact oracle. With `-icount shift=0`, the spin workload retires exactly 2*N user
 //! instructions, and cycles advance one per instruction.
 
 mod common;
@@ -185,4 +185,31 @@ fn arm64_pmu() {
         30e6,
         "shared, first session",
     );
+
+    // Recorded slices add up to the exact count, and their IPC is the emulator's 1.00.
+    let totals = csv(&all, "record-totals");
+    exact(
+        value(&totals, "instructions:u", "B"),
+        40e6,
+        "recorded instructions:u",
+    );
+    exact(value(&totals, "cycles:u", "B"), 40e6, "recorded cycles:u");
+    let hist = &case(&all, "record-hist").text;
+    let ipc = hist
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("IPC"))
+        .unwrap_or_else(|| panic!("no IPC row in:\n{hist}"));
+    let mean: f64 = ipc.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(within(mean, 1.0, 1.0), "mean IPC per slice {mean}:\n{hist}");
+
+    // serve exports the hardware count of the spin that ran while it served.
+    let scrape = &case(&all, "serve").text;
+    let series = r#"bperf_count_total{event="instructions:u",cgroup="B"} "#;
+    let served: f64 = scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(series))
+        .unwrap_or_else(|| panic!("no {series} in:\n{scrape}"))
+        .parse()
+        .unwrap();
+    exact(served, 70e6, "served instructions:u");
 }

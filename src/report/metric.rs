@@ -25,7 +25,12 @@ pub enum Kind {
 }
 
 pub fn kind(a: &Attr) -> Kind {
-    match (a.type_, a.config) {
+    // A hybrid machine's hardware events carry their core PMU's type in the upper half.
+    let config = match a.type_ {
+        HW => a.config & 0xffff_ffff,
+        _ => a.config,
+    };
+    match (a.type_, config) {
         (SW, 0) | (SW, 1) => Kind::Clock,
         (HW, 0) => Kind::Cycles,
         (HW, 1) => Kind::Instructions,
@@ -124,10 +129,11 @@ impl std::fmt::Display for Metric {
 }
 
 /// The lines of one print, indexed for metrics: the scaled count of the first line of
-/// each kind of event, per cgroup and CPU. Built once per print, so that a print costs
-/// time in proportion to its lines.
+/// each kind of event, per cgroup and CPU, and per core PMU on a hybrid machine (perf
+/// works out a PMU's metrics from its own events, and a rate from any clock). Built
+/// once per print, so that a print costs time in proportion to its lines.
 pub struct Siblings<'a> {
-    first: HashMap<(Where<'a>, Kind), f64>,
+    first: HashMap<(Where<'a>, Kind, Option<&'a str>), f64>,
     /// With -M: the scaled count of each event, by where it was counted.
     by_event: HashMap<(Where<'a>, usize), f64>,
 }
@@ -140,14 +146,15 @@ pub fn where_of(l: &Line) -> Where<'_> {
 }
 
 impl<'a> Siblings<'a> {
-    pub fn new(events: &[Event], lines: &'a [Line], named: bool) -> Siblings<'a> {
+    pub fn new(events: &'a [Event], lines: &'a [Line], named: bool) -> Siblings<'a> {
         let mut first = HashMap::default();
         let mut by_event = HashMap::default();
         for l in lines {
             if let Value::Counted(r) = l.value {
                 if let Some(v) = r.scaled() {
                     let k = kind(&events[l.event].attr);
-                    first.entry((where_of(l), k)).or_insert(v);
+                    let pmu = core_pmu(&events[l.event]);
+                    first.entry((where_of(l), k, pmu)).or_insert(v);
                     if named {
                         by_event.insert((where_of(l), l.event), v);
                     }
@@ -157,10 +164,16 @@ impl<'a> Siblings<'a> {
         Siblings { first, by_event }
     }
 
-    /// Scaled count of the first line of `want` counted where `line` was.
-    fn of(&self, line: &Line, want: Kind) -> Option<f64> {
-        self.first.get(&(where_of(line), want)).copied()
+    /// Scaled count of the first line of `want` counted where `line` was, on the core
+    /// PMU `pmu`.
+    fn of(&self, line: &Line, want: Kind, pmu: Option<&str>) -> Option<f64> {
+        self.first.get(&(where_of(line), want, pmu)).copied()
     }
+}
+
+/// The core PMU that counts `e` on a hybrid machine.
+fn core_pmu(e: &Event) -> Option<&str> {
+    e.hybrid.as_ref().map(|h| h.pmu.as_str())
 }
 
 /// The -M metrics shown on `line`'s line: those whose first event it counts, worked out
@@ -201,7 +214,10 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
     };
     let ev = &events[line.event];
     let k = kind(&ev.attr);
-    let ratio = |other: Kind| siblings.of(line, other).filter(|v| *v > 0.0);
+    let ratio = |other: Kind| {
+        let pmu = (other != Kind::Clock).then(|| core_pmu(ev)).flatten();
+        siblings.of(line, other, pmu).filter(|v| *v > 0.0)
+    };
     match k {
         Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
         Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),
@@ -334,6 +350,39 @@ mod tests {
         assert_eq!(m(4).to_string(), "   5.00%");
         assert_eq!((m(6).value, &*m(6).unit), (25.0, "of all cache refs"));
         assert_eq!(m(3).unit, "M/sec");
+    }
+
+    /// On a hybrid machine each core PMU's IPC is its own instructions over its own
+    /// cycles; GHz takes any clock (perf's find_stat).
+    #[test]
+    fn hybrid_metrics_per_core_pmu() {
+        let on = |name: &str, config: u64, pmu: &str| Event {
+            hybrid: Some(crate::event::Hybrid {
+                pmu: pmu.into(),
+                cpus: None,
+                written: None,
+            }),
+            ..ev(name, 0, config)
+        };
+        let events = [
+            ev("cpu-clock", 1, 0),
+            on("cpu_atom/cycles/", 0xa_0000_0000, "cpu_atom"),
+            on("cpu_core/cycles/", 0x4_0000_0000, "cpu_core"),
+            on("cpu_atom/instructions/", 0xa_0000_0001, "cpu_atom"),
+            on("cpu_core/instructions/", 0x4_0000_0001, "cpu_core"),
+        ];
+        let lines = [
+            line(0, 2_000_000_000, None),
+            line(1, 1_000_000_000, None),
+            line(2, 4_000_000_000, None),
+            line(3, 500_000_000, None),
+            line(4, 12_000_000_000, None),
+        ];
+        let m = |i| metric_of(&events, &lines, i);
+        assert_eq!((m(1).value, &*m(1).unit), (0.5, "GHz"));
+        assert_eq!((m(2).value, &*m(2).unit), (2.0, "GHz"));
+        assert_eq!((m(3).value, &*m(3).unit), (0.5, "insn per cycle"));
+        assert_eq!((m(4).value, &*m(4).unit), (3.0, "insn per cycle"));
     }
 
     #[test]

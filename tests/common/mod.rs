@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod damage;
+pub mod recording;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -355,6 +356,24 @@ pub fn loaded_bperf_programs() -> Vec<String> {
         .map(|p| p.name.to_string_lossy().into_owned())
         .filter(|n| n.starts_with("bperf_"))
         .collect()
+}
+
+/// The task-clock (ms) and elapsed seconds of a table bperf printed.
+pub fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
+    let num = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse::<f64>()
+            .unwrap()
+    };
+    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let elapsed = err
+        .lines()
+        .find(|l| l.contains("seconds time elapsed"))
+        .map(num);
+    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
 }
 
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {

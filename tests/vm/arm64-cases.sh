@@ -46,3 +46,18 @@ wait
 echo "=== case shared-first"
 cat /tmp/shared-1
 echo "=== exit 0"
+
+# Slices recorded with their hardware counts: the totals, and IPC per slice.
+case_ record bperf record -e cycles:u,instructions:u --for-each-cgroup B -o /tmp/rec.data -- \
+    spin $cg/B/cgroup.procs 20000000
+case_ record-totals bperf report -i /tmp/rec.data -x,
+case_ record-hist bperf report -i /tmp/rec.data --hist
+
+# serve exports hardware counts: a scrape after the spin has ended.
+bperf serve --listen 127.0.0.1:9464 -e instructions:u,cycles:u --for-each-cgroup B &
+serve=$!
+sleep 1
+spin $cg/B/cgroup.procs 35000000
+case_ serve wget -qO- http://127.0.0.1:9464/metrics
+kill $serve
+wait $serve
