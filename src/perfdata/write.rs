@@ -232,7 +232,7 @@ impl Topology {
             b.u32(n.node);
             b.u64(n.mem_total_kb);
             b.u64(n.mem_free_kb);
-            b.string(&cpu_list(&n.cpus));
+            b.string(&crate::cpus::format_list(&n.cpus));
         }
         b.0
     }
@@ -261,7 +261,7 @@ impl Topology {
                 let cpus: Vec<u32> = (0..self.cpus.len() as u32)
                     .filter(|&c| key(&self.cpus[c as usize]) == k)
                     .collect();
-                b.string(&cpu_list(&cpus));
+                b.string(&crate::cpus::format_list(&cpus));
             }
         };
         lists(&mut b, &|&(s, _, _)| (s, 0, 0));
@@ -276,24 +276,6 @@ impl Topology {
         }
         b.0
     }
-}
-
-/// A CPU list as the kernel writes one: `0-3,8,10-11`.
-fn cpu_list(cpus: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(match i == j {
-            true => cpus[i].to_string(),
-            false => format!("{}-{}", cpus[i], cpus[j]),
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// One round's records: its counts, then the STAT_ROUND that ends it.
@@ -345,8 +327,11 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(cpu_list(&[5]), "5");
+        assert_eq!(
+            crate::cpus::format_list(&[0, 1, 2, 3, 8, 10, 11]),
+            "0-3,8,10-11"
+        );
+        assert_eq!(crate::cpus::format_list(&[5]), "5");
     }
 
     #[test]
