@@ -2,11 +2,12 @@
 #   make run    set up, build, count every cgroup for five seconds
 #   make test   set up, build, run every test (privileged ones included)
 #   make bench  set up, build, measure what counting costs against perf (bench/)
+#   make arm64  set up, build bperf for arm64 with Debian's cross toolchains
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: setup build run test bench man clean
+.PHONY: setup build run test bench arm64 man clean
 
 setup:
 	@./scripts/setup
@@ -27,6 +28,10 @@ bench: build
 	./bench/run
 
 # The man pages, from the command-line definitions (tests/man.rs checks they are current).
+arm64: setup
+	@./scripts/setup --test
+	./scripts/build-arm64
+
 man: setup
 	$(CARGO) run --release --example man
 

@@ -1,14 +1,15 @@
 //! Workloads for bperf's integration tests (built by `cargo test`; not part of bperf).
 //!
-//!   workload spin MS [PROCS [SLEEP_MS]]   sleep SLEEP_MS, write 0 to PROCS (move self), spin MS
+//!   workload spin MS [PROCS [SLEEP_MS]]   sleep SLEEP_MS, write 0 to PROCS (move self), spin MS;
+//!                                          SLEEP_MS `stop`: stop (SIGSTOP) until continued
 //!   workload pingpong ROUNDS [CHILD_PROCS] bounce a byte ROUNDS times with a child process,
 //!                                          which first moves itself to CHILD_PROCS
 //!   workload echo                          the child side of pingpong
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
 //!
 //! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T run_ns=R` to stderr just before
-//! it exits: its own getrusage (faults since it moved into its cgroup, the rest over its
-//! whole life), and the kernel's task-clock of the process since it moved into its cgroup
+//! it exits: its own getrusage (switches and faults since it moved into its cgroup, its
+//! whole life if it did not move), and the kernel's task-clock of the process since it moved into its cgroup
 //! (its whole life if it did not move), counted by a perf event it opens on itself first
 //! thing. task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
@@ -27,8 +28,9 @@ use bperf::sys::perf_event::{self, Role, Target};
 /// when it joined its cgroup.
 static TASK_CLOCK: OnceLock<Option<OwnedFd>> = OnceLock::new();
 static JOINED_AT: AtomicU64 = AtomicU64::new(0);
-/// Its page faults when it joined its cgroup.
+/// Its page faults and context switches when it joined its cgroup.
 static FAULTS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
+static SWITCHES_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 
 fn rusage() -> libc::rusage {
     // SAFETY: getrusage fills a plain struct.
@@ -41,6 +43,10 @@ fn faults(ru: &libc::rusage) -> u64 {
     (ru.ru_minflt + ru.ru_majflt) as u64
 }
 
+fn switches(ru: &libc::rusage) -> u64 {
+    (ru.ru_nvcsw + ru.ru_nivcsw) as u64
+}
+
 fn task_clock_ns() -> u64 {
     let fd = TASK_CLOCK.get().and_then(Option::as_ref);
     fd.and_then(|fd| perf_event::read(fd).ok())
@@ -50,7 +56,9 @@ fn task_clock_ns() -> u64 {
 fn move_self(procs: &str) {
     std::fs::write(procs, "0").unwrap_or_else(|e| panic!("cannot join {procs}: {e}"));
     JOINED_AT.store(task_clock_ns(), Ordering::Relaxed);
-    FAULTS_AT_JOIN.store(faults(&rusage()), Ordering::Relaxed);
+    let ru = rusage();
+    FAULTS_AT_JOIN.store(faults(&ru), Ordering::Relaxed);
+    SWITCHES_AT_JOIN.store(switches(&ru), Ordering::Relaxed);
 }
 
 /// Opens a task-clock counter on this process (this thread; the workloads have one),
@@ -75,6 +83,31 @@ fn run_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// Touches `pages` pages of fresh anonymous memory: one page fault each. Transparent huge
+/// pages are refused for the mapping: where the kernel gives them to every large mapping
+/// (Debian's kernels: THP `always`), one fault would fill 512 pages.
+fn touch_fresh_pages(pages: usize) {
+    let len = pages * 4096;
+    // SAFETY: a private anonymous mapping of our own, unmapped below; writes stay in it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert!(p != libc::MAP_FAILED, "mmap of {len} bytes failed");
+        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+        let bytes = p.cast::<u8>();
+        for i in 0..pages {
+            std::ptr::write_volatile(bytes.add(i * 4096), 1);
+        }
+        libc::munmap(p, len);
+    }
+}
+
 fn report(mode: &str) {
     let ru = rusage();
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
@@ -82,7 +115,7 @@ fn report(mode: &str) {
     let line = format!(
         "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={}\n",
         std::process::id(),
-        ru.ru_nvcsw + ru.ru_nivcsw,
+        switches(&ru) - SWITCHES_AT_JOIN.load(Ordering::Relaxed),
         faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed),
         run_ns()
     );
@@ -96,8 +129,13 @@ fn main() {
     match arg(0) {
         Some("spin") => {
             let ms: u64 = arg(1).expect("MS").parse().unwrap();
-            if let Some(sleep) = arg(3) {
-                std::thread::sleep(Duration::from_millis(sleep.parse().unwrap()));
+            match arg(3) {
+                // SAFETY: raise(3) of a signal whose default action stops this process.
+                Some("stop") => unsafe {
+                    libc::raise(libc::SIGSTOP);
+                },
+                Some(sleep) => std::thread::sleep(Duration::from_millis(sleep.parse().unwrap())),
+                None => {}
             }
             if let Some(procs) = arg(2) {
                 move_self(procs);
@@ -147,11 +185,7 @@ fn main() {
             if let Some(p) = arg(2) {
                 move_self(p);
             }
-            let mut v = vec![0u8; pages * 4096];
-            for p in 0..pages {
-                v[p * 4096] = 1;
-            }
-            std::hint::black_box(&v);
+            touch_fresh_pages(pages);
         }
         _ => {
             eprintln!("usage: workload spin|pingpong|echo|faults ...");

@@ -123,14 +123,10 @@ pub fn take_stat_mode(args: &mut Vec<OsString>) -> StatMode {
     styles = clap::builder::Styles::plain()
 )]
 pub struct StatReportArgs {
-    /// The file to read.
-    #[arg(
-        short = 'i',
-        long = "input",
-        value_name = "FILE",
-        default_value = "perf.data"
-    )]
-    pub input: PathBuf,
+    /// The file to read (default perf.data); `-` reads standard input, as does no -i
+    /// when standard input is a pipe (perf's pipe format, `stat record -o -`).
+    #[arg(short = 'i', long = "input", value_name = "FILE")]
+    pub input: Option<PathBuf>,
 
     /// Print the counts of each CPU, when the file has them.
     #[arg(short = 'A', long = "no-aggr")]
@@ -193,6 +189,11 @@ pub struct ListArgs {
     /// Longer descriptions (as -d here).
     #[arg(short = 'v', long = "long-desc")]
     pub long_desc: bool,
+
+    /// Print only the names, each followed by a space, on one line (perf's form for
+    /// scripts); FILTER words select sections as without it.
+    #[arg(long = "raw-dump")]
+    pub raw_dump: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -276,8 +277,9 @@ pub struct StatArgs {
     pub all_cgroups: bool,
 
     /// With --all-cgroups or patterns: count at most N cgroups at once. Further cgroups
-    /// are left out (said once on stderr), their time counted in their counted
-    /// ancestors, until removed cgroups free a place.
+    /// are left out (said on stderr the first time, and whenever more are left out than
+    /// said before), their time counted in their counted ancestors, until removed
+    /// cgroups free a place.
     #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_cgroups: u32,
@@ -561,7 +563,8 @@ Count continuously and export the counts for Prometheus (HTTP /metrics, or a fil
 node_exporter's textfile collector).
 
 The counts are read when a scraper asks for /metrics (or when the textfile is written), \
-in Prometheus's text format, or OpenMetrics when the scraper asks for it. \
+in Prometheus's text format, or OpenMetrics when the scraper asks for it, gzip-encoded \
+when its Accept-Encoding accepts gzip. \
 bperf_count_total{event,cgroup} is the raw count since bperf started (task-clock in ns); \
 bperf_enabled_seconds_total and bperf_running_seconds_total tell multiplexing. \
 With --all-cgroups or patterns, cgroups created later are counted from their creation, \
@@ -598,7 +601,8 @@ pub struct ServeArgs {
     pub listen: Option<String>,
 
     /// Also write the metrics to DIR/bperf.prom every interval (atomically: a temporary
-    /// file renamed over it), for node_exporter's textfile collector; removed at exit.
+    /// file renamed over it), for node_exporter's textfile collector; removed at exit. A
+    /// write that fails is said on stderr and tried again at the next interval.
     #[arg(long = "textfile", value_name = "DIR")]
     pub textfile: Option<PathBuf>,
 
@@ -699,7 +703,9 @@ pub struct RecordArgs {
     )]
     pub cgroup: Vec<String>,
 
-    /// Write to FILE (an existing one is kept as FILE.old, as perf record does).
+    /// Write to FILE, as perf record does: an earlier recording there is kept as
+    /// FILE.old once recording starts; a device, FIFO or link is written into; - is
+    /// stdout (which bperf report -i - reads).
     #[arg(
         short = 'o',
         long = "output",
@@ -725,7 +731,8 @@ pub struct RecordArgs {
 #[derive(Debug, Args, Clone)]
 #[command(args_override_self = true)]
 pub struct ReportArgs {
-    /// The file bperf record wrote.
+    /// The file bperf record wrote; - reads it from stdin (not for --timeline, which
+    /// reads it twice).
     #[arg(
         short = 'i',
         long = "input",

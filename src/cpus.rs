@@ -33,7 +33,8 @@ pub fn parse_list(s: &str) -> Result<Vec<u32>> {
     Ok(cpus)
 }
 
-/// A sorted CPU list written as perf writes it: `0-3,5,7-8`.
+/// Writes CPUs (sorted) as perf writes a CPU list: runs as `first-last`, joined by
+/// commas (`0-15`, `1`, `0,2-3`).
 pub fn format_list(cpus: &[u32]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
@@ -42,9 +43,9 @@ pub fn format_list(cpus: &[u32]) -> String {
         while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
             j += 1;
         }
-        parts.push(match j > i {
-            true => format!("{}-{}", cpus[i], cpus[j]),
-            false => cpus[i].to_string(),
+        parts.push(match i == j {
+            true => cpus[i].to_string(),
+            false => format!("{}-{}", cpus[i], cpus[j]),
         });
         i = j + 1;
     }
@@ -56,13 +57,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lists_are_written_as_perf_writes_them() {
-        assert_eq!(format_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
-        assert_eq!(format_list(&[0]), "0");
-        assert_eq!(format_list(&[]), "");
-    }
-
-    #[test]
     fn lists() {
         assert_eq!(parse_list("0").unwrap(), vec![0]);
         assert_eq!(parse_list("0-3,5").unwrap(), vec![0, 1, 2, 3, 5]);
@@ -72,5 +66,13 @@ mod tests {
         assert!(parse_list("a").is_err());
         assert!(parse_list("1,,2").is_err());
         assert!(parse_list("0-99999999").is_err());
+    }
+
+    #[test]
+    fn lists_written_back() {
+        assert_eq!(format_list(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(format_list(&[1]), "1");
+        assert_eq!(format_list(&[0, 2, 3, 7]), "0,2-3,7");
+        assert_eq!(format_list(&[]), "");
     }
 }

@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod cli;
 pub mod counter;
 pub mod cpus;
+pub mod data_file;
 pub mod event;
 pub mod list;
 pub mod metrics;

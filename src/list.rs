@@ -66,6 +66,11 @@ pub fn run(a: &ListArgs) -> Result<i32> {
         )),
         None => Box::new(std::io::stdout().lock()),
     };
+    if a.raw_dump {
+        write!(out, "{}", raw_dump(&a.filter, &sysfs).join(""))?;
+        out.flush()?;
+        return Ok(0);
+    }
     let metrics: Vec<&metrics::Def> = metrics::ALL
         .iter()
         .filter(|m| {
@@ -87,6 +92,161 @@ pub fn run(a: &ListArgs) -> Result<i32> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// `--raw-dump`: the names perf's scripts enumerate, as perf 6.12 prints them: each
+/// followed by a space, all on one line without a newline. Each word selects a section
+/// (tracepoint, hw, sw, cache, pmu, sdt, metric, metricgroup), a glob of tracepoints and
+/// metrics when it has a colon, or else the events and metrics whose name holds it;
+/// no word, every section with the raw syntaxes between. An event is named by its
+/// alias when it has one (`cs`), and hardware, software and cache events this machine
+/// cannot count are left out, as perf leaves them out; perf's tool events (duration_time,
+/// user_time, system_time) follow the software events. bperf has no SDT events, nor
+/// perf's mem: breakpoints.
+fn raw_dump(words: &[String], sysfs: &Sysfs) -> Vec<String> {
+    let entries = event::entries(sysfs, true);
+    let section = |kind: Kind, glob: Option<&str>| -> Vec<String> {
+        let mut names: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.kind == kind)
+            .filter(|e| glob.is_none_or(|g| raw_names(e).any(|n| glob_matches(g, n))))
+            .filter(|e| kind >= Kind::Pmu || kind == Kind::Tool || perf_event::probe(&e.attr))
+            .collect();
+        // Tracepoints by system, then name (`fib` before `fib6`).
+        names.sort_by(|x, y| x.name.split(':').cmp(y.name.split(':')));
+        names
+            .into_iter()
+            .map(|e| e.aliases.first().unwrap_or(&e.name).clone())
+            .collect()
+    };
+    let mut out: Vec<String> = Vec::new();
+    if words.is_empty() {
+        for kind in [
+            Kind::Hardware,
+            Kind::Software,
+            Kind::Tool,
+            Kind::Cache,
+            Kind::Pmu,
+        ] {
+            out.extend(section(kind, None));
+        }
+        out.push("rNNN".into());
+        out.extend(raw_pmu_syntaxes(sysfs));
+        out.extend(section(Kind::Tracepoint, None));
+        out.extend(raw_metrics(None, true, true));
+    }
+    for word in words {
+        match word.as_str() {
+            "tracepoint" => out.extend(section(Kind::Tracepoint, None)),
+            "hw" | "hardware" => out.extend(section(Kind::Hardware, None)),
+            "sw" | "software" => {
+                out.extend(section(Kind::Software, None));
+                out.extend(section(Kind::Tool, None));
+            }
+            "tool" => out.extend(section(Kind::Tool, None)),
+            "cache" | "hwcache" => out.extend(section(Kind::Cache, None)),
+            "pmu" => out.extend(section(Kind::Pmu, None)),
+            "sdt" => {}
+            "metric" | "metrics" => out.extend(raw_metrics(None, true, false)),
+            "metricgroup" | "metricgroups" => out.extend(raw_metrics(None, false, true)),
+            glob if glob.contains(':') => {
+                out.extend(section(Kind::Tracepoint, Some(glob)));
+                out.extend(raw_metrics(Some(glob), true, true));
+            }
+            word => {
+                let glob = format!("*{word}*");
+                for kind in [
+                    Kind::Hardware,
+                    Kind::Software,
+                    Kind::Tool,
+                    Kind::Cache,
+                    Kind::Pmu,
+                    Kind::Tracepoint,
+                ] {
+                    out.extend(section(kind, Some(&glob)));
+                }
+                out.extend(raw_metrics(Some(&glob), true, true));
+            }
+        }
+    }
+    out.into_iter().map(|n| n + " ").collect()
+}
+
+/// Whether `name` matches perf's glob: wildcards as globs, a word without them whole.
+fn glob_matches(glob: &str, name: &str) -> bool {
+    match glob.contains(['*', '?']) {
+        true => event::matches(glob, name),
+        false => glob == name,
+    }
+}
+
+/// An event's names a glob is matched against: its name and aliases.
+fn raw_names(e: &Entry) -> impl Iterator<Item = &str> {
+    std::iter::once(e.name.as_str()).chain(e.aliases.iter().map(String::as_str))
+}
+
+/// The metrics' names, and (`groups`) each group's name before its metrics, group by
+/// group in perf's order; each metric once. A glob selects metrics by name and groups
+/// by name.
+fn raw_metrics(glob: Option<&str>, metrics: bool, groups: bool) -> Vec<String> {
+    let mut defs: Vec<&metrics::Def> = metrics::ALL.iter().collect();
+    defs.sort_by_key(|m| (m.group, m.name));
+    let mut out = Vec::new();
+    let mut last_group = None;
+    for m in defs {
+        let name_matches = metrics && glob.is_none_or(|g| glob_matches(g, m.name));
+        let group_matches = groups && glob.is_none_or(|g| glob_matches(g, m.group));
+        if !name_matches && !group_matches {
+            continue;
+        }
+        if groups && last_group != Some(m.group) {
+            out.push(m.group.to_string());
+            last_group = Some(m.group);
+        }
+        if metrics && !out.iter().any(|n| n == m.name) {
+            out.push(m.name.to_string());
+        }
+    }
+    out
+}
+
+/// Each PMU's raw syntax as perf's raw dump writes it: its name (without the number of
+/// an instance: `uncore_imc_0` and `uncore_imc_1` are `uncore_imc`, once), its first
+/// three format terms with their ranges, `...` when there are more, and `/modifier`.
+/// The terms are in the order of their names (perf's are in directory order).
+fn raw_pmu_syntaxes(sysfs: &Sysfs) -> Vec<String> {
+    let mut out: Vec<String> = sysfs
+        .pmus()
+        .iter()
+        .map(|p| {
+            let terms: Vec<String> = p
+                .formats
+                .iter()
+                .map(|f| match f.width() {
+                    0 | 1 => f.name.clone(),
+                    w if w > 8 => format!("{}=0..{:#x}", f.name, u64::MAX >> (64 - w)),
+                    w => format!("{}=0..{}", f.name, u64::MAX >> (64 - w)),
+                })
+                .collect();
+            let more = if terms.len() > 3 { ",..." } else { "" };
+            let shown = terms.iter().take(3).cloned().collect::<Vec<_>>().join(",");
+            format!("{}/{shown}{more}/modifier", without_instance(&p.name))
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// A PMU's name without the `_N` of one of its instances (perf: a decimal number, or
+/// more than two hex digits).
+fn without_instance(name: &str) -> &str {
+    let digits = name.trim_end_matches(|c: char| c.is_ascii_hexdigit());
+    let suffix = &name[digits.len()..];
+    let hex = suffix.chars().any(|c| !c.is_ascii_digit());
+    match digits.strip_suffix('_') {
+        Some(base) if !suffix.is_empty() && (!hex || suffix.len() > 2) => base,
+        _ => name,
+    }
 }
 
 /// perf list's metrics, each with its description, then the names of their groups.
@@ -258,5 +418,49 @@ mod tests {
             "  context-switches OR cs                             [Software event]"
         );
         assert!(line(&e, true).ends_with("[Software event]  <not supported>"));
+    }
+
+    #[test]
+    fn raw_syntaxes_are_perfs() {
+        let root = format!(
+            "{}/tests/fixtures/sysfs/intel/devices",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let syntaxes = raw_pmu_syntaxes(&Sysfs::at(root));
+        // As perf 6.12 prints msr's and software's; cpu has more than three terms; the
+        // memory controller's instances are one.
+        assert_eq!(
+            syntaxes,
+            [
+                "cpu/any,cmask=0..255,edge,.../modifier",
+                "msr/event=0..0xffffffffffffffff/modifier",
+                "software//modifier",
+                "uncore_imc/event=0..255,umask=0..255/modifier",
+            ]
+        );
+    }
+
+    #[test]
+    fn instance_numbers_as_perf_drops_them() {
+        assert_eq!(without_instance("uncore_imc_0"), "uncore_imc");
+        assert_eq!(without_instance("uncore_cha_12"), "uncore_cha");
+        assert_eq!(without_instance("hisi_sccl1_ddrc_abc"), "hisi_sccl1_ddrc");
+        // Two hex digits are part of the name (s390's cpum_cf).
+        assert_eq!(without_instance("cpum_cf"), "cpum_cf");
+        assert_eq!(without_instance("msr"), "msr");
+        assert_eq!(without_instance("armv8_pmuv3_0"), "armv8_pmuv3");
+    }
+
+    #[test]
+    fn raw_metrics_are_grouped_as_perf_groups_them() {
+        let all = raw_metrics(None, true, true);
+        assert_eq!(all.first().map(String::as_str), Some("Default"));
+        assert_eq!(all.iter().filter(|n| *n == "CPUs_utilized").count(), 1);
+        let groups = raw_metrics(None, false, true);
+        assert!(groups
+            .iter()
+            .all(|g| metrics::ALL.iter().any(|m| m.group == g)));
+        let cs = raw_metrics(Some("*cs_per*"), true, true);
+        assert_eq!(cs, ["Default", "cs_per_second"]);
     }
 }

@@ -257,3 +257,307 @@ fn files_that_are_not_whole_are_refused_in_one_line() {
     assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
 }
+
+/// Slices in the large recording: 240 MB of file, where report used to hold about 190
+/// bytes a slice (380 MB) and --timeline x.json about 4 kB a slice.
+const LARGE_SLICES: u64 = 2_000_000;
+/// The most a report of it may take: its memory must not grow with the slices.
+const REPORT_RSS_LIMIT_KB: i64 = 64 << 10;
+
+/// The peak resident set of `cmd`, in kB (its rusage after it ended), and its output.
+// The child is reaped by wait4, which std's Child does not offer.
+#[allow(clippy::zombie_processes)]
+fn peak_rss_kb(cmd: &mut std::process::Command) -> (i64, std::process::ExitStatus, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    // SAFETY: plain wait4(2) of our own child, which nothing else waits for.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    (usage.ru_maxrss, status, err)
+}
+
+/// report streams the file: every mode of it on a recording of two million slices,
+/// written by the file module's own writer, peaks far below what holding the slices
+/// would take, and its numbers are the slices' (the totals those the writer added up).
+#[test]
+fn report_memory_does_not_grow_with_the_slices() {
+    let file = TempFile::new("large.data");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&file.0).unwrap());
+        recording::write(&mut out, LARGE_SLICES).unwrap();
+        std::io::Write::flush(&mut out).unwrap();
+    }
+    let picture = TempFile::new("large.svg");
+    let modes: [&[&str]; 5] = [
+        &[],
+        &["--sort", "pid,comm"],
+        &["--hist"],
+        &["--timeline", "/dev/null"],
+        &["--timeline", picture.0.to_str().unwrap()],
+    ];
+    for args in modes {
+        let (kb, status, err) = peak_rss_kb(bperf().args(["report", "-i"]).arg(&file.0).args(args));
+        assert!(status.success(), "{args:?}: {err}");
+        eprintln!("report {args:?} of {LARGE_SLICES} slices: peak RSS {kb} kB");
+        assert!(
+            kb < REPORT_RSS_LIMIT_KB,
+            "report {args:?} of {LARGE_SLICES} slices peaked at {kb} kB"
+        );
+    }
+    // The totals report adds up from the slices: web's own and web/api's.
+    let totals = stdout(&report(&file, &["-x,"]));
+    let lines = parse_csv(&totals, false);
+    let web = (0..LARGE_SLICES).filter(|&i| matches!(recording::slot_of(i), 1 | 2));
+    let (switches, ns) = web.fold((0, 0), |(n, ns), i| {
+        (n + u64::from(i % 7 != 0), ns + recording::length_of(i))
+    });
+    assert_eq!(value(&lines, "context-switches", "web"), switches as f64);
+    let ms = value(&lines, "task-clock", "web");
+    assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
+}
+
+/// A directory of this test's own, removed on drop.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("bperf-rec-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+    /// The names in it, sorted.
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn c_path(p: &std::path::Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+/// `bperf report -i -` of `bytes` on its stdin: its output.
+fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
+    use std::io::Write;
+    let mut child = bperf()
+        .args(["report", "-i", "-"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = bytes.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&bytes));
+    let o = child.wait_with_output().unwrap();
+    // A report that refuses its input may exit before reading it all: a broken pipe then
+    // is the feeder's news, not a failure.
+    if let Err(e) = feeder.join().unwrap() {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
+    o
+}
+
+/// record -o into what is not a regular file writes into it, as perf does: a device
+/// node (/dev/null's own, made here) stays the device and a FIFO stays the FIFO, with
+/// nothing moved to .old, and what came out of the FIFO is a recording report reads.
+#[test]
+fn record_writes_into_devices_and_fifos() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let dir = Dir::new("nodes");
+    let (null, fifo) = (dir.join("null"), dir.join("fifo"));
+    // SAFETY: mknod(2) and mkfifo(2) of new paths in our own directory.
+    unsafe {
+        assert_eq!(
+            libc::mknod(
+                c_path(&null).as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(1, 3)
+            ),
+            0
+        );
+        assert_eq!(libc::mkfifo(c_path(&fifo).as_ptr(), 0o600), 0);
+    }
+    run_ok(
+        bperf()
+            .args(["record", "-e", "task-clock", "-o"])
+            .arg(&null)
+            .args(["--", "true"]),
+    );
+    use std::os::unix::fs::FileTypeExt;
+    let kind = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().file_type();
+    assert!(kind(&null).is_char_device(), "{:?}", dir.names());
+
+    // The reader is there first; a bounded one, so that a writer that never comes
+    // fails the test instead of hanging it.
+    let reader = std::process::Command::new("timeout")
+        .arg("30")
+        .arg("cat")
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    run_ok(
+        bperf()
+            .args(["record", "-e", "task-clock", "-o"])
+            .arg(&fifo)
+            .args(["--", "true"]),
+    );
+    let bytes = reader.wait_with_output().unwrap().stdout;
+    assert!(kind(&fifo).is_fifo(), "{:?}", dir.names());
+    assert_eq!(dir.names(), ["fifo", "null"]);
+    let o = report_stdin(&bytes, &[]);
+    assert!(
+        o.status.success(),
+        "{} bytes from the FIFO: {}",
+        bytes.len(),
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("task-clock"), "{}", stdout(&o));
+}
+
+/// `record -o -` writes the recording to stdout, and `report -i -` reads it from its
+/// stdin: piped from one into the other, as perf's pipe mode. No file named `-`.
+/// A timeline, which reads its input twice, refuses a pipe in one line.
+#[test]
+fn record_to_stdout_pipes_into_report() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let dir = Dir::new("pipe");
+    let mut record = bperf()
+        .current_dir(&dir.0)
+        .args([
+            "record",
+            "-e",
+            "task-clock,context-switches",
+            "-o",
+            "-",
+            "--",
+            "sleep",
+            "0.2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let report = bperf()
+        .current_dir(&dir.0)
+        .args(["report", "-i", "-", "-x,"])
+        .stdin(record.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    let recorded = record.wait_with_output().unwrap();
+    assert!(recorded.status.success(), "{}", stderr(&recorded));
+    assert!(report.status.success(), "{}", stderr(&report));
+    let lines = parse_csv(&stdout(&report), false);
+    assert!(
+        value(&lines, "task-clock", "/") > 0.0,
+        "{}",
+        stdout(&report)
+    );
+    assert!(dir.names().is_empty(), "{:?}", dir.names());
+
+    let o = report_stdin(b"BPERFREC", &["--timeline", "x.json"]);
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a pipe"), "{}", stderr(&o));
+}
+
+/// A run that fails before it records (a command that does not exist, an event that
+/// does not) leaves an earlier recording where it was and .old alone; one that records
+/// keeps the earlier one as .old. bperf stat record keeps its earlier file the same way.
+#[test]
+fn a_failed_run_leaves_the_earlier_recording() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let dir = Dir::new("failed");
+    let path = dir.join("x.data");
+    let earlier = recording::bytes(10);
+    std::fs::write(&path, &earlier).unwrap();
+    let record = |args: &[&str]| {
+        bperf()
+            .args(["record", "-o"])
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let no_command = record(&["-e", "task-clock", "--", "/nonexistent/command"]);
+    assert_eq!(
+        no_command.status.code(),
+        Some(255),
+        "{}",
+        stderr(&no_command)
+    );
+    let no_event = record(&["-e", "no-such-event", "--", "true"]);
+    assert!(!no_event.status.success(), "{}", stderr(&no_event));
+    let unchanged = |p: &std::path::Path, bytes: &[u8]| std::fs::read(p).unwrap() == bytes;
+    assert!(
+        unchanged(&path, &earlier),
+        "the earlier recording was replaced"
+    );
+    assert_eq!(dir.names(), ["x.data"]);
+
+    let o = record(&["-e", "task-clock", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        unchanged(&dir.join("x.data.old"), &earlier),
+        "{:?}",
+        dir.names()
+    );
+    run_ok(bperf().args(["report", "-i"]).arg(&path));
+
+    let stat = dir.join("perf.data");
+    let stat_record = |cmd: &str| {
+        bperf()
+            .args(["stat", "record", "-e", "task-clock", "-o"])
+            .arg(&stat)
+            .args(["--", cmd])
+            .output()
+            .unwrap()
+    };
+    assert!(stat_record("true").status.success());
+    let first = std::fs::read(&stat).unwrap();
+    assert!(!stat_record("/nonexistent/command").status.success());
+    assert!(
+        unchanged(&stat, &first),
+        "stat record replaced its earlier file"
+    );
+    assert!(stat_record("true").status.success());
+    assert!(
+        unchanged(&dir.join("perf.data.old"), &first),
+        "{:?}",
+        dir.names()
+    );
+}

@@ -64,6 +64,47 @@ fn get(port: u16, path: &str, accept: &str) -> Option<(String, String)> {
     Some((head.to_string(), body.to_string()))
 }
 
+/// GET /metrics from 127.0.0.1:`port` with `headers`: the head and the raw body.
+fn get_raw(port: u16, headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n".to_string();
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    (
+        String::from_utf8_lossy(&all[..split]).into_owned(),
+        all[split + 4..].to_vec(),
+    )
+}
+
+/// A port that takes one connection and sends its request head on the channel.
+fn capture_one_request() -> (u16, std::sync::mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && conn.read_exact(&mut byte).is_ok() {
+            head.push(byte[0]);
+        }
+        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+    });
+    (port, rx)
+}
+
 /// Waits until `f` gives something, for up to `secs` seconds.
 fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let end = Instant::now() + Duration::from_secs(secs);
@@ -129,10 +170,12 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
     let dir = TempDir::new("prometheus");
     let prom_port = free_port();
+    // A second target that only records the request Prometheus scrapes with.
+    let (capture_port, captured) = capture_one_request();
     std::fs::write(
         dir.0.join("prometheus.yml"),
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n  - job_name: capture\n    static_configs:\n      - targets: ['127.0.0.1:{capture_port}']\n"
         ),
     )
     .unwrap();
@@ -189,6 +232,53 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
         "Prometheus never scraped {} for 11 s",
         cg.name
     );
+    // Prometheus asks for gzip; bperf answers what it asks for in gzip, and the same
+    // metrics plainly to a request without Accept-Encoding.
+    let asked = captured
+        .recv_timeout(Duration::from_secs(10))
+        .expect("Prometheus never scraped the capture target");
+    let value_of = |name: &str| {
+        asked
+            .lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| panic!("Prometheus sent no {name}: {asked}"))
+    };
+    let (accept, accept_encoding) = (value_of("Accept"), value_of("Accept-Encoding"));
+    assert!(accept_encoding.contains("gzip"), "{asked}");
+    let (head, zipped) = get_raw(
+        port,
+        &[("Accept", &accept), ("Accept-Encoding", &accept_encoding)],
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(&zipped[..])
+        .read_to_string(&mut unzipped)
+        .expect("a gzip body");
+    let (head, plain) = get_raw(port, &[("Accept", &accept)]);
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
+    let plain = String::from_utf8(plain).unwrap();
+    // The same metrics and series of the root and the spinner's cgroup (other cgroups
+    // may come and go), whatever the counts did between the two scrapes.
+    let names = |t: &str| -> Vec<String> {
+        let ours =
+            |l: &&str| l.starts_with('#') || l.contains("cgroup=\"/\"") || l.contains(&cg.name);
+        t.lines()
+            .filter(ours)
+            .map(|l| l.rsplit_once(' ').map_or(l, |(name, _)| name).to_string())
+            .collect()
+    };
+    assert!(unzipped.ends_with("# EOF\n"), "{unzipped}");
+    assert_eq!(names(&unzipped), names(&plain));
     let v = query(&format!("rate({selector}[10s])")).expect("Prometheus answers");
     let body = v.to_string();
     let result = &v["data"]["result"];
@@ -308,6 +398,238 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
         std::fs::read_dir(&dir.0).unwrap().count(),
         0,
         "files left in the textfile directory"
+    );
+}
+
+/// A small tmpfs mounted on a directory, unmounted when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> SmallTmpfs {
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs on {}", dir.display());
+        SmallTmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system of `dir` with a file named `name`, and again a few times, to
+/// take what bperf's last write frees when it replaces the textfile.
+fn fill(dir: &std::path::Path, name: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(name))
+        .unwrap();
+    let block = [0u8; 4096];
+    for _ in 0..5 {
+        while f.write_all(&block).is_ok() {}
+        std::thread::sleep(Duration::from_millis(120));
+    }
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A textfile that cannot be written (a full disk, its directory removed) is a warning,
+/// once for each error while it lasts: HTTP keeps serving, no temporary file stays, and
+/// the writes resume when the disk or the directory is back.
+#[test]
+fn a_textfile_that_cannot_be_written_is_retried() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let top = TempDir::new("textfile-fails");
+    let dir = top.0.join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let disk = SmallTmpfs::mount(&dir, "64k");
+    let file = dir.join("bperf.prom");
+    let (serve, port) = start_serve(&[
+        "--textfile",
+        dir.to_str().unwrap(),
+        "-I",
+        "100",
+        "-e",
+        "task-clock",
+    ]);
+    let first = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let alive = |serve: &mut Running, what: &str| {
+        assert!(
+            serve.0.try_wait().unwrap().is_none(),
+            "bperf serve exited {what}"
+        );
+        let (head, body) = get(port, "/metrics", "*/*").expect("HTTP answers");
+        assert!(head.contains(" 200 "), "{what}: {head}");
+        assert!(body.contains("bperf_count_total"), "{what}: {body}");
+    };
+    let mut serve = serve;
+    // The disk is full: ten ticks fail.
+    fill(&dir, "filler");
+    std::thread::sleep(Duration::from_millis(1000));
+    alive(&mut serve, "with a full disk");
+    assert_eq!(names_in(&dir), ["bperf.prom", "filler"]);
+    // Room again: the file is written again.
+    std::fs::remove_file(dir.join("filler")).unwrap();
+    let again = wait_for(10, || {
+        let t = std::fs::read_to_string(&file).ok()?;
+        (t != first).then_some(t)
+    });
+    assert!(
+        again.is_some(),
+        "the textfile is not written after the disk has room"
+    );
+    // The directory is removed: ten ticks fail.
+    drop(disk);
+    // bperf may write into the directory until it is gone.
+    let removed = wait_for(10, || {
+        let _ = std::fs::remove_dir_all(&dir);
+        (!dir.exists()).then_some(())
+    });
+    assert!(removed.is_some(), "cannot remove {}", dir.display());
+    std::thread::sleep(Duration::from_millis(1000));
+    alive(&mut serve, "without its textfile directory");
+    assert!(!dir.exists(), "bperf made the textfile directory");
+    // The directory is back: so is the file.
+    std::fs::create_dir(&dir).unwrap();
+    assert!(
+        wait_for(10, || file.exists().then_some(())).is_some(),
+        "the textfile is not written when its directory is back"
+    );
+    let err = stop(serve);
+    assert_eq!(
+        names_in(&dir),
+        Vec::<String>::new(),
+        "left in the textfile directory"
+    );
+    let said = |what: &str| err.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said("No space left on device"), 1, "{err}");
+    assert_eq!(said("No such file or directory"), 1, "{err}");
+    assert_eq!(said("is written again"), 2, "{err}");
+}
+
+/// The inotify watches of `pid`, each instance counted once whatever its fds, from
+/// /proc/PID/fdinfo.
+fn inotify_watches(pid: u32) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut n = 0;
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let is_inotify =
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify");
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ));
+        let (true, Ok(info)) = (is_inotify, info) else {
+            continue;
+        };
+        let instance = info
+            .lines()
+            .find(|l| l.starts_with("ino:"))
+            .map(str::to_owned);
+        if seen.insert(instance) {
+            n += info
+                .lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count();
+        }
+    }
+    n
+}
+
+/// Cgroups made and removed leave no watch behind: the cgroup file system sends no
+/// IN_IGNORED for a removed directory, so a watch kept would grow bperf (and pin the
+/// directory's inode) for every cgroup that ever existed.
+#[test]
+fn churned_cgroups_leave_no_watch_behind() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let parent = TestCgroup::new("churn-watches");
+    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups"]);
+    let pid = serve.0.id();
+    let before = inotify_watches(pid);
+    let children: Vec<TestCgroup> = (0..300).map(|i| parent.child(&format!("c{i}"))).collect();
+    let watched = wait_for(20, || (inotify_watches(pid) == before + 300).then_some(()));
+    assert!(
+        watched.is_some(),
+        "{} inotify watches with 300 new cgroups, {before} before",
+        inotify_watches(pid)
+    );
+    drop(children);
+    let unwatched = wait_for(20, || (inotify_watches(pid) == before).then_some(()));
+    assert!(
+        unwatched.is_some(),
+        "{} inotify watches after 300 cgroups came and went, {before} before",
+        inotify_watches(pid)
+    );
+    // Still watching: a cgroup made now is counted.
+    let late = parent.child("late");
+    let shown = format!("cgroup=\"{}\"", late.name);
+    let seen = wait_for(20, || {
+        get(port, "/metrics", "*/*")?
+            .1
+            .contains(&shown)
+            .then_some(())
+    });
+    assert!(seen.is_some(), "{} is never exported", late.name);
+    stop(serve);
+}
+
+/// A cgroup made and removed again and again changes how many are left out each time;
+/// stderr says the number when it first is, and at a new peak, not at every change.
+#[test]
+fn left_out_cgroups_are_not_said_at_every_change() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let parent = TestCgroup::new("left-out");
+    // One place, the root's: every other cgroup is left out.
+    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups", "--max-cgroups", "1"]);
+    let left_out = || series(&get(port, "/metrics", "*/*")?.1, "bperf_cgroups_left_out ");
+    let base = left_out().expect("bperf_cgroups_left_out");
+    assert!(base >= 1.0, "{base} left out with {} there", parent.name);
+    for i in 0..20 {
+        let child = parent.child(&format!("c{i}"));
+        let up = wait_for(10, || (left_out()? == base + 1.0).then_some(()));
+        assert!(up.is_some(), "{} never left out", child.name);
+        drop(child);
+        let down = wait_for(10, || (left_out()? == base).then_some(()));
+        assert!(down.is_some(), "c{i} still left out after its removal");
+    }
+    let err = stop(serve);
+    let said = err
+        .lines()
+        .filter(|l| l.contains("cgroups are not counted"))
+        .count();
+    // base, then base + 1; a few more only if other cgroups were made meanwhile.
+    assert!(
+        (2..=4).contains(&said),
+        "{said} lines for 40 changes of the number:\n{err}"
     );
 }
 

@@ -685,6 +685,14 @@ fn per_thread_of_a_process_has_perfs_shape() {
     let _g = serial();
     let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
     let pid = sleeper.id().to_string();
+    // Until the child has exec'd, its thread bears the test thread's name.
+    let comm = format!("/proc/{pid}/comm");
+    for _ in 0..500 {
+        if fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "sleep") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     let args = [
         "--per-thread",
         "-p",

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,10 +82,19 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
+    let cg = TestCgroup::new("shared-cmd");
     let w = workload();
     let w = w.to_str().unwrap();
-    // Two children spinning side by side: task-clock.
-    let both = format!("{w} spin 400 & {w} spin 400; wait");
+    // Two children spinning side by side: task-clock. The shell joins a cgroup of its
+    // own first, whose cpu.stat then holds all of the command but what the shell ran
+    // before, which it reports (its schedstat: since bperf forked it).
+    let both = format!(
+        "read ran rest < /proc/$$/schedstat; echo $$ > {}; echo shell_ns=$ran >&2; \
+         {w} spin 400 & {w} spin 400; wait",
+        cg.procs()
+    );
+    let before = cg.usage_ns();
+    let unaccounted = unaccounted_ns();
     let o = run_ok(bperf().args([
         "stat",
         "--bpf-counters",
@@ -96,13 +106,23 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
         "-c",
         &both,
     ]));
+    let unaccounted = unaccounted_since(unaccounted);
     let err = stderr(&o);
+    let kernel = (cg.usage_ns() - before) as f64 + report_field(&err, "shell_ns");
     let own = own_task_clock_ns(&err, &["spin"]);
     let ours = csv_value(&err, "task-clock") * 1e6;
-    // The shell's own few milliseconds are in ours only.
+    // On a real machine, the children's own task-clock: the shell's own few
+    // milliseconds, and the children's start and exit, are in ours only. Under
+    // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
+    // own clock in the 6.1 and 6.12 guests): there the kernel's accounting of the shell
+    // and its cgroup is the oracle.
+    let agrees = match emulated() {
+        false => ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
+        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    };
     assert!(
-        ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
-        "task-clock {ours} vs own {own}: {err}"
+        agrees,
+        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
     );
     // A ping-pong with a child: every switch. (Its task-clock is not compared: a switch's
     // own cost, about a microsecond here, is charged to the task switched to, as the
@@ -157,25 +177,72 @@ fn a_process_counts_through_the_b_modifier() {
     let was_mounted = bpffs_mounted();
     let cg = TestCgroup::new("shared-p");
     let w = workload();
+    // The process stops itself once started, and is let go when bperf counts, which
+    // bperf says ("Events enabled", after -D's millisecond): starting takes bperf a
+    // fraction of a second here, up to seconds in an emulated machine.
     let target = Command::new(&w)
-        .args(["spin", "800", &cg.procs(), "400"])
+        .args(["spin", "800", &cg.procs(), "stop"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = target.id().to_string();
-    let o = run_ok(bperf().args(["stat", "-x,", "-e", "task-clock:b,page-faults", "-p", &pid]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !stopped(target.id()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stopped(target.id()), "the process never stopped itself");
+    let before = cg.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let mut counting = bperf()
+        .args([
+            "stat",
+            "-x,",
+            "-D",
+            "1",
+            "-e",
+            "task-clock:b,page-faults",
+            "-p",
+            &pid,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(counting.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.ends_with("Events enabled\n") && lines.read_line(&mut err).unwrap() > 0 {}
+    // SAFETY: plain kill(2) of our child, not yet reaped.
+    unsafe { libc::kill(target.id() as i32, libc::SIGCONT) };
+    lines.read_to_string(&mut err).unwrap();
+    let status = counting.wait().unwrap();
+    assert!(status.success(), "{status}: {err}");
     let out = target.wait_with_output().unwrap();
+    let unaccounted = unaccounted_since(unaccounted);
+    let kernel = (cg.usage_ns() - before) as f64;
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    let err = stderr(&o);
     let own = own_task_clock_ns(&report, &["spin"]);
     let ours = csv_value(&err, "task-clock:b") * 1e6;
-    // bperf also counts the process's sleep before its work: a few microseconds.
+    // bperf also counts the process's wake-up before its work and its exit, which take
+    // microseconds on a real machine. Under emulation the exit takes tens of ms or more
+    // (see tests/stat.rs, self_moving_processes_are_charged_in_full): there the
+    // process's cgroup's cpu.stat is the oracle.
+    let agrees = match emulated() {
+        false => ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
+        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    };
     assert!(
-        ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
-        "task-clock {ours} vs own {own}: {err}"
+        agrees,
+        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
     );
     assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
     assert_nothing_left(was_mounted);
+}
+
+/// Whether process `pid` is stopped (state T in /proc/PID/stat).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(") ")?.1.starts_with('T')))
+        .unwrap_or(false)
 }
 
 struct Started {
@@ -209,24 +276,6 @@ fn perf_event_fds() -> usize {
         }
     }
     n
-}
-
-/// The task-clock (ms) and elapsed seconds of a table bperf printed.
-fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
-    let num = |l: &str| {
-        l.split_whitespace()
-            .next()
-            .unwrap()
-            .replace(',', "")
-            .parse::<f64>()
-            .unwrap()
-    };
-    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
-    let elapsed = err
-        .lines()
-        .find(|l| l.contains("seconds time elapsed"))
-        .map(num);
-    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
 }
 
 /// usage_usec lines a `cat cpu.stat` printed, in ns: the first and the last.
@@ -371,8 +420,11 @@ fn the_last_session_killed_leaves_nothing() {
         &["stat", "-a", "-e", "cpu-clock:b", "--", "sleep", "20"],
         "cpus",
     );
+    // The session registers, then starts the keeper: wait for both (a keeper's exec
+    // takes a fraction of a second in an emulated machine).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !Path::new(DIR).join("registry").exists() && Instant::now() < deadline {
+    while !(Path::new(DIR).join("registry").exists() && keepers() > 0) && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(Path::new(DIR).join("registry").exists());
@@ -406,4 +458,183 @@ fn foreign_registries_are_refused() {
         assert_eq!(o.status.code(), Some(status), "{path}: {}", stderr(&o));
         assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     }
+}
+
+/// Pids of the running keepers of the shared counters.
+fn keeper_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(13).any(|w| w == b"__keep-shared"))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` holds a BPF map open (it has opened the pinned instance).
+fn holds_bpf_map(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("bpf-map"))
+    })
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// The keeper killed first, then every session with SIGKILL: a living session starts a
+/// new keeper, which removes the instance once its sessions are gone.
+#[test]
+fn a_killed_keeper_is_replaced_and_nothing_is_left() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let args = [
+        "stat",
+        "-a",
+        "--bpf-counters",
+        "-e",
+        "cpu-clock",
+        "--",
+        "sleep",
+        "60",
+    ];
+    let mut sessions = [spawn(&args, "cpus"), spawn(&args, "cpus")];
+    let joined = wait_for(10, || {
+        sessions.iter().all(|s| holds_bpf_map(s.child.id())) && !keeper_pids().is_empty()
+    });
+    let first = keeper_pids();
+    // SAFETY: plain kill(2).
+    let kill = |pid: u32| unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    for &k in &first {
+        kill(k);
+    }
+    // Checked every second by each session.
+    let replaced = joined
+        && wait_for(10, || {
+            let now = keeper_pids();
+            !now.is_empty() && now.iter().all(|p| !first.contains(p))
+        });
+    for s in &mut sessions {
+        kill(s.child.id());
+        let _ = s.child.wait();
+    }
+    assert!(joined, "the sessions did not join, or no keeper started");
+    assert!(replaced, "the killed keeper {first:?} was not replaced");
+    assert_nothing_left(was_mounted);
+}
+
+/// A BPF file system of the test's own at a temporary directory, unmounted with
+/// everything pinned in it when dropped.
+struct PrivateBpffs(std::path::PathBuf);
+
+impl PrivateBpffs {
+    fn mount(tag: &str) -> PrivateBpffs {
+        let dir = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs = PrivateBpffs(dir);
+        let st = Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&fs.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot mount a BPF file system");
+        fs
+    }
+}
+
+impl Drop for PrivateBpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A stale directory whose `registry` is some other map: every session says which
+/// directory is wrong and what to do, and leaves it as it was.
+#[test]
+fn a_foreign_registry_is_named_with_what_to_do() {
+    if !privileged() {
+        return;
+    }
+    let fs = PrivateBpffs::mount("stale");
+    let dir = fs.0.join("bperf");
+    std::fs::create_dir(&dir).unwrap();
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let mut map =
+        libbpf_rs::MapHandle::create(libbpf_rs::MapType::Array, Some("registry"), 4, 8, 1, &opts)
+            .unwrap();
+    map.pin(dir.join("registry")).unwrap();
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "--bpf-attr-map"])
+        .arg(&dir)
+        .args(["-e", "cpu-clock", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = format!("rm -r {}", dir.display());
+    assert!(
+        err.contains(&format!("{} holds no shared counters", dir.display()))
+            && err.contains(&named)
+            && err.contains("--bpf-attr-map"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["registry"], "the directory was changed");
+}
+
+/// One session asking for more cgroups than the shared counters have places for is told
+/// how many it asked for and how many there are, not that others took them.
+#[test]
+fn a_lone_request_for_too_many_slots_says_so() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    settle();
+    let was_mounted = bpffs_mounted();
+    let cg = TestCgroup::new("slots");
+    for i in 0..256 {
+        std::fs::create_dir(cg.path.join(format!("c{i}"))).unwrap();
+    }
+    let pattern = format!("{}/c.*", cg.name);
+    let o = bperf()
+        .args(["stat", "-a", "--bpf-counters", "-e", "cpu-clock"])
+        .args(["--for-each-cgroup", &pattern, "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("this session asks for 256 cgroups, processes and threads")
+            && err.contains("at most 255 at once"),
+        "{err}"
+    );
+    assert_nothing_left(was_mounted);
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -128,9 +128,11 @@ fn check_accounting(env: &[(&str, &str)]) {
             );
         }
     }
-    // A must not have been charged the 300 ms its process slept before moving in.
+    // A must not have been charged the 300 ms its process slept before moving in. (Under
+    // emulation its exit alone can take hundreds of ms: there the agreement with
+    // cpu.stat above, which never holds the sleep, is the check.)
     assert!(
-        tc(&a) < 0.8e9,
+        tc(&a) < 0.8e9 || emulated(),
         "A charged {} ns for 700 ms of spinning",
         tc(&a)
     );
@@ -141,20 +143,20 @@ fn check_accounting(env: &[(&str, &str)]) {
     let cs_bc = value(&lines, "context-switches", &bc.name);
     assert!(cs_b >= cs_bc && cs_bc > 0.0, "B {cs_b} B/c {cs_bc}");
 
-    // Context switches and faults against the processes' own rusage.
-    // The ping-pong pair reports cs in B (parent) and B/c (child); the fault process
-    // reports its faults; identify each by which counts are large.
-    let mut pp_cs = 0u64;
-    let mut fault_faults = 0u64;
-    for r in &reports {
-        let (c, flt) = rusage_totals(r);
-        if c > 10_000 {
-            pp_cs += c;
-        }
-        if flt > 15_000 {
-            fault_faults += flt;
-        }
-    }
+    // Context switches and faults against the processes' own rusage: the ping-pong
+    // pair's switches in B (parent) and B/c (child), the fault process's faults in F.
+    let rusage_of = |modes: &[&str]| {
+        let of_modes = reports
+            .iter()
+            .filter(|r| modes.iter().any(|m| r.contains(&format!(" mode={m} "))));
+        rusage_totals(&of_modes.copied().collect::<Vec<_>>().join("\n"))
+    };
+    let (pp_cs, _) = rusage_of(&["pingpong", "echo"]);
+    let (_, fault_faults) = rusage_of(&["faults"]);
+    assert!(
+        fault_faults >= 20_000,
+        "the fault process reported {fault_faults} faults for 20000 pages\n{stderr}"
+    );
     // They agree to a few switches in 40000, whether bperf reads the scheduler's count
     // or a perf event (BPERF_READ_HELPER=1).
     assert!(
@@ -228,16 +230,31 @@ fn self_moving_processes_are_charged_in_full() {
     let _g = serial();
     let a = TestCgroup::new("moveA");
     let b = TestCgroup::new("moveB");
+    let before = a.usage_ns() + b.usage_ns();
+    let unaccounted = unaccounted_ns();
     let (lines, csv, stderr) = two_self_moving_spinners(&a, &b, &format!("{},{}", a.name, b.name));
+    let unaccounted = unaccounted_since(unaccounted);
+    let kernel = (a.usage_ns() + b.usage_ns() - before) as f64;
     let (va, vb) = (
         value(&lines, "task-clock", &a.name),
         value(&lines, "task-clock", &b.name),
     );
-    // The spinners' own task-clock (ms) since they joined their cgroups.
+    // The spinners' own task-clock (ms) since they joined their cgroups: the oracle on a
+    // real machine, where what follows (their exit) takes microseconds. Under emulation
+    // an exit took 10 to 420 ms of CPU in its cgroup (the 6.1 guest, 8 runs: cpu.stat 1.03
+    // to 2.3 times the spinners' own clock, bperf within 2% of cpu.stat), which their own
+    // clock cannot see: there the cgroups' cpu.stat is the oracle.
     let own = own_task_clock_ns(&stderr, &["spin"]) / 1e6;
+    let agrees = match emulated() {
+        false => within(va + vb, own, 2.0),
+        true => agrees_with_cpu_stat((va + vb) * 1e6, kernel, unaccounted),
+    };
     assert!(
-        within(va + vb, own, 2.0),
-        "A {va} + B {vb} ms vs the spinners' own task-clock {own} ms\n{csv}\n{stderr}"
+        agrees,
+        "A {va} + B {vb} ms vs the spinners' own task-clock {own} ms, \
+         cpu.stat {} ms (+ up to {} ms)\n{csv}\n{stderr}",
+        kernel / 1e6,
+        unaccounted / 1e6
     );
 }
 
@@ -407,11 +424,10 @@ fn nothing_left_behind_after_any_exit() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Wait until it is counting: its programs are loaded.
-        for _ in 0..200 {
-            if !loaded_bperf_programs().is_empty() {
-                break;
-            }
+        // Wait until it is counting: its programs are loaded. That takes a fraction of a
+        // second here, and 0.5 to over 2 s in an emulated machine (tests/vm_x86.rs).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while loaded_bperf_programs().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(

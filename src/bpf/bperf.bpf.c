@@ -458,9 +458,9 @@ static __always_inline __u64 fraction(__u64 n, __u64 d)
 
 /*
  * Read event @i and charge what it counted since the last reading (the share
- * @a->charged_share of it) to the slots being charged. A global function, so that the
- * verifier checks it once for any event rather than every event's branches and charge
- * loop separately in every program.
+ * @a->charged_share of it) to the slots being charged. Returns 1 if it counted anything.
+ * A global function, so that the verifier checks it once for any event rather than every
+ * event's branches and charge loop separately in every program.
  */
 __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 {
@@ -495,13 +495,16 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
 	charge_slots(&st->charge, bpf_get_smp_processor_id(), i, &d);
 	if (record_slices)
 		st->slice.delta[i] = d;
-	return 0;
+	return d.counter != 0;
 }
 
 /*
  * Read every event on this CPU and charge what it counted since the last reading to the
  * slots being charged. @now, @rq_clock_fresh: see struct read_args. Returns true when
- * that was a slice to send (bperf record): st->slice then holds it.
+ * that was a slice to send (bperf record): st->slice then holds it. A slice that took no
+ * time but counted something is one: the run queue clock does not always move between
+ * two switches (when a wakeup had __schedule() skip its update), and a switch counted in
+ * no slice would be missing from the recording's sums.
  *
  * With @tail_ns, only the part of that window up to @tail_ns before @now: the last
  * @tail_ns were run by a task of another cgroup, after a switch that was not seen (see
@@ -514,6 +517,7 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 {
 	struct read_args a = { .now = now, .rq_clock_fresh = rq_clock_fresh, .charged_share = ALL };
 	__u64 charged;
+	int counted = 0;
 
 	if (!st)
 		return 0;
@@ -531,9 +535,10 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		if (i >= NR_EVENTS)
 			break;
-		account_event(st, i, &a);
+		counted |= account_event(st, i, &a);
 	}
-	return record_slices && st->charge.nr && charged && st->recording == RECORD_OPENING;
+	return record_slices && st->charge.nr && (charged || counted) &&
+	       st->recording == RECORD_OPENING;
 }
 
 /* bperf record: send the slice account() left in st->slice, @flags its BPERF_SLICE_*. */

@@ -13,7 +13,9 @@
 //! the directory's parent. A session whose process is gone is released by the next
 //! session that registers or leaves, and by the keeper (`keep`), a small process the
 //! first session starts, which also removes the instance when its last session was
-//! killed. The last session out removes everything: pins, programs, maps, perf events.
+//! killed. Each session checks every second that a keeper runs (the keeper holds a
+//! flock of the instance's directory) and starts one if not. The last session out
+//! removes everything: pins, programs, maps, perf events.
 
 use std::fs;
 use std::mem::MaybeUninit;
@@ -55,7 +57,7 @@ const BPFFS: &str = "/sys/fs/bpf";
 /// perf's own registry of BPF counters, which bperf must never touch.
 pub const PERF_ATTR_MAP: &str = "/sys/fs/bpf/perf_attr_map";
 const BPF_FS_MAGIC: i64 = 0xcafe4a11;
-const REGISTRY_VERSION: u32 = 1;
+const REGISTRY_VERSION: u32 = 2;
 
 /// Everything pinned, in the order it is removed: the registry first, since a directory
 /// without one is no instance whatever is left, then the links, which stop the programs.
@@ -137,6 +139,12 @@ impl Holders {
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }
+    /// Whether a session other than `s` holds it.
+    fn others_than(&self, s: usize) -> bool {
+        let mut h = *self;
+        h.remove(s);
+        !h.is_empty()
+    }
 }
 
 #[repr(C)]
@@ -173,6 +181,9 @@ struct Registry {
     version: u32,
     /// bperf mounted the BPF file system, and unmounts it with the instance if empty.
     mounted_bpffs: u32,
+    /// The instance charges the cgroups of a v1 hierarchy (perf_event's), not cgroup2's.
+    cgroup_v1: u32,
+    _pad: u32,
     events: [EventEntry; EVENTS],
     slots: [SlotEntry; SLOTS],
     sessions: [SessionEntry; SESSIONS],
@@ -242,8 +253,38 @@ fn mmap_of(map: &MapHandle, bytes: usize) -> Result<MmapMut> {
         .with_context(|| format!("mapping BPF map {:?}", map.name()))
 }
 
+/// What to do about a directory that holds no instance this bperf can use.
+fn remedy(dir: &Path) -> String {
+    format!(
+        "if no bperf session counts through it, remove it (rm -r {}), or name another directory with --bpf-attr-map",
+        dir.display()
+    )
+}
+
 impl Instance {
+    /// Opens the instance pinned in `dir`, or says what is wrong with the directory and
+    /// what to do.
     fn open(dir: &Path) -> Result<Instance> {
+        Instance::open_pins(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "{} holds no shared counters this bperf can use ({e:#}): {}",
+                dir.display(),
+                remedy(dir)
+            )
+        })
+    }
+
+    fn open_pins(dir: &Path) -> Result<Instance> {
+        let registry = map_at(dir, "registry")?;
+        let fits = registry.map_type() == MapType::Array
+            && registry.key_size() == 4
+            && registry.value_size() as usize == size_of::<Registry>();
+        if !fits {
+            bail!(
+                "{} is not a registry of this bperf's",
+                dir.join("registry").display()
+            );
+        }
         let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         let counts_map = map_at(dir, "counts")?;
         let counts = Counts::new(counts_map.as_fd(), nr_possible * SLOTS * EVENTS)?;
@@ -256,7 +297,7 @@ impl Instance {
             cgrp_slot: map_at(dir, "cgrp_slot")?,
             proc_tgid: map_at(dir, "proc_tgid")?,
             proc_tid: map_at(dir, "proc_tid")?,
-            registry: map_at(dir, "registry")?,
+            registry,
             tracked,
             live,
             counts,
@@ -298,8 +339,10 @@ impl Instance {
             .map_err(|_| anyhow::anyhow!("the shared counters' registry has the wrong size"))?;
         if r.version != REGISTRY_VERSION {
             bail!(
-                "{} holds shared counters of another bperf version",
-                self.dir.display()
+                "{} holds shared counters of another bperf version (registry version {}, this bperf's is {REGISTRY_VERSION}); they go with their last session: {}",
+                self.dir.display(),
+                r.version,
+                remedy(&self.dir)
             );
         }
         Ok(r)
@@ -344,6 +387,7 @@ impl Instance {
         reg: &mut Registry,
         s: usize,
         key: &EventKey,
+        asked: usize,
         open: &mut dyn FnMut() -> Result<Option<Vec<(u32, OwnedFd)>>>,
     ) -> Result<Option<usize>> {
         let mut attr = [0u8; ATTR_BYTES];
@@ -356,7 +400,8 @@ impl Instance {
             return Ok(Some(i));
         }
         let Some(i) = reg.events.iter().position(|e| e.used == 0) else {
-            bail!("the shared counters count {EVENTS} events already");
+            let others = reg.events.iter().filter(|e| e.holders.others_than(s));
+            return Err(no_room("events", EVENTS, others.count(), asked));
         };
         let Some(fds) = open()? else {
             return Ok(None);
@@ -423,7 +468,13 @@ impl Instance {
     }
 
     /// Registers `target` for session `s`: its slot.
-    fn hold_slot(&self, reg: &mut Registry, s: usize, target: Target) -> Result<usize> {
+    fn hold_slot(
+        &self,
+        reg: &mut Registry,
+        s: usize,
+        target: Target,
+        asked: usize,
+    ) -> Result<usize> {
         let (kind, key, inherit) = target.kind_key();
         let same = |e: &SlotEntry| e.kind == kind && e.key == key && e.inherit == inherit as u32;
         if let Some(i) = reg.slots.iter().position(same) {
@@ -431,7 +482,9 @@ impl Instance {
             return Ok(i);
         }
         let Some(i) = reg.slots.iter().position(|e| e.kind == KIND_FREE) else {
-            bail!("the shared counters count {SLOTS} cgroups, processes and threads already");
+            let others = reg.slots[1..].iter().filter(|e| e.holders.others_than(s));
+            let what = "cgroups, processes and threads";
+            return Err(no_room(what, SLOTS - 1, others.count(), asked));
         };
         // Whatever a process that died with a session left pointing at this slot.
         self.unlink_slot(i);
@@ -625,14 +678,7 @@ fn is_bpffs(path: &Path) -> bool {
 fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
     let mut mounted = false;
     loop {
-        let fd = rustix::fs::open(
-            parent,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .with_context(|| format!("opening {}", parent.display()))?;
+        let fd = open_dir(parent).with_context(|| format!("opening {}", parent.display()))?;
         rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)
             .with_context(|| format!("locking {}", parent.display()))?;
         // Mounted or unmounted while we waited: lock what is there now.
@@ -730,6 +776,7 @@ fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
     .context("creating the shared counters' registry")?;
     let mut r = Registry::new();
     r.mounted_bpffs = mounted.into();
+    r.cgroup_v1 = config.cgroup_v1.into();
     // SAFETY: plain old data.
     registry.update(
         &0u32.to_ne_bytes(),
@@ -775,6 +822,8 @@ pub struct Session {
     events: Vec<Option<usize>>,
     /// The slot of each target.
     slots: Vec<usize>,
+    /// Starts a keeper whenever the instance has none; stopped before the session leaves.
+    watch: Option<KeeperWatch>,
 }
 
 /// Opens session event i on every CPU: (CPU, fd) pairs, or None where the machine
@@ -800,22 +849,24 @@ impl Session {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
         let (lock, mounted) = lock(parent, true)?.expect("mounted");
+        let mut keeper = None;
         if !req.dir.join("registry").exists() {
             create(req.dir, req.config, mounted)
                 .inspect_err(|_| remove_instance(req.dir, mounted))?;
-            start_keeper(req.dir);
+            keeper = start_keeper(req.dir);
         }
         let inst = Instance::open(req.dir)?;
         let mut reg = inst.load_registry()?;
         inst.reap(&mut reg);
         let registered = register(&inst, &mut reg, req);
         let stored = inst.store_registry(&reg);
-        let session = match (registered, stored) {
+        let mut session = match (registered, stored) {
             (Ok((id, events, slots)), Ok(())) => Session {
                 inst,
                 id,
                 events,
                 slots,
+                watch: None,
             },
             (Err(e), _) | (_, Err(e)) => {
                 if reg.live_sessions() == 0 {
@@ -825,6 +876,7 @@ impl Session {
             }
         };
         drop(lock);
+        session.watch = Some(KeeperWatch::start(&session.inst.dir, keeper)?);
         session.flush_all()?;
         Ok(session)
     }
@@ -856,12 +908,40 @@ impl Session {
     }
 }
 
+/// How many different items there are.
+fn distinct<T: std::hash::Hash + Eq>(items: impl Iterator<Item = T>) -> usize {
+    items.collect::<std::collections::HashSet<T>>().len()
+}
+
+/// Why a session that asks for `asked` of the `capacity` places for `what` does not get
+/// them all, when other sessions hold `others` of them (and it holds the rest).
+fn no_room(what: &str, capacity: usize, others: usize, asked: usize) -> anyhow::Error {
+    match others {
+        0 => anyhow::anyhow!(
+            "this session asks for {asked} {what}, and the shared counters count at most {capacity} at once"
+        ),
+        _ => anyhow::anyhow!(
+            "the shared counters count at most {capacity} {what} at once, and other sessions hold {others} of them: this session asks for {asked}"
+        ),
+    }
+}
+
 /// Registers the session and what it asks for; its id, events and slots.
 fn register(
     inst: &Instance,
     reg: &mut Registry,
     req: Request,
 ) -> Result<(usize, Vec<Option<usize>>, Vec<usize>)> {
+    let counts_cgroups = req.targets.iter().any(|t| matches!(t, Target::Cgroup(_)));
+    if counts_cgroups && reg.cgroup_v1 != req.config.cgroup_v1 as u32 {
+        let version = |v1: bool| if v1 { "v1 (perf_event's)" } else { "v2" };
+        bail!(
+            "the shared counters in {} charge the cgroups of the cgroup {} hierarchy, and this session's are cgroup {}: the perf_event controller was mounted or unmounted since they started; count these cgroups without shared counters, or once their sessions have ended",
+            inst.dir.display(),
+            version(reg.cgroup_v1 != 0),
+            version(req.config.cgroup_v1)
+        );
+    }
     let Some(id) = reg.sessions.iter().position(|s| s.used == 0) else {
         bail!("{SESSIONS} sessions count through the shared counters already");
     };
@@ -872,15 +952,19 @@ fn register(
         start: start_time(me).context("reading this process's start time")?,
     };
     let mut events = Vec::new();
+    let asked_events = distinct(req.events.iter().map(|k| (&k.attr, read_bits(&k.read))));
+    let with_slot = req.targets.iter().filter(|t| **t != Target::Cpus);
+    let asked_slots = distinct(with_slot.map(Target::kind_key));
     let mut done = || -> Result<Vec<usize>> {
         for (i, key) in req.events.iter().enumerate() {
-            events.push(inst.hold_event(reg, id, key, &mut || (req.open)(i))?);
+            let open = &mut || (req.open)(i);
+            events.push(inst.hold_event(reg, id, key, asked_events, open)?);
         }
         let mut slots = Vec::new();
         for &t in req.targets {
             slots.push(match t {
                 Target::Cpus => 0,
-                t => inst.hold_slot(reg, id, t)?,
+                t => inst.hold_slot(reg, id, t, asked_slots)?,
             });
         }
         Ok(slots)
@@ -896,6 +980,9 @@ fn register(
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if let Some(w) = self.watch.take() {
+            w.stop();
+        }
         if let Err(e) = leave(&self.inst, self.id) {
             eprintln!("bperf: leaving the shared counters: {e:#}");
         }
@@ -927,24 +1014,108 @@ pub const KEEPER_ARG: &str = "__keep-shared";
 /// How often the keeper looks for sessions that died.
 const KEEPER_PERIOD: Duration = Duration::from_secs(1);
 
-/// Starts the keeper of the instance in `dir` (see `keep`), detached from this session.
-fn start_keeper(dir: &Path) {
-    let Ok(exe) = std::env::current_exe() else {
-        return;
+/// How often each session checks that the instance has a keeper, and starts one if not.
+const KEEPER_CHECK: Duration = Duration::from_secs(1);
+
+/// How long a new keeper tries to take the keeper lock: a session's check holds it for
+/// a moment; another keeper holds it for good.
+const KEEPER_LOCK_TRIES: u32 = 20;
+const KEEPER_LOCK_WAIT: Duration = Duration::from_millis(10);
+
+fn open_dir(dir: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+}
+
+/// Whether the instance in `dir` (the directory with inode `ino`) has a keeper: the
+/// keeper holds an exclusive flock of the directory for as long as it runs. True as
+/// well when there is no such directory any more: nothing to keep.
+fn has_keeper(dir: &Path, ino: u64) -> bool {
+    use rustix::fs::FlockOperation::NonBlockingLockShared;
+    let Ok(fd) = open_dir(dir) else {
+        return true;
     };
-    let mut cmd = std::process::Command::new(exe);
+    if !rustix::fs::fstat(&fd).is_ok_and(|st| st.st_ino == ino) {
+        return true;
+    }
+    // Taken (and let go with the fd) only when no keeper holds it.
+    rustix::fs::flock(&fd, NonBlockingLockShared).is_err()
+}
+
+/// Takes the keeper lock of `dir` for the life of this process; None when another
+/// keeper holds it.
+fn keeper_lock(dir: &Path) -> Option<OwnedFd> {
+    let fd = open_dir(dir).ok()?;
+    for _ in 0..KEEPER_LOCK_TRIES {
+        match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Some(fd),
+            Err(rustix::io::Errno::WOULDBLOCK) => std::thread::sleep(KEEPER_LOCK_WAIT),
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Starts a keeper of the instance in `dir` (see `keep`), in a process group of its own
+/// so that the terminal's signals to this session do not reach it.
+fn start_keeper(dir: &Path) -> Option<std::process::Child> {
+    // This very binary, even if it was replaced or removed since it started.
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    std::os::unix::process::CommandExt::arg0(&mut cmd, "bperf");
     cmd.arg(KEEPER_ARG).arg(dir);
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    // The keeper is reaped by init: this session may end first.
-    let _ = cmd.spawn();
+    cmd.spawn().ok()
+}
+
+/// A session's thread that starts a keeper whenever the instance has none (the keeper
+/// was killed), so that the instance is removed whatever ends in whatever order.
+struct KeeperWatch {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KeeperWatch {
+    /// Watches the instance in `dir`; `started` is the keeper this session started, if
+    /// any (a child of this process, reaped here once it ends).
+    fn start(dir: &Path, started: Option<std::process::Child>) -> Result<KeeperWatch> {
+        let ino = fs::metadata(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .ino();
+        let dir = dir.to_path_buf();
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("bperf-keeper-watch".into())
+            .spawn(move || {
+                let mut children: Vec<std::process::Child> = started.into_iter().collect();
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(KEEPER_CHECK)
+                {
+                    children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+                    if !has_keeper(&dir, ino) {
+                        children.extend(start_keeper(&dir));
+                    }
+                }
+            })
+            .context("starting the shared counters' keeper watch")?;
+        Ok(KeeperWatch { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
 }
 
 /// The keeper of the instance in `dir`: until the instance is gone, releases what dead
 /// sessions registered, and removes the instance once no session is left, which is how
-/// the last session's SIGKILL leaves nothing behind.
+/// the last session's SIGKILL leaves nothing behind. One keeper at a time: a second
+/// one, started by a session that found none, returns at once.
 pub fn keep(dir: &Path) -> Result<()> {
     // SAFETY: plain signal dispositions: the keeper ignores the terminal's signals.
     unsafe {
@@ -952,12 +1123,18 @@ pub fn keep(dir: &Path) -> Result<()> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
     let parent = dir.parent().context("no parent directory")?;
-    let (inst, dir_ino) = {
+    let Some(held) = keeper_lock(dir) else {
+        return Ok(());
+    };
+    let dir_ino = rustix::fs::fstat(&held)?.st_ino;
+    let inst = {
         let Some(_lock) = lock(parent, false)? else {
             return Ok(());
         };
-        match dir.join("registry").exists() {
-            true => (Instance::open(dir)?, fs::metadata(dir)?.ino()),
+        // The directory locked is the instance's (not one removed meanwhile).
+        let same_dir = fs::metadata(dir).is_ok_and(|m| m.ino() == dir_ino);
+        match same_dir && dir.join("registry").exists() {
+            true => Instance::open(dir)?,
             false => return Ok(()),
         }
     };
@@ -1019,6 +1196,27 @@ mod tests {
         let me = start_time(std::process::id());
         assert!(me.is_some_and(|t| t > 0));
         assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
+    fn no_room_says_who_holds_the_places() {
+        let alone = no_room("things", 255, 0, 256).to_string();
+        assert_eq!(
+            alone,
+            "this session asks for 256 things, and the shared counters count at most 255 at once"
+        );
+        let beside = no_room("things", 255, 200, 60).to_string();
+        assert!(
+            beside.contains("at most 255 things") && beside.contains("other sessions hold 200"),
+            "{beside}"
+        );
+        assert!(beside.contains("asks for 60"), "{beside}");
+        assert_eq!(distinct([1, 2, 1, 3, 2].into_iter()), 3);
+        let mut h = Holders::default();
+        h.add(5);
+        assert!(!h.others_than(5) && h.others_than(6));
+        h.add(700);
+        assert!(h.others_than(5));
     }
 
     #[test]

@@ -37,29 +37,107 @@ pub struct Cgroup {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
     pub point: PathBuf,
+    /// The directory of the file system seen at the mount (`/` unless a bind mount of
+    /// part of it).
+    pub root: PathBuf,
     pub fstype: String,
     /// The file system's own options (`perf_event` on a v1 hierarchy that holds it).
     pub options: Vec<String>,
 }
 
+impl Mount {
+    /// The mounts of a /proc/PID/mountinfo text; lines it cannot read are left out.
+    pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+        text.lines().filter_map(Mount::parse_line).collect()
+    }
+
+    /// `ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER_OPTIONS`
+    fn parse_line(line: &str) -> Option<Mount> {
+        let (before, after) = line.split_once(" - ")?;
+        let mut f = before.split(' ');
+        let root = f.nth(3)?;
+        let point = f.next()?;
+        let mut a = after.split(' ');
+        let fstype = a.next()?;
+        let options = a.nth(1).unwrap_or("");
+        Some(Mount {
+            point: unescape(point),
+            root: unescape(root),
+            fstype: fstype.to_string(),
+            options: options.split(',').map(str::to_string).collect(),
+        })
+    }
+}
+
+/// A path of mountinfo, where the kernel writes space, tab, newline and backslash as
+/// `\ooo` (octal).
+fn unescape(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match code {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The hierarchy of the perf_event controller in a /proc/cgroups text (0: cgroup2, or
+/// none); None when the text does not list it.
+pub fn perf_event_hierarchy(proc_cgroups: &str) -> Option<u32> {
+    proc_cgroups.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        (f.next()? == "perf_event").then_some(())?;
+        f.next()?.parse().ok()
+    })
+}
+
 impl Hierarchy {
-    /// The hierarchy that holds perf_event: cgroup2 when perf_event has hierarchy 0 (or
-    /// is missing from /proc/cgroups), else the v1 mount whose options name it.
+    /// The hierarchy whose cgroups perf_event counts, found as perf finds it: a mounted
+    /// cgroup v1 file system whose options name perf_event, else cgroup2 (mounts of a
+    /// whole hierarchy first). A v1 hierarchy that holds perf_event but is mounted
+    /// nowhere (as a container runtime can leave it) has no paths to name its cgroups
+    /// by: cgroups are then those of cgroup2, as with perf 6.12's --bpf-counters.
+    /// `perf_event_hierarchy` (from /proc/cgroups) only explains a failure.
     pub fn find(perf_event_hierarchy: Option<u32>, mounts: &[Mount]) -> Result<Hierarchy> {
-        let v1 = perf_event_hierarchy.is_some_and(|h| h != 0);
-        let found = mounts.iter().find(|m| match v1 {
-            true => m.fstype == "cgroup" && m.options.iter().any(|o| o == "perf_event"),
-            false => m.fstype == "cgroup2",
-        });
-        match found {
-            Some(m) => Ok(Hierarchy {
+        let v1 = |m: &Mount| m.fstype == "cgroup" && m.options.iter().any(|o| o == "perf_event");
+        let v2 = |m: &Mount| m.fstype == "cgroup2";
+        let whole_first = |is: &dyn Fn(&Mount) -> bool| {
+            let mut found = mounts.iter().filter(|m| is(m));
+            let first = found.clone().next();
+            found.find(|m| m.root == Path::new("/")).or(first)
+        };
+        if let Some(m) = whole_first(&v1) {
+            return Ok(Hierarchy {
                 mount: m.point.clone(),
-                v1,
-            }),
-            None if v1 => bail!(
-                "the perf_event cgroup controller is on a cgroup v1 hierarchy that is not mounted"
+                v1: true,
+            });
+        }
+        if let Some(m) = whole_first(&v2) {
+            return Ok(Hierarchy {
+                mount: m.point.clone(),
+                v1: false,
+            });
+        }
+        match perf_event_hierarchy {
+            Some(h) if h != 0 => bail!(
+                "no cgroup2 file system is mounted, and the perf_event cgroup controller is on cgroup v1 hierarchy {h}, which is mounted nowhere: mount one (mount -t cgroup2 none DIR, or mount -t cgroup -o perf_event none DIR)"
             ),
-            None => bail!("no cgroup2 file system is mounted (searched /proc/self/mountinfo)"),
+            _ => bail!(
+                "no cgroup2 file system is mounted (searched /proc/self/mountinfo): mount one (mount -t cgroup2 none DIR)"
+            ),
         }
     }
 
@@ -216,6 +294,7 @@ mod tests {
     fn mount(point: &str, fstype: &str, options: &[&str]) -> Mount {
         Mount {
             point: point.into(),
+            root: "/".into(),
             fstype: fstype.into(),
             options: options.iter().map(|o| o.to_string()).collect(),
         }
@@ -239,9 +318,8 @@ mod tests {
     }
 
     #[test]
-    fn v1_when_perf_event_has_a_hierarchy() {
+    fn v1_when_perf_event_is_on_a_mounted_v1_hierarchy() {
         let mut mounts = hybrid();
-        assert!(Hierarchy::find(Some(9), &mounts).is_err());
         mounts.push(mount(
             "/sys/fs/cgroup/perf event",
             "cgroup",
@@ -252,10 +330,63 @@ mod tests {
         assert!(h.v1);
     }
 
+    /// perf_event on a v1 hierarchy mounted nowhere: the cgroup2 tree, as perf.
+    #[test]
+    fn cgroup2_when_the_v1_hierarchy_is_mounted_nowhere() {
+        let h = Hierarchy::find(Some(9), &hybrid()).unwrap();
+        assert_eq!(h.mount, PathBuf::from("/sys/fs/cgroup/unified"));
+        assert!(!h.v1);
+        let e = Hierarchy::find(Some(9), &[mount("/", "ext4", &["rw"])]).unwrap_err();
+        assert!(e.to_string().contains("hierarchy 9"), "{e}");
+    }
+
     #[test]
     fn no_cgroup2_is_an_error() {
         let e = Hierarchy::find(None, &[mount("/", "ext4", &["rw"])]).unwrap_err();
         assert!(e.to_string().contains("cgroup2"));
+    }
+
+    /// A bind mount of part of a hierarchy comes after a mount of all of it.
+    #[test]
+    fn a_whole_hierarchy_before_a_part_of_it() {
+        let mut part = mount("/container/cg", "cgroup2", &["rw"]);
+        part.root = "/docker/abc".into();
+        let mounts = [part.clone(), mount("/sys/fs/cgroup", "cgroup2", &["rw"])];
+        let h = Hierarchy::find(Some(0), &mounts).unwrap();
+        assert_eq!(h.mount, PathBuf::from("/sys/fs/cgroup"));
+        let h = Hierarchy::find(Some(0), &[part]).unwrap();
+        assert_eq!(h.mount, PathBuf::from("/container/cg"));
+    }
+
+    #[test]
+    fn mountinfo_lines_are_read_with_their_escapes() {
+        let text = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime shared:9 - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/perf\\040event rw,relatime - cgroup cgroup rw,perf_event
+garbage
+41 31 0:38 /a\\134b /mnt/x\\011y rw - cgroup2 cgroup2 rw,nsdelegate
+42 31 0:39 / /mnt/bad\\9 rw - cgroup2 none
+";
+        let m = Mount::parse_mountinfo(text);
+        assert_eq!(m.len(), 4, "{m:?}");
+        assert_eq!(m[0].fstype, "tmpfs");
+        assert_eq!(m[1].point, PathBuf::from("/sys/fs/cgroup/perf event"));
+        assert_eq!(m[1].options, ["rw", "perf_event"]);
+        assert_eq!(m[2].point, PathBuf::from("/mnt/x\ty"));
+        assert_eq!(m[2].root, PathBuf::from("/a\\b"));
+        assert_eq!(m[3].point, PathBuf::from("/mnt/bad\\9"));
+        assert_eq!(m[3].options, [""]);
+    }
+
+    #[test]
+    fn perf_event_hierarchy_from_proc_cgroups() {
+        let text = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n\
+                    cpu\t1\t1\t1\nperf_event\t10\t2\t1\n";
+        assert_eq!(perf_event_hierarchy(text), Some(10));
+        assert_eq!(perf_event_hierarchy("perf_event\t0\t1\t1\n"), Some(0));
+        assert_eq!(perf_event_hierarchy("cpu\t1\t1\t1\n"), None);
+        assert_eq!(perf_event_hierarchy("perf_event x\n"), None);
+        assert_eq!(perf_event_hierarchy(""), None);
     }
 
     /// A tree of names, ids counting from 1 in order.

@@ -357,6 +357,10 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
         let leader = ev.leader.filter(|&l| l != i && o.supported[l]);
         let mut per_cpu = Vec::with_capacity(targets.len());
         for (pos, &target) in targets.iter().enumerate() {
+            if !opens_on(ev, target) {
+                per_cpu.push(None);
+                continue;
+            }
             let group = leader.and_then(|l| o.fds[l][pos].as_ref());
             let role = match (group, ev.leader) {
                 (Some(_), _) => Role::Member,
@@ -397,6 +401,15 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
     }
     enable_cpu_groups(events, targets, &o.fds).map_err(OpenError::Other)?;
     Ok(o)
+}
+
+/// Whether the counter opens `ev` on `target`: a hybrid event on its core PMU's CPUs
+/// only (elsewhere it reads as never counted); anything on a task or thread.
+pub fn opens_on(ev: &Event, target: Target) -> bool {
+    match target {
+        Target::Cpu(cpu) => ev.counts_on(cpu),
+        Target::Task(_) | Target::Thread(_) => true,
+    }
 }
 
 /// Opens one event on one target. As perf does, a task's event the kernel refuses
@@ -528,7 +541,7 @@ fn plain_context_switches(events: &[Event]) -> u64 {
             exclude_guest: e.attr.exclude_guest,
             ..Attr::default()
         };
-        e.attr == plain && e.leader.is_none()
+        e.attr == plain && e.leader.is_none() && e.hybrid.is_none()
     })
 }
 
@@ -587,6 +600,7 @@ impl ReadPath {
 mod tests {
     use super::*;
     use crate::event::Attr;
+    use crate::reading::Reading;
 
     /// Only plain, ungrouped context-switches is read from the scheduler's count: `:u`
     /// counts nothing there, and a group's members are read together.
@@ -628,6 +642,115 @@ mod tests {
             filter: None,
             naming: Default::default(),
             tool: None,
+            hybrid: None,
+        }
+    }
+
+    /// Where the counter opens the events of a hybrid machine
+    /// (tests/fixtures/sysfs/hybrid-intel), counting its 24 CPUs: each hybrid event on
+    /// its core PMU's CPUs only, the rest everywhere; counting a command, all on it.
+    #[test]
+    fn hybrid_events_open_on_their_pmus_cpus() {
+        let root = format!(
+            "{}/tests/fixtures/sysfs/hybrid-intel/devices",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let sysfs = crate::test_fixtures::sysfs_at(root);
+        let events =
+            crate::event::parse_events("cycles,cs,{cpu_core/instructions/,cs},r1a", &sysfs)
+                .unwrap();
+        let cpus: Vec<Target> = (0..24).map(Target::Cpu).collect();
+        let plan: Vec<String> = events
+            .iter()
+            .map(|e| {
+                let on: Vec<u32> = cpus
+                    .iter()
+                    .filter(|&&t| opens_on(e, t))
+                    .map(|t| match t {
+                        Target::Cpu(c) => *c,
+                        _ => unreachable!(),
+                    })
+                    .collect();
+                format!("{} {}", e.name, crate::cpus::format_list(&on))
+            })
+            .collect();
+        assert_eq!(
+            plan,
+            [
+                "cpu_atom/cycles/ 16-23",
+                "cpu_core/cycles/ 0-15",
+                "cs 0-23",
+                "cpu_core/instructions/ 0-15",
+                "cs 0-23",
+                "cpu_core/r1a/ 0-15",
+            ]
+        );
+        assert!(events.iter().all(|e| opens_on(e, Target::Task(1))));
+    }
+
+    /// An event restricted to some CPUs (as a hybrid event is to its core PMU's) reads
+    /// as never counted on the others, exactly (0, 0, 0), through the BPF side's perf
+    /// event array (indexed event * CPUs + CPU, its slot on the others empty) as through
+    /// plain reads, and counts on its own as the unrestricted event does. cpu-clock and
+    /// msr/tsc/ stand in for hardware events: the first is read without its times, the
+    /// second, as a hardware event is, with them.
+    #[test]
+    fn restricted_events_read_nothing_elsewhere() {
+        if !sys::privileged() {
+            return;
+        }
+        let cpus = sys::online_cpus().unwrap();
+        let sysfs = crate::sys::sysfs::Sysfs::system();
+        let Ok(tsc) = crate::event::parse_events("msr/tsc/", &sysfs) else {
+            return;
+        };
+        if cpus.len() < 2 {
+            return;
+        }
+        let only = |mut e: Event, cpu: u32| {
+            e.hybrid = Some(crate::event::Hybrid {
+                pmu: "test".into(),
+                cpus: Some(vec![cpu]),
+                written: None,
+            });
+            e
+        };
+        let (c0, c1) = (cpus[0], cpus[1]);
+        let events = [
+            only(sw("cpu-clock", 0), c1),
+            sw("cpu-clock", 0),
+            only(tsc[0].clone(), c0),
+            tsc[0].clone(),
+        ];
+        let root = std::fs::metadata(sys::cgroupfs::discover().unwrap().mount).unwrap();
+        let root_id = std::os::unix::fs::MetadataExt::ino(&root);
+        for cgroups in [&[][..], &[root_id][..]] {
+            let mut storage = MaybeUninit::uninit();
+            let setup = Setup {
+                events: &events,
+                cpus: &cpus,
+                task: None,
+                inherit: true,
+                threads: &[],
+                cgroups,
+                live_slots: None,
+                cgroup_v1: false,
+                verbose: 0,
+                shared: None,
+                rings: &[],
+            };
+            let mut counter = Counter::open(&setup, &mut storage).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            let s = counter.read().unwrap();
+            let bpf = !cgroups.is_empty();
+            for (restricted, whole, own, other) in [(0, 1, 1, 0), (2, 3, 0, 1)] {
+                let r = s.get(0, restricted, own);
+                let w = s.get(0, whole, own).counter as f64;
+                assert_eq!(s.get(0, restricted, other), Reading::default(), "bpf {bpf}");
+                assert!(r.enabled > 0 && r.running > 0, "bpf {bpf}: {r:?}");
+                let c = r.counter as f64;
+                assert!((c - w).abs() <= w * 0.05, "bpf {bpf}: {c} vs {w}");
+            }
         }
     }
 

@@ -39,6 +39,16 @@ impl Shared {
         let picked: Vec<usize> = (0..setup.events.len())
             .filter(|&i| sh.events & 1 << i != 0)
             .collect();
+        if let Some(e) = picked
+            .iter()
+            .map(|&i| &setup.events[i])
+            .find(|e| ambiguous(e))
+        {
+            anyhow::bail!(
+                "{}: this kernel cannot name the core PMU of a hardware or cache event, which the shared counters need to tell it from the same event on the other core PMUs",
+                e.name
+            );
+        }
         let keys: Vec<EventKey> = picked
             .iter()
             .map(|&i| {
@@ -52,14 +62,20 @@ impl Shared {
             .collect();
         let online = sys::online_cpus()?;
         let mut open = |k: usize| open_on_cpus(setup, picked[k], &online);
-        let hierarchy = sys::cgroupfs::discover()?;
+        // The instance charges cgroups of one hierarchy, for every session: this
+        // session's when it counts cgroups, else the machine's if it has one (a
+        // session without cgroups needs no cgroup tree at all).
+        let cgroup_v1 = match setup.cgroups.is_empty() {
+            false => setup.cgroup_v1,
+            true => sys::cgroupfs::discover().is_ok_and(|h| h.v1),
+        };
         let config = bpf::Config {
             nr_slots: 0,
             live: false,
             nr_events: 0,
             cpus: &[],
             cgroups: &[],
-            cgroup_v1: hierarchy.v1,
+            cgroup_v1,
             masks: ReadMasks::default(),
             helper_only: path.helper_only,
             plain_loads: path.loads,
@@ -116,6 +132,16 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// A hybrid event whose attr does not say which core PMU counts it: a cache event on a
+/// kernel without extended types, the same attr as on the other core PMUs. The shared
+/// counters know events by their attr alone.
+fn ambiguous(e: &crate::event::Event) -> bool {
+    use crate::event::{TYPE_HARDWARE, TYPE_HW_CACHE};
+    e.hybrid.is_some()
+        && matches!(e.attr.type_, TYPE_HARDWARE | TYPE_HW_CACHE)
+        && e.attr.config >> 32 == 0
 }
 
 /// The shared targets that stand for the counter's, and where each one's readings go.
@@ -184,12 +210,12 @@ fn targets_of(
         .unzip()
 }
 
-/// Opens counter event `i` on every online CPU for the shared counters: None where the
-/// machine cannot count it.
+/// Opens counter event `i` on every online CPU it counts on (a hybrid event: those of
+/// its core PMU) for the shared counters: None where the machine cannot count it.
 fn open_on_cpus(setup: &Setup, i: usize, cpus: &[u32]) -> Result<Option<Vec<(u32, OwnedFd)>>> {
     let ev = &setup.events[i];
     let mut fds = Vec::with_capacity(cpus.len());
-    for &cpu in cpus {
+    for &cpu in cpus.iter().filter(|&&c| ev.counts_on(c)) {
         match open_one(ev, Target::Cpu(cpu), Role::Single, None, setup) {
             Ok((fd, _)) => fds.push((cpu, fd)),
             Err(e) if perf_event::is_unsupported(&e) => return Ok(None),

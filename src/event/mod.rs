@@ -8,8 +8,12 @@
 //! event `rNNNN`, a PMU event `pmu/term=value,alias,.../`, a bare sysfs alias (`tsc`),
 //! or a tracepoint `sys:name`; each may carry modifiers (`:u`, `:k`, `:pp`, ...), and a
 //! group's modifiers apply to every member.
+//!
+//! On a hybrid machine (several core PMUs) an event may stand for one per core PMU; see
+//! [`hybrid`].
 
 mod catalog;
+pub mod hybrid;
 mod pmu;
 mod regroup;
 mod symbols;
@@ -18,8 +22,11 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
 
+use hybrid::Origin;
+
 pub use catalog::{entries, matches, Entry, Kind};
-pub use pmu::Pmu;
+pub use hybrid::Hybrid;
+pub use pmu::{name_order as pmu_name_order, Pmu};
 pub use symbols::{
     cache_event_names, HARDWARE, SOFTWARE, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW, TYPE_SOFTWARE,
     TYPE_TRACEPOINT,
@@ -56,6 +63,8 @@ pub struct Event {
     pub bpf: bool,
     /// --filter: the tracepoint filter the kernel applies before counting.
     pub filter: Option<String>,
+    /// On a hybrid machine: the core PMU that counts it, on its own CPUs only.
+    pub hybrid: Option<Hybrid>,
     /// Where its name comes from, which decides how perf prints it.
     pub naming: Naming,
     /// One of perf's tool events, which perf counts itself (the kernel is given a
@@ -111,10 +120,28 @@ impl Event {
     /// The name perf gives an event it had to open for user space only: `u` added as a
     /// modifier (`task-clock:u`, `cs:ku` stays as typed plus `u`, `msr/tsc/u`).
     pub fn user_only_name(&self) -> String {
-        match self.name.contains(['/', ':']) {
-            true => format!("{}u", self.name),
-            false => format!("{}:u", self.name),
+        let written = self.hybrid.as_ref().and_then(|h| h.written.as_ref());
+        let name = written.unwrap_or(&self.name);
+        let user = match name.contains(['/', ':']) {
+            true => format!("{name}u"),
+            false => format!("{name}:u"),
+        };
+        // perf adds a hybrid event's PMU to the name after it was renamed.
+        match (&self.hybrid, written) {
+            (Some(h), Some(_)) => hybrid::name(&h.pmu, &user),
+            _ => user,
         }
+    }
+
+    /// Whether it is counted on `cpu`: everywhere, but a hybrid event only on the CPUs
+    /// of its core PMU.
+    pub fn counts_on(&self, cpu: u32) -> bool {
+        self.hybrid.as_ref().is_none_or(|h| h.counts_on(cpu))
+    }
+
+    /// Whether it is counted on any of `cpus` (a hybrid event may be on none).
+    pub fn counts_on_any(&self, cpus: &[u32]) -> bool {
+        cpus.iter().any(|&c| self.counts_on(c))
     }
 
     /// A lone event of the given type and config, without modifiers.
@@ -129,6 +156,7 @@ impl Event {
             leader: None,
             bpf: false,
             filter: None,
+            hybrid: None,
             naming: Naming::Typed,
             tool: None,
         }
@@ -181,6 +209,18 @@ pub trait Sources {
     fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64>;
     /// Every tracepoint as (system, name, id).
     fn tracepoints(&self) -> Vec<(String, String, u64)>;
+    /// The core PMUs (see [`Pmu::core`]) in perf's order ([`pmu_name_order`]). A machine
+    /// with several is hybrid: cpu_core and cpu_atom on Intel, one armv8 PMU per kind of
+    /// core on arm64 big.LITTLE.
+    fn core_pmus(&self) -> Vec<Pmu> {
+        let mut v: Vec<Pmu> = self.pmus().into_iter().filter(|p| p.core).collect();
+        v.sort_by(|a, b| pmu_name_order(&a.name, &b.name));
+        v
+    }
+    /// Whether the kernel counts a hardware or cache event on the one core PMU whose type
+    /// is in the config's upper 32 bits (PERF_PMU_TYPE_SHIFT): Intel's hybrid PMUs since
+    /// Linux 5.13, arm64's since 6.6. Asked only on a hybrid machine.
+    fn extended_type(&self) -> bool;
 }
 
 /// perf stat's default events when no -e is given.
@@ -244,69 +284,82 @@ pub fn recorded(name: &str, sysfs: &dyn Sources) -> Event {
 /// Parses an -e list, its groups regrouped as perf regroups them (a group cannot span
 /// PMUs). Errors are one line and name the part that is wrong.
 pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
-    Ok(parse_and_regroup(list, sysfs)?.0)
+    parse(list, sysfs).map(|p| p.events)
 }
 
-/// Parses an -e list as `parse_events` does; true with it when perf would warn that
-/// the events were regrouped to match PMUs.
-pub fn parse_and_regroup(list: &str, sysfs: &dyn Sources) -> Result<(Vec<Event>, bool)> {
-    let mut events = parse_as_written(list, sysfs)?;
-    let regrouped = regroup::regroup(&mut events, sysfs);
-    Ok((events, regrouped))
+/// An -e list, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub events: Vec<Event>,
+    /// A group was split between PMUs, or its members reordered by PMU (perf then warns
+    /// that events were regrouped).
+    pub regrouped: bool,
 }
 
-/// The events of an -e list in the order written, each group's members with its leader.
-fn parse_as_written(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
+/// Parses an -e list, saying whether a group had to be regrouped by PMU.
+pub fn parse(list: &str, sysfs: &dyn Sources) -> Result<Parsed> {
     let mut events = vec![];
     for item in split_list(list)? {
         match item {
             Item::Event(s) => {
-                let (name, attr, state, naming) = parse_event(s, sysfs)?;
+                let (variants, state) = parse_event(s, sysfs)?;
                 if state.weak {
                     bail!("event syntax error: '{s}': Weak modifier is for use with groups");
                 }
-                events.push(Event {
-                    name,
-                    attr,
-                    leader: None,
-                    bpf: state.bpf,
-                    filter: None,
-                    naming,
-                    tool: tool_of(s),
-                });
+                for v in variants {
+                    events.push(v.event(None, state.bpf));
+                }
             }
             Item::Group(members, mods) => {
                 let leader = events.len();
-                for (i, s) in members.into_iter().enumerate() {
-                    let (name, attr, state, naming) = parse_event(s, sysfs)?;
-                    let attr = match mods {
-                        // perf prints a member's own name, without the group's modifiers.
-                        Some(m) => state
-                            .apply(m)
-                            .map_err(|e| anyhow!("bad modifier ':{m}' on group: {e}"))?
-                            .attr(attr, i == 0),
-                        None => attr,
-                    };
-                    let bpf = state.bpf || mods.is_some_and(|m| m.contains('b'));
-                    events.push(Event {
-                        name,
-                        attr,
-                        leader: Some(leader),
-                        bpf,
-                        filter: None,
-                        naming,
-                        tool: tool_of(s),
-                    });
+                let mut group = vec![];
+                for s in members {
+                    let (variants, state) = parse_event(s, sysfs)?;
+                    for v in variants {
+                        let first = group.is_empty();
+                        let attr = match mods {
+                            // perf prints a member's own name, without the group's modifiers.
+                            Some(m) => state
+                                .apply(m)
+                                .map_err(|e| anyhow!("bad modifier ':{m}' on group: {e}"))?
+                                .attr(v.attr, first),
+                            None => v.attr,
+                        };
+                        let bpf = state.bpf || mods.is_some_and(|m| m.contains('b'));
+                        group.push(Variant { attr, ..v }.event(Some(leader), bpf));
+                    }
                 }
+                events.extend(group);
             }
         }
     }
-    Ok(events)
+    let regrouped = regroup::regroup(&mut events, sysfs);
+    Ok(Parsed { events, regrouped })
 }
 
-/// The tool event `s` names, modifiers aside.
-fn tool_of(s: &str) -> Option<Tool> {
-    Tool::from_name(s.split(':').next().unwrap_or(s))
+/// One event a written event stands for (one of several on a hybrid machine).
+#[derive(Clone, Debug)]
+struct Variant {
+    name: String,
+    attr: Attr,
+    hybrid: Option<Hybrid>,
+    naming: Naming,
+    tool: Option<Tool>,
+}
+
+impl Variant {
+    fn event(self, leader: Option<usize>, bpf: bool) -> Event {
+        Event {
+            name: self.name,
+            attr: self.attr,
+            leader,
+            bpf,
+            filter: None,
+            hybrid: self.hybrid,
+            naming: self.naming,
+            tool: self.tool,
+        }
+    }
 }
 
 enum Item<'a> {
@@ -488,10 +541,10 @@ impl Mods {
     }
 }
 
-/// Parses one event: its printed name, its attr, its modifier state (which group
-/// modifiers build on) and where its name comes from.
-fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods, Naming)> {
-    let (body, mods, named) = resolve(s, sysfs)?;
+/// Parses one event: what it stands for (its printed name and attr, one per core PMU
+/// on a hybrid machine), and its modifier state (which group modifiers build on).
+fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
+    let (body, mods, named, origin) = resolve(s, sysfs)?;
     // b alone changes how the event is counted, not what: the attr is an unmodified one.
     let state = match mods {
         None => Mods::unmodified(),
@@ -503,20 +556,34 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(String, Attr, Mods, Nami
             .apply(m)
             .map_err(|e| anyhow!("bad modifier in event '{s}': {e}"))?,
     };
-    let naming = match named {
-        Some(_) => Naming::Given,
-        None => Naming::Typed,
+    let written = Variant {
+        name: named.clone().unwrap_or_else(|| s.to_string()),
+        attr: body,
+        hybrid: None,
+        naming: match named {
+            Some(_) => Naming::Given,
+            None => Naming::Typed,
+        },
+        tool: Tool::from_name(s.split(':').next().unwrap_or(s)),
     };
-    Ok((
-        named.unwrap_or_else(|| s.to_string()),
-        state.attr(body, true),
-        state,
-        naming,
-    ))
+    let variants = hybrid::per_core_pmu(written, named.is_some(), &origin, sysfs)
+        .map_err(|e| anyhow!("event '{s}': {e}"))?
+        .into_iter()
+        .map(|v| Variant {
+            attr: state.attr(v.attr, true),
+            ..v
+        })
+        .collect();
+    Ok((variants, state))
 }
 
-/// The event's identity (type and config words), its modifiers, and a `name=` term.
-fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>, Option<String>)> {
+/// What `resolve` makes of an event: its identity (type and config words), its
+/// modifiers, a `name=` term, and what named it.
+type Resolved<'a> = (Attr, Option<&'a str>, Option<String>, Origin);
+
+/// The event's identity (type and config words), its modifiers, a `name=` term, and
+/// what named it.
+fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
     let with = |type_, config| Attr {
         type_,
         config,
@@ -547,27 +614,28 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>
         let (attr, name) = pmu
             .encode(&s[open + 1..close])
             .map_err(|e| anyhow!("event '{s}': {e}"))?;
-        return Ok((attr, mods, name));
+        return Ok((attr, mods, name, Origin::Pmu(pmu)));
     }
     let (head, mods) = match s.split_once(':') {
         Some((h, m)) => (h, Some(m)),
         None => (s, None),
     };
     if let Some(c) = symbols::lookup(HARDWARE, head) {
-        return Ok((with(TYPE_HARDWARE, c), mods, None));
+        return Ok((with(TYPE_HARDWARE, c), mods, None, Origin::Legacy));
     }
     if let Some(c) = symbols::lookup(SOFTWARE, head) {
-        return Ok((with(TYPE_SOFTWARE, c), mods, None));
+        return Ok((with(TYPE_SOFTWARE, c), mods, None, Origin::Other));
     }
     if Tool::from_name(head).is_some() {
-        return Ok((with(TYPE_SOFTWARE, DUMMY), mods, None));
+        return Ok((with(TYPE_SOFTWARE, DUMMY), mods, None, Origin::Other));
     }
     if let Some(c) = symbols::cache_config(head) {
-        return Ok((with(TYPE_HW_CACHE, c), mods, None));
+        return Ok((with(TYPE_HW_CACHE, c), mods, None, Origin::Legacy));
     }
     if let Some(hex) = head.strip_prefix('r') {
         if !hex.is_empty() && hex.len() <= 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok((with(TYPE_RAW, u64::from_str_radix(hex, 16)?), mods, None));
+            let raw = with(TYPE_RAW, u64::from_str_radix(hex, 16)?);
+            return Ok((raw, mods, None, Origin::Other));
         }
     }
     // A bare name: an alias one of the sysfs PMUs defines.
@@ -579,7 +647,7 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>
         for pmu in sysfs.pmus() {
             if let Some(terms) = pmu.alias(head) {
                 let (attr, name) = pmu.encode(terms).map_err(|e| anyhow!("event '{s}': {e}"))?;
-                return Ok((attr, mods, name));
+                return Ok((attr, mods, name, Origin::Alias(pmu, head.to_string())));
             }
         }
     }
@@ -590,7 +658,7 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<(Attr, Option<&'a str>
             None => (rest, None),
         };
         if let Some(id) = sysfs.tracepoint_id(sys, tp) {
-            return Ok((with(TYPE_TRACEPOINT, id), mods, None));
+            return Ok((with(TYPE_TRACEPOINT, id), mods, None, Origin::Other));
         }
     }
     Err(unknown_event(if head.is_empty() { s } else { head }, sysfs))

@@ -110,6 +110,11 @@ pub struct Pmu {
     pub formats: Vec<Format>,
     /// Named events: (alias, its terms as written in sysfs, e.g. `event=0x3c`).
     pub aliases: Vec<(String, String)>,
+    /// A core PMU, one that counts the CPUs' own events: `cpu`, or one with a `cpus`
+    /// file (each core type of a hybrid machine has its own, as has an arm64 CPU PMU).
+    pub core: bool,
+    /// The CPUs it counts on, from its `cpumask` or `cpus` file; None: any CPU.
+    pub cpus: Option<Vec<u32>>,
 }
 
 impl Pmu {
@@ -141,6 +146,8 @@ impl Pmu {
             type_,
             formats,
             aliases,
+            core: false,
+            cpus: None,
         })
     }
 
@@ -155,17 +162,23 @@ impl Pmu {
             .map(|(_, t)| t.as_str())
     }
 
-    /// The attr a term list gives on this PMU, and its `name=` term if any.
+    /// The attr a term list gives on this PMU, and its `name=` term if any. A core PMU
+    /// also takes a hardware or cache event's name that is not one of its own events
+    /// (`cpu_core/cycles/`, `cpu_atom/L1-dcache-loads/`), as perf does: the attr is then
+    /// that legacy event's, without the PMU's type in it (see [`super::Sources::extended_type`]).
     pub fn encode(&self, terms: &str) -> Result<(super::Attr, Option<String>)> {
-        let (config, config1, config2, name) = encode_terms(self, terms)?;
+        let mut e = Encoded::default();
+        encode_into(self, terms, &mut e, 0)?;
+        let [config, config1, config2] = e.words;
+        let (type_, config) = e.legacy.unwrap_or((self.type_, config));
         let attr = super::Attr {
-            type_: self.type_,
+            type_,
             config,
             config1,
             config2,
             ..super::Attr::default()
         };
-        Ok((attr, name))
+        Ok((attr, e.name))
     }
 
     /// The term names this PMU accepts, for error messages.
@@ -174,6 +187,40 @@ impl Pmu {
         v.extend(self.formats.iter().map(|f| f.name.as_str()));
         v.join(",")
     }
+}
+
+/// perf's order of PMU names: by the name without a `_N` suffix (decimal, or hex of
+/// more than two digits), then by the suffix's value: `armv8_cortex_a55` before
+/// `armv8_cortex_a76` and `armv8_cortex_a78` before `armv8_cortex_a510`. Names perf
+/// finds equal go by their spelling.
+pub fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (sa, na) = split_suffix(a);
+    let (sb, nb) = split_suffix(b);
+    let n = sa.len().min(sb.len());
+    let prefix = a.as_bytes()[..n].cmp(&b.as_bytes()[..n]);
+    let perf = match (sa.len() == sb.len(), prefix) {
+        (true, std::cmp::Ordering::Equal) if !sa.is_empty() => na.cmp(&nb),
+        _ => prefix,
+    };
+    perf.then_with(|| a.cmp(b))
+}
+
+/// A PMU name without its `_N` suffix, and the suffix's value (perf reads it as hex;
+/// 0 without one).
+fn split_suffix(name: &str) -> (&str, u64) {
+    let digits = name
+        .bytes()
+        .rev()
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    let len = name.len() - digits;
+    let suffix = &name[len..];
+    let hex = suffix.bytes().any(|b| !b.is_ascii_digit());
+    if digits == 0 || len == 0 || !name[..len].ends_with('_') || hex && digits <= 2 {
+        return (name, 0);
+    }
+    let value = u64::from_str_radix(suffix, 16).unwrap_or(u64::MAX);
+    (&name[..len - 1], value)
 }
 
 /// Parses a number the way perf does in terms: decimal or 0x-hex.
@@ -188,20 +235,33 @@ pub fn parse_num(s: &str) -> Option<u64> {
 
 /// Encodes a term list (`event=0x3c,umask=1,edge`, or an alias name among them) for
 /// `pmu`. Returns the words and the `name=` term if one was given.
+#[cfg(test)]
 pub fn encode_terms(pmu: &Pmu, terms: &str) -> Result<(u64, u64, u64, Option<String>)> {
-    let mut words = [0u64; 3];
-    let mut name = None;
-    encode_into(pmu, terms, &mut words, &mut name, 0)?;
-    Ok((words[0], words[1], words[2], name))
+    let mut e = Encoded::default();
+    encode_into(pmu, terms, &mut e, 0)?;
+    Ok((e.words[0], e.words[1], e.words[2], e.name))
 }
 
-fn encode_into(
-    pmu: &Pmu,
-    terms: &str,
-    words: &mut [u64; 3],
-    name: &mut Option<String>,
-    depth: u32,
-) -> Result<()> {
+/// What a term list sets.
+#[derive(Default)]
+struct Encoded {
+    /// config, config1, config2.
+    words: [u64; 3],
+    /// The `name=` term.
+    name: Option<String>,
+    /// A legacy hardware or cache event named on a core PMU: its type and config.
+    legacy: Option<(u32, u64)>,
+}
+
+/// The hardware or cache event a term names, as (type, config).
+fn legacy_event(term: &str) -> Option<(u32, u64)> {
+    use super::symbols::{cache_config, lookup, HARDWARE, TYPE_HARDWARE, TYPE_HW_CACHE};
+    lookup(HARDWARE, term)
+        .map(|c| (TYPE_HARDWARE, c))
+        .or_else(|| cache_config(term).map(|c| (TYPE_HW_CACHE, c)))
+}
+
+fn encode_into(pmu: &Pmu, terms: &str, e: &mut Encoded, depth: u32) -> Result<()> {
     if terms.trim().is_empty() {
         return Ok(());
     }
@@ -215,7 +275,7 @@ fn encode_into(
             None => (term, None),
         };
         if key == "name" {
-            *name = Some(value.unwrap_or_default().to_string());
+            e.name = Some(value.unwrap_or_default().to_string());
             continue;
         }
         // Terms that set how an event samples: no effect on counting.
@@ -233,15 +293,17 @@ fn encode_into(
             .iter()
             .position(|w| *w == key);
         if let Some(i) = raw {
-            words[i] = num()?;
+            e.words[i] = num()?;
         } else if let Some(f) = pmu.format(key) {
-            set_field(pmu, f, num()?, words)?;
+            set_field(pmu, f, num()?, &mut e.words)?;
         } else if let (None, Some(alias)) = (value, pmu.alias(key)) {
             if depth > 2 {
                 bail!("alias '{key}' of PMU '{}' refers to itself", pmu.name);
             }
             // An alias expands in place: its terms, then the rest of the list.
-            encode_into(pmu, alias, words, name, depth + 1)?;
+            encode_into(pmu, alias, e, depth + 1)?;
+        } else if let (None, true, Some(legacy)) = (value, pmu.core, legacy_event(key)) {
+            e.legacy = Some(legacy);
         } else {
             bail!(
                 "unknown term '{key}' for PMU '{}' (valid terms: {})",
@@ -293,6 +355,8 @@ mod tests {
                 Format::parse("split", "config:0-3,32-35").unwrap(),
             ],
             aliases: vec![("cpu-cycles".into(), "event=0x3c".into())],
+            core: true,
+            cpus: None,
         }
     }
 
@@ -339,6 +403,24 @@ mod tests {
         assert!(err("umask=zz").contains("'zz' is not a number"));
         assert!(err("bogus=1").contains("unknown term 'bogus'"));
         assert!(err("event=1,,umask=2").contains("empty term"));
+    }
+
+    #[test]
+    fn perf_orders_pmu_names() {
+        use std::cmp::Ordering::*;
+        assert_eq!(name_order("cpu_atom", "cpu_core"), Less);
+        assert_eq!(name_order("armv8_cortex_a55", "armv8_cortex_a76"), Less);
+        // Suffixes compare as numbers: 0xa78 < 0xa510.
+        assert_eq!(name_order("armv8_cortex_a510", "armv8_cortex_a78"), Greater);
+        assert_eq!(name_order("armv8_pmuv3_10", "armv8_pmuv3_9"), Greater);
+        assert_eq!(name_order("uncore_imc_2", "uncore_imc_10"), Less);
+        // Two hex digits are no suffix (s390's cpum_cf): plain spelling.
+        assert_eq!(name_order("cpum_cf", "cpum_ab"), Greater);
+        assert_eq!(
+            name_order("apple_firestorm_pmu", "apple_icestorm_pmu"),
+            Less
+        );
+        assert_eq!(name_order("cpu", "cpu"), Equal);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! perf's regrouping of a parsed event list: a group cannot span PMUs, so perf sorts
-//! each group's members by the PMU they belong with and splits the group where that
-//! PMU changes (perf 6.12's parse_events__sort_events_and_fix_groups).
+//! perf's regrouping of a parsed event list: a group cannot span PMUs (core PMUs of a
+//! hybrid machine included), so perf sorts each group's members by the PMU they belong
+//! with and splits the group where that PMU changes (perf 6.12's
+//! parse_events__sort_events_and_fix_groups).
 
 use super::{pmu_name, Event, Sources, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 
@@ -11,8 +12,12 @@ const TYPE_BREAKPOINT: u32 = 5;
 const SOFTWARE_LIKE_PMUS: [&str; 3] = ["kprobe", "msr", "uprobe"];
 
 /// An event's PMU as the regrouping sees it: its name, and whether perf calls it a
-/// software PMU (one whose events may join another PMU's group).
+/// software PMU (one whose events may join another PMU's group). On a hybrid machine, a
+/// hardware event's is its core PMU.
 fn pmu_of(e: &Event, sources: &dyn Sources) -> (String, bool) {
+    if let Some(h) = &e.hybrid {
+        return (h.pmu.clone(), false);
+    }
     let name = pmu_name(e.attr.type_, sources).unwrap_or_else(|| "cpu".to_string());
     let software = match e.attr.type_ {
         TYPE_SOFTWARE | TYPE_TRACEPOINT | TYPE_BREAKPOINT => true,

@@ -213,11 +213,12 @@ fn default_events_parse() {
 }
 
 /// A small deterministic fuzzer: mutations of valid strings and random bytes from the
-/// event alphabet must give Ok or Err, never a panic. The seed corpus is in
+/// event alphabet must give Ok or Err, never a panic, on a machine with one core PMU
+/// and on a hybrid one. The seed corpus is in
 /// tests/fixtures/event-corpus.txt.
 #[test]
 fn fuzz_never_panics() {
-    let sysfs = fixture("intel");
+    let fixtures = [fixture("intel"), fixture("hybrid-intel")];
     let corpus = include_str!("../../tests/fixtures/event-corpus.txt");
     let seeds: Vec<&str> = corpus.lines().filter(|l| !l.is_empty()).collect();
     let alphabet = b"abcdeklmpruxyzGHDIPSWe0123456789/=,:{}-_.x ";
@@ -228,7 +229,8 @@ fn fuzz_never_panics() {
         rng ^= rng << 17;
         rng
     };
-    for _ in 0..20_000 {
+    for round in 0..20_000 {
+        let sysfs = &fixtures[round % 2];
         let mut s: Vec<u8> = seeds[next() as usize % seeds.len()].as_bytes().to_vec();
         for _ in 0..1 + next() % 4 {
             let pos = if s.is_empty() {
@@ -247,7 +249,7 @@ fn fuzz_never_panics() {
             }
         }
         let input = String::from_utf8_lossy(&s).into_owned();
-        let r = std::panic::catch_unwind(|| parse_events(&input, &sysfs));
+        let r = std::panic::catch_unwind(|| parse_events(&input, sysfs));
         match r {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => assert!(!e.to_string().contains('\n'), "{input:?}"),
@@ -308,7 +310,7 @@ fn builtin_names_carry_their_modifiers() {
 fn groups_are_regrouped_by_pmu() {
     let s = fixture("intel");
     let order = |list: &str| {
-        let (events, regrouped) = parse_and_regroup(list, &s).unwrap();
+        let Parsed { events, regrouped } = parse(list, &s).unwrap();
         let names: Vec<String> = events
             .iter()
             .map(|e| {
@@ -332,4 +334,314 @@ fn groups_are_regrouped_by_pmu() {
         order("task-clock,{cs,cycles,faults}"),
         ("task-clock cs@1 cycles@1 faults@1".into(), false)
     );
+}
+/// Each parsed event as `name <tab> attr summary <tab> CPUs` (`-` for any), leaders
+/// as `@N` after the name.
+fn hybrid_view(list: &str, sysfs: &dyn Sources) -> Vec<String> {
+    parse_events(list, sysfs)
+        .unwrap_or_else(|e| panic!("{list}: {e}"))
+        .iter()
+        .map(|e| {
+            let cpus = e
+                .hybrid
+                .as_ref()
+                .map(|h| {
+                    h.cpus
+                        .as_deref()
+                        .map_or("any".into(), crate::cpus::format_list)
+                })
+                .unwrap_or_else(|| "-".into());
+            let leader = e.leader.map(|l| format!(" @{l}")).unwrap_or_default();
+            format!("{}{leader}\t{}\t{cpus}", e.name, summary(&e.attr))
+        })
+        .collect()
+}
+
+/// perf 6.12 on an Alder Lake (tests/fixtures/sysfs/hybrid-intel): legacy hardware and
+/// cache events are one event per core PMU, cpu_atom first, the PMU's type in the
+/// config's upper half; each on its PMU's CPUs and named with the PMU. The attributes
+/// are those perf 6.12 opened on this fixture (tests/hybrid.rs checks them live).
+#[test]
+fn hybrid_intel_events_per_core_pmu() {
+    let s = fixture("hybrid-intel");
+    let v = |list| hybrid_view(list, &s);
+    assert_eq!(
+        v("cycles"),
+        [
+            "cpu_atom/cycles/\t0 0xa00000000 0x0 0x0 [G]\t16-23",
+            "cpu_core/cycles/\t0 0x400000000 0x0 0x0 [G]\t0-15",
+        ]
+    );
+    assert_eq!(
+        v("instructions:u"),
+        [
+            "cpu_atom/instructions:u/\t0 0xa00000001 0x0 0x0 [k h G]\t16-23",
+            "cpu_core/instructions:u/\t0 0x400000001 0x0 0x0 [k h G]\t0-15",
+        ]
+    );
+    assert_eq!(
+        v("L1-dcache-load-misses"),
+        [
+            "cpu_atom/L1-dcache-load-misses/\t3 0xa00010000 0x0 0x0 [G]\t16-23",
+            "cpu_core/L1-dcache-load-misses/\t3 0x400010000 0x0 0x0 [G]\t0-15",
+        ]
+    );
+    // One core PMU's events: its own type, or a legacy event with its type.
+    assert_eq!(
+        v("cpu_core/cycles/"),
+        ["cpu_core/cycles/\t0 0x400000000 0x0 0x0 [G]\t0-15"]
+    );
+    assert_eq!(
+        v("cpu_atom/cpu-cycles/k"),
+        ["cpu_atom/cpu-cycles/k\t10 0x3c 0x0 0x0 [u h]\t16-23"]
+    );
+    assert_eq!(
+        v("cpu_atom/L1-icache-loads/"),
+        ["cpu_atom/L1-icache-loads/\t3 0xa00000001 0x0 0x0 [G]\t16-23"]
+    );
+    assert_eq!(
+        v("cpu_core/event=0xc0,name=core_insns/"),
+        ["core_insns\t4 0xc0 0x0 0x0 [G]\t0-15"]
+    );
+    // A raw event is cpu_core's, whose type is PERF_TYPE_RAW.
+    assert_eq!(v("r1a"), ["cpu_core/r1a/\t4 0x1a 0x0 0x0 [G]\t0-15"]);
+    // A bare alias: every core PMU that has it, each with its own encoding.
+    assert_eq!(
+        v("mem-loads"),
+        [
+            "cpu_atom/mem-loads/\t10 0x5d0 0x3 0x0 [G]\t16-23",
+            "cpu_core/mem-loads/\t4 0x1cd 0x3 0x0 [G]\t0-15",
+        ]
+    );
+    // Not a core PMU's: as on any machine.
+    assert_eq!(v("cs"), ["cs\t1 0x3 0x0 0x0 [G]\t-"]);
+    assert_eq!(v("msr/tsc/"), ["msr/tsc/\t11 0x0 0x0 0x0 [G]\t-"]);
+}
+
+/// perf 6.12's regrouping: groups cannot span core PMUs.
+#[test]
+fn hybrid_groups_split_by_core_pmu() {
+    let s = fixture("hybrid-intel");
+    let names = |list| -> (Vec<String>, bool) {
+        let p = parse(list, &s).unwrap();
+        let names = p
+            .events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}@{}",
+                    e.name,
+                    e.leader.map_or("-".into(), |l| l.to_string())
+                )
+            })
+            .collect();
+        (names, p.regrouped)
+    };
+    assert_eq!(
+        names("cs,{cycles,instructions}"),
+        (
+            vec![
+                "cs@-".to_string(),
+                "cpu_atom/cycles/@1".into(),
+                "cpu_atom/instructions/@1".into(),
+                "cpu_core/cycles/@3".into(),
+                "cpu_core/instructions/@3".into(),
+            ],
+            true
+        )
+    );
+    // A software event goes with its leader's PMU, or the first member's; a group left
+    // with one member is no group (perf reads it alone).
+    assert_eq!(
+        names("{cs,cycles}").0,
+        ["cs@0", "cpu_atom/cycles/@0", "cpu_core/cycles/@-"]
+    );
+    assert_eq!(
+        names("{cpu_core/cycles/,cs,cpu_core/instructions/}"),
+        (
+            vec![
+                "cpu_core/cycles/@0".to_string(),
+                "cs@0".into(),
+                "cpu_core/instructions/@0".into()
+            ],
+            false
+        )
+    );
+    // Only the first event of a group is pinned, as perf pins its leader.
+    let ev = parse_events("{cycles,instructions}:D", &s).unwrap();
+    let pinned: Vec<bool> = ev.iter().map(|e| e.attr.pinned).collect();
+    assert_eq!(pinned, [true, false, false, false]);
+}
+
+/// perf 6.12 on a Rockchip RK3588 (tests/fixtures/sysfs/hybrid-arm): two armv8 PMUs of
+/// dynamic types, each with its own CPUs.
+#[test]
+fn hybrid_arm_events_per_core_pmu() {
+    let s = fixture("hybrid-arm");
+    let v = |list| hybrid_view(list, &s);
+    assert_eq!(
+        v("cycles,instructions"),
+        [
+            "armv8_cortex_a55/cycles/\t0 0x800000000 0x0 0x0 [G]\t0-3",
+            "armv8_cortex_a76/cycles/\t0 0x900000000 0x0 0x0 [G]\t4-7",
+            "armv8_cortex_a55/instructions/\t0 0x800000001 0x0 0x0 [G]\t0-3",
+            "armv8_cortex_a76/instructions/\t0 0x900000001 0x0 0x0 [G]\t4-7",
+        ]
+    );
+    assert_eq!(
+        v("inst_retired:u"),
+        [
+            "armv8_cortex_a55/inst_retired:u/\t8 0x8 0x0 0x0 [k h G]\t0-3",
+            "armv8_cortex_a76/inst_retired:u/\t9 0x8 0x0 0x0 [k h G]\t4-7",
+        ]
+    );
+    assert_eq!(
+        v("armv8_cortex_a76/cpu_cycles/"),
+        ["armv8_cortex_a76/cpu_cycles/\t9 0x11 0x0 0x0 [G]\t4-7"]
+    );
+    assert_eq!(
+        v("armv8_cortex_a55/cycles/"),
+        ["armv8_cortex_a55/cycles/\t0 0x800000000 0x0 0x0 [G]\t0-3"]
+    );
+    // No PMU has PERF_TYPE_RAW: the kernel finds the CPU's own.
+    assert_eq!(v("r11"), ["r11\t4 0x11 0x0 0x0 [G]\t-"]);
+}
+
+/// A kernel before Linux 6.6 cannot name the armv8 PMU in a hardware event: perf then
+/// opens one `cycles` for every CPU (the kernel picks each CPU's PMU), but still one
+/// cache event per PMU, both without the extended type.
+#[test]
+fn hybrid_arm_without_extended_type() {
+    let s = crate::test_fixtures::sysfs_at(format!(
+        "{}/tests/fixtures/sysfs/hybrid-arm/devices",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .without_extended_type();
+    let v = |list| hybrid_view(list, &s);
+    assert_eq!(v("cycles"), ["cycles\t0 0x0 0x0 0x0 [G]\t-"]);
+    assert_eq!(
+        v("L1-dcache-load-misses"),
+        [
+            "armv8_cortex_a55/L1-dcache-load-misses/\t3 0x10000 0x0 0x0 [G]\t0-3",
+            "armv8_cortex_a76/L1-dcache-load-misses/\t3 0x10000 0x0 0x0 [G]\t4-7",
+        ]
+    );
+    assert_eq!(
+        v("armv8_cortex_a55/cycles/"),
+        ["armv8_cortex_a55/cycles/\t0 0x0 0x0 0x0 [G]\t0-3"]
+    );
+}
+
+/// The names perf gives a hybrid event it had to open for user space only: the `u`
+/// added before the PMU's name is.
+#[test]
+fn hybrid_user_only_names() {
+    let s = fixture("hybrid-intel");
+    let names = |list| -> Vec<String> {
+        parse_events(list, &s)
+            .unwrap()
+            .iter()
+            .map(|e| e.user_only_name())
+            .collect()
+    };
+    assert_eq!(
+        names("cycles"),
+        ["cpu_atom/cycles:u/", "cpu_core/cycles:u/"]
+    );
+    assert_eq!(
+        names("cycles:k"),
+        ["cpu_atom/cycles:ku/", "cpu_core/cycles:ku/"]
+    );
+    assert_eq!(names("cpu_core/cycles/"), ["cpu_core/cycles/u"]);
+}
+
+/// Counting CPUs: a hybrid event counts on its PMU's CPUs among them; perf warns about
+/// CPUs asked for that a PMU lacks, and breaks up groups whose members are counted on
+/// other CPUs than their leader.
+#[test]
+fn hybrid_events_fit_the_cpus_counted() {
+    let s = fixture("hybrid-intel");
+    let mut ev = parse_events("cycles,cs", &s).unwrap();
+    let w = hybrid::fit_to_cpus(&mut ev, &[0, 1], Some("0-1"));
+    assert_eq!(
+        w,
+        ["WARNING: A requested CPU in '0-1' is not supported by PMU 'cpu_atom' (CPUs 16-23) for event 'cycles'"]
+    );
+    assert!(!ev[0].counts_on_any(&[0, 1]) && ev[1].counts_on_any(&[0, 1]));
+    assert!(ev[2].counts_on_any(&[0, 1]));
+
+    let all: Vec<u32> = (0..24).collect();
+    let mut ev = parse_events("{cs,cycles},{cpu_core/cycles/,cpu_core/instructions/}", &s).unwrap();
+    let w = hybrid::fit_to_cpus(&mut ev, &all, None);
+    assert_eq!(
+        w,
+        [
+            "WARNING: grouped events cpus do not match.",
+            "Events with CPUs not matching the leader will be removed from the group.",
+            "  anon group { cs, cycles }",
+        ]
+    );
+    let leaders: Vec<Option<usize>> = ev.iter().map(|e| e.leader).collect();
+    assert_eq!(leaders, [None, None, None, Some(3), Some(3)]);
+
+    // Counted only on P-cores, a software event and a cpu_core event count on the
+    // same CPUs: their group stays.
+    let mut ev = parse_events("{cpu_core/cycles/,cs}", &s).unwrap();
+    assert!(hybrid::fit_to_cpus(&mut ev, &[0, 1, 2], Some("0-2")).is_empty());
+    assert_eq!(ev[1].leader, Some(0));
+}
+
+/// A machine with one core PMU is no hybrid: nothing changes (arm64 servers have one
+/// armv8 PMU with a `cpus` file).
+#[test]
+fn one_core_pmu_is_not_hybrid() {
+    let s = fixture("intel");
+    for e in parse_events("cycles,L1-dcache-loads,r1a,cpu/cpu-cycles/,mem-loads", &s).unwrap() {
+        assert!(e.hybrid.is_none(), "{}", e.name);
+    }
+    // A legacy event's name in a core PMU's terms is that legacy event, unless the PMU
+    // has an event of that name (perf 6.12 opens these, tests/hybrid.rs checks).
+    assert_eq!(summary(&one("cpu/cycles/", &s)), "0 0x0 0x0 0x0 [G]");
+    assert_eq!(summary(&one("cpu/branches/", &s)), "0 0x4 0x0 0x0 [G]");
+    assert_eq!(
+        summary(&one("cpu/L1-dcache-loads/", &s)),
+        "3 0x0 0x0 0x0 [G]"
+    );
+    assert_eq!(
+        summary(&one("cpu/instructions/u", &s)),
+        "4 0xc0 0x0 0x0 [k h G]"
+    );
+    // Not on other PMUs.
+    assert!(parse_events("msr/cycles/", &s).is_err());
+}
+
+/// -M on a hybrid machine: a metric of hardware events is one per core PMU, each from
+/// that PMU's events (and the clock, counted everywhere).
+#[test]
+fn hybrid_metrics_pick_each_pmus_operands() {
+    let s = fixture("hybrid-intel");
+    let operands: Vec<Vec<Event>> = ["instructions", "cpu-clock"]
+        .iter()
+        .map(|n| parse_events(n, &s).unwrap())
+        .collect();
+    let pmus = hybrid::metric_pmus(&operands);
+    assert_eq!(pmus, [Some("cpu_atom".into()), Some("cpu_core".into())]);
+    let names: Vec<Vec<&str>> = pmus
+        .iter()
+        .map(|p| {
+            operands
+                .iter()
+                .map(|o| hybrid::on_pmu(o, p.as_deref()).unwrap().name.as_str())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ["cpu_atom/instructions/", "cpu-clock"],
+            ["cpu_core/instructions/", "cpu-clock"]
+        ]
+    );
+    let plain: Vec<Vec<Event>> = vec![parse_events("cycles", &fixture("intel")).unwrap()];
+    assert_eq!(hybrid::metric_pmus(&plain), [None]);
 }

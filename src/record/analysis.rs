@@ -1,51 +1,71 @@
 //! What bperf report works out from a recording: per-cgroup totals, breakdowns and
-//! distributions. Plain data in, plain data out.
+//! distributions. Each is built one slice at a time, in memory that does not grow with
+//! the number of slices: plain data in, plain data out.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use rustc_hash::FxHashMap;
 
-use super::file::{RecordedCgroup, Recording, Slice};
+use super::file::{comm_text, End, Header, RecordedCgroup, Slice};
 use crate::reading::Reading;
 
 /// For each slot, the slots a slice of it is charged to: itself and its recorded
 /// ancestors, as the BPF program charges them.
 pub fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
     let nr = cgroups.iter().map(|c| c.slot + 1).max().unwrap_or(0);
+    let slot_of: HashMap<&Path, Vec<usize>> = cgroups.iter().fold(HashMap::new(), |mut m, c| {
+        m.entry(Path::new(&c.path)).or_default().push(c.slot);
+        m
+    });
+    // The root ("") is every cgroup's ancestor.
+    let root = slot_of.get(Path::new("")).cloned().unwrap_or_default();
     let mut out = vec![Vec::new(); nr];
     for c in cgroups {
-        let path = Path::new(&c.path);
-        out[c.slot] = cgroups
-            .iter()
-            .filter(|a| path.starts_with(&a.path) || a.path.is_empty())
-            .map(|a| a.slot)
+        let mut charged: Vec<usize> = Path::new(&c.path)
+            .ancestors()
+            .filter_map(|a| slot_of.get(a))
+            .flatten()
+            .chain(&root)
+            .copied()
             .collect();
-        out[c.slot].sort_unstable();
-        out[c.slot].dedup();
+        charged.sort_unstable();
+        charged.dedup();
+        out[c.slot] = charged;
     }
     out
 }
 
 /// The totals [slot][event] the slices add up to.
-pub fn slice_totals(rec: &Recording) -> Vec<Vec<Reading>> {
-    let charged = charged_slots(&rec.header.cgroups);
-    let nr_events = rec.header.events.len();
-    let mut totals = vec![vec![Reading::default(); nr_events]; charged.len()];
-    for s in &rec.slices {
-        for &slot in charged.get(s.slot as usize).into_iter().flatten() {
-            for (t, d) in totals[slot].iter_mut().zip(&s.deltas) {
+pub struct SliceTotals {
+    charged: Vec<Vec<usize>>,
+    totals: Vec<Vec<Reading>>,
+}
+
+impl SliceTotals {
+    pub fn new(h: &Header) -> SliceTotals {
+        let charged = charged_slots(&h.cgroups);
+        let totals = vec![vec![Reading::default(); h.events.len()]; charged.len()];
+        SliceTotals { charged, totals }
+    }
+
+    pub fn add(&mut self, s: &Slice) {
+        for &slot in self.charged.get(s.slot as usize).into_iter().flatten() {
+            for (t, d) in self.totals[slot].iter_mut().zip(&s.deltas) {
                 t.add(d);
             }
         }
     }
-    totals
+
+    pub fn totals(self) -> Vec<Vec<Reading>> {
+        self.totals
+    }
 }
 
 /// The counters' totals [slot][event], summed over CPUs.
-pub fn counter_totals(rec: &Recording) -> Vec<Vec<Reading>> {
-    rec.end
-        .totals
+pub fn counter_totals(end: &End) -> Vec<Vec<Reading>> {
+    end.totals
         .iter()
         .map(|events| {
             events
@@ -80,6 +100,26 @@ impl Key {
             Key::Comm => "comm",
         }
     }
+
+    /// The slice's value of this key, as a number (a comm's 16 bytes are one).
+    fn raw(self, s: &Slice) -> u128 {
+        match self {
+            Key::Cgroup => s.slot.into(),
+            Key::Cpu => s.cpu.into(),
+            Key::Pid => s.pid.into(),
+            Key::Tid => s.tid.into(),
+            Key::Comm => u128::from_le_bytes(s.comm),
+        }
+    }
+
+    /// The value `raw` of this key as the breakdown prints it.
+    fn text(self, raw: u128, names: &[String]) -> String {
+        match self {
+            Key::Cgroup => names.get(raw as usize).cloned().unwrap_or_default(),
+            Key::Comm => comm_text(&raw.to_le_bytes()).into_owned(),
+            _ => raw.to_string(),
+        }
+    }
 }
 
 /// --sort's keys: a comma-separated list of cgroup, cpu, pid, tid and comm.
@@ -98,22 +138,12 @@ pub fn parse_keys(s: &str) -> Result<Vec<Key>> {
 }
 
 /// The names of the recorded cgroups by slot.
-pub fn slot_names(rec: &Recording) -> Vec<String> {
-    let mut names = vec![String::new(); charged_slots(&rec.header.cgroups).len()];
-    for c in &rec.header.cgroups {
+pub fn slot_names(h: &Header) -> Vec<String> {
+    let mut names = vec![String::new(); charged_slots(&h.cgroups).len()];
+    for c in &h.cgroups {
         names[c.slot] = c.name.clone();
     }
     names
-}
-
-fn key_value(k: Key, s: &Slice, names: &[String]) -> String {
-    match k {
-        Key::Cgroup => names.get(s.slot as usize).cloned().unwrap_or_default(),
-        Key::Cpu => s.cpu.to_string(),
-        Key::Pid => s.pid.to_string(),
-        Key::Tid => s.tid.to_string(),
-        Key::Comm => s.comm.clone(),
-    }
 }
 
 /// One row of a breakdown: its key values, and the slices that have them.
@@ -127,39 +157,92 @@ pub struct Group {
     pub counts: Vec<u64>,
 }
 
-/// The slices grouped by `keys` (each slice once, under its innermost cgroup), the
-/// group that counted most of the first event first.
-pub fn breakdown(rec: &Recording, keys: &[Key]) -> Vec<Group> {
-    let names = slot_names(rec);
-    let nr_events = rec.header.events.len();
-    let mut groups: HashMap<Vec<String>, Group> = HashMap::new();
-    for s in &rec.slices {
-        let key: Vec<String> = keys.iter().map(|&k| key_value(k, s, &names)).collect();
-        let g = groups.entry(key.clone()).or_insert_with(|| Group {
+impl Group {
+    fn new(key: Vec<String>, nr_events: usize) -> Group {
+        Group {
             key,
             slices: 0,
             time: 0,
             counts: vec![0; nr_events],
-        });
-        // A cut slice goes on in the next one: together they are one.
-        g.slices += u64::from(!s.cut);
-        g.time += s.length;
-        for (c, d) in g.counts.iter_mut().zip(&s.deltas) {
-            *c += d.counter;
         }
     }
-    let mut out: Vec<Group> = groups.into_values().collect();
-    out.sort_by(|a, b| {
-        let first = |g: &Group| g.counts.first().copied().unwrap_or(g.time);
-        first(b).cmp(&first(a)).then_with(|| a.key.cmp(&b.key))
-    });
-    out
+
+    fn merge(&mut self, o: &Group) {
+        self.slices = self.slices.saturating_add(o.slices);
+        self.time = self.time.saturating_add(o.time);
+        for (c, d) in self.counts.iter_mut().zip(&o.counts) {
+            *c = c.saturating_add(*d);
+        }
+    }
+}
+
+/// The slices grouped by some keys (each slice once, under its innermost cgroup): the
+/// memory it takes grows with the groups, not the slices.
+pub struct Breakdown {
+    keys: Vec<Key>,
+    names: Vec<String>,
+    nr_events: usize,
+    /// By the keys' raw values, in the keys' order (unused places 0).
+    groups: FxHashMap<[u128; 5], Group>,
+}
+
+impl Breakdown {
+    pub fn new(h: &Header, keys: &[Key]) -> Breakdown {
+        Breakdown {
+            keys: keys.to_vec(),
+            names: slot_names(h),
+            nr_events: h.events.len(),
+            groups: FxHashMap::default(),
+        }
+    }
+
+    pub fn add(&mut self, s: &Slice) {
+        let mut raw = [0u128; 5];
+        for (r, k) in raw.iter_mut().zip(&self.keys) {
+            *r = k.raw(s);
+        }
+        let nr_events = self.nr_events;
+        let g = self
+            .groups
+            .entry(raw)
+            .or_insert_with(|| Group::new(Vec::new(), nr_events));
+        // A cut slice goes on in the next one: together they are one.
+        g.slices += u64::from(!s.cut);
+        g.time = g.time.saturating_add(s.length);
+        for (c, d) in g.counts.iter_mut().zip(&s.deltas) {
+            *c = c.saturating_add(d.counter);
+        }
+    }
+
+    /// The groups, the one that counted most of the first event first. Groups whose
+    /// keys print the same (two cgroups of one name) are one.
+    pub fn groups(self) -> Vec<Group> {
+        let mut by_text: HashMap<Vec<String>, Group> = HashMap::new();
+        for (raw, g) in self.groups {
+            let key: Vec<String> = self
+                .keys
+                .iter()
+                .zip(raw)
+                .map(|(k, r)| k.text(r, &self.names))
+                .collect();
+            by_text
+                .entry(key.clone())
+                .or_insert_with(|| Group::new(key, self.nr_events))
+                .merge(&g);
+        }
+        let mut out: Vec<Group> = by_text.into_values().collect();
+        out.sort_by(|a, b| {
+            let first = |g: &Group| g.counts.first().copied().unwrap_or(g.time);
+            first(b).cmp(&first(a)).then_with(|| a.key.cmp(&b.key))
+        });
+        out
+    }
 }
 
 /// A distribution's summary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spread {
-    pub n: usize,
+    pub n: u64,
     pub mean: f64,
     pub p50: f64,
     pub p90: f64,
@@ -167,21 +250,94 @@ pub struct Spread {
     pub max: f64,
 }
 
-/// The summary of `values`; None when there are none.
-pub fn spread(mut values: Vec<f64>) -> Option<Spread> {
-    if values.is_empty() {
-        return None;
+/// Bits of a value's mantissa a histogram bucket keeps at first: buckets 1/1024 of
+/// their values wide.
+const BUCKET_BITS: u32 = 10;
+/// The most buckets a histogram keeps: past it, neighbours merge (half the precision).
+const MAX_BUCKETS: usize = 4096;
+
+/// A distribution in bounded memory: values counted in buckets a thousandth of their
+/// value wide (by the top bits of their floating-point form), only the buckets that
+/// occur stored, each with the sum of its values. Count, mean and max are exact; a
+/// quantile is the mean of the bucket it falls in: exact when the bucket holds one
+/// value (small integers always do), within 0.1% otherwise. A distribution spread over
+/// more than MAX_BUCKETS buckets has neighbouring buckets merged, each time halving the
+/// precision, so that it never takes more than about 150 kB.
+#[derive(Clone, Debug, Default)]
+pub struct Histogram {
+    buckets: FxHashMap<u64, (u64, f64)>,
+    /// Mantissa bits dropped from BUCKET_BITS by merging.
+    merged: u32,
+    n: u64,
+    sum: f64,
+    max: f64,
+}
+
+impl Histogram {
+    pub fn add(&mut self, v: f64) {
+        // Non-negative floats order as their bits do.
+        let v = v.max(0.0);
+        let key = v.to_bits() >> (52 - BUCKET_BITS + self.merged);
+        let bucket = self.buckets.entry(key).or_default();
+        bucket.0 += 1;
+        bucket.1 += v;
+        self.n += 1;
+        self.sum += v;
+        self.max = self.max.max(v);
+        if self.buckets.len() > MAX_BUCKETS {
+            self.merge_neighbours();
+        }
     }
-    values.sort_by(f64::total_cmp);
-    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
-    Some(Spread {
-        n: values.len(),
-        mean: values.iter().sum::<f64>() / values.len() as f64,
-        p50: at(0.5),
-        p90: at(0.9),
-        p99: at(0.99),
-        max: values[values.len() - 1],
-    })
+
+    /// Halves the number of buckets: each pair of neighbours becomes one.
+    fn merge_neighbours(&mut self) {
+        self.merged += 1;
+        let mut merged = FxHashMap::default();
+        for (key, (count, sum)) in self.buckets.drain() {
+            let b: &mut (u64, f64) = merged.entry(key >> 1).or_default();
+            b.0 += count;
+            b.1 += sum;
+        }
+        self.buckets = merged;
+    }
+
+    /// The summary; None when nothing was added.
+    pub fn spread(&self) -> Option<Spread> {
+        if self.n == 0 {
+            return None;
+        }
+        let mut buckets: Vec<(u64, (u64, f64))> =
+            self.buckets.iter().map(|(&k, &v)| (k, v)).collect();
+        buckets.sort_unstable_by_key(|&(k, _)| k);
+        // The value at rank round((n-1) q) of the values in order, as a sorted list
+        // of them would give it.
+        let at = |q: f64| {
+            let rank = ((self.n - 1) as f64 * q).round() as u64;
+            let mut seen = 0;
+            for &(_, (count, sum)) in &buckets {
+                seen += count;
+                if seen > rank {
+                    return sum / count as f64;
+                }
+            }
+            self.max
+        };
+        Some(Spread {
+            n: self.n,
+            mean: self.sum / self.n as f64,
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: self.max,
+        })
+    }
+}
+
+/// The summary of `values`; None when there are none.
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    let mut h = Histogram::default();
+    values.iter().for_each(|&v| h.add(v));
+    h.spread()
 }
 
 /// What a distribution is of, per slice.
@@ -201,7 +357,7 @@ impl Measure {
     pub fn label(&self, events: &[String]) -> String {
         match self {
             Measure::Length => "slice-us".into(),
-            Measure::Count(i) => events[*i].clone(),
+            Measure::Count(i) => events.get(*i).cloned().unwrap_or_default(),
             Measure::Ipc(..) => "IPC".into(),
             Measure::Cpus(_) => "CPUs".into(),
         }
@@ -220,6 +376,11 @@ impl Measure {
                 (s.length > 0).then(|| t as f64 / s.length as f64)
             }
         }
+    }
+
+    /// Whether pieces of a slice cut by a read add up (ratios do not).
+    fn joinable(&self) -> bool {
+        !matches!(self, Measure::Ipc(..) | Measure::Cpus(_))
     }
 }
 
@@ -242,40 +403,78 @@ pub fn measures(events: &[String]) -> Vec<Measure> {
     out
 }
 
-/// The distribution of `m` over each cgroup's slices (its innermost cgroup), by slot.
-pub fn distributions(rec: &Recording, m: &Measure) -> Vec<(String, Spread)> {
-    let names = slot_names(rec);
-    let mut per_slot: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    // A slice cut by a read is one with the next: lengths are whole slices.
-    let mut open: HashMap<u32, (u32, f64)> = HashMap::new();
-    // Ratios of pieces do not add up.
-    let joinable = !matches!(m, Measure::Ipc(..) | Measure::Cpus(_));
-    for s in &rec.slices {
-        let Some(v) = m.of(s) else { continue };
-        let Some(values) = per_slot.get_mut(s.slot as usize) else {
-            continue;
+/// The distribution of one measure over each cgroup's slices (its innermost cgroup).
+struct Distribution {
+    measure: Measure,
+    per_slot: Vec<Histogram>,
+    /// Per CPU, the cut slice that goes on in the next one there: its slot and value.
+    open: FxHashMap<u32, (u32, f64)>,
+}
+
+impl Distribution {
+    fn add(&mut self, s: &Slice) {
+        let Some(v) = self.measure.of(s) else { return };
+        let Some(values) = self.per_slot.get_mut(s.slot as usize) else {
+            return;
         };
-        let carried = match open.remove(&s.cpu) {
+        // A slice cut by a read is one with the next: lengths are whole slices.
+        let carried = match self.open.remove(&s.cpu) {
             Some((slot, v0)) if slot == s.slot => v0,
             _ => 0.0,
         };
-        if s.cut && joinable {
-            open.insert(s.cpu, (s.slot, carried + v));
+        if s.cut && self.measure.joinable() {
+            self.open.insert(s.cpu, (s.slot, carried + v));
         } else {
-            values.push(carried + v);
+            values.add(carried + v);
         }
     }
-    names
-        .into_iter()
-        .zip(per_slot)
-        .filter_map(|(name, values)| spread(values).map(|s| (name, s)))
-        .collect()
+}
+
+/// Every measure's distribution over each cgroup's slices, built in one pass.
+pub struct Distributions {
+    names: Vec<String>,
+    all: Vec<Distribution>,
+}
+
+impl Distributions {
+    pub fn new(h: &Header, measures: Vec<Measure>) -> Distributions {
+        let names = slot_names(h);
+        let all = measures
+            .into_iter()
+            .map(|measure| Distribution {
+                measure,
+                per_slot: vec![Histogram::default(); names.len()],
+                open: FxHashMap::default(),
+            })
+            .collect();
+        Distributions { names, all }
+    }
+
+    pub fn add(&mut self, s: &Slice) {
+        self.all.iter_mut().for_each(|d| d.add(s));
+    }
+
+    /// Per measure, in the order given, the summary of each cgroup that has values.
+    pub fn spreads(&self) -> Vec<(&Measure, Vec<(String, Spread)>)> {
+        self.all
+            .iter()
+            .map(|d| {
+                let per_cgroup = self
+                    .names
+                    .iter()
+                    .zip(&d.per_slot)
+                    .filter_map(|(name, h)| h.spread().map(|s| (name.clone(), s)))
+                    .collect();
+                (&d.measure, per_cgroup)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::file::{End, Header};
+    use crate::record::file::comm;
 
     fn cg(slot: usize, path: &str) -> RecordedCgroup {
         RecordedCgroup {
@@ -286,7 +485,7 @@ mod tests {
         }
     }
 
-    fn slice(slot: u32, cpu: u32, comm: &str, length: u64, count: u64) -> Slice {
+    fn slice(slot: u32, cpu: u32, name: &str, length: u64, count: u64) -> Slice {
         Slice {
             start: 0,
             length,
@@ -295,7 +494,7 @@ mod tests {
             slot,
             pid: 10 + slot,
             tid: 10 + slot,
-            comm: comm.into(),
+            comm: comm(name),
             cut: false,
             deltas: vec![Reading {
                 counter: count,
@@ -305,28 +504,32 @@ mod tests {
         }
     }
 
-    fn recording(slices: Vec<Slice>) -> Recording {
-        Recording {
-            header: Header {
-                events: vec!["task-clock".into()],
-                supported: vec![true],
-                cgroups: vec![cg(0, "a"), cg(1, "a/b"), cg(2, "ab")],
-                cpus: vec![0, 1],
-                clock: "sched_clock".into(),
-                command: vec![],
-                started: 0.0,
-            },
-            slices,
-            end: End::default(),
+    fn header() -> Header {
+        Header {
+            events: vec!["task-clock".into()],
+            supported: vec![true],
+            cgroups: vec![cg(0, "a"), cg(1, "a/b"), cg(2, "ab")],
+            cpus: vec![0, 1],
+            clock: "sched_clock".into(),
+            command: vec![],
+            started: 0.0,
         }
     }
 
     #[test]
     fn a_slice_counts_in_its_recorded_ancestors() {
-        let charged = charged_slots(&recording(vec![]).header.cgroups);
+        let charged = charged_slots(&header().cgroups);
         assert_eq!(charged, vec![vec![0], vec![0, 1], vec![2]]);
-        let rec = recording(vec![slice(1, 0, "x", 10, 10), slice(2, 1, "y", 5, 5)]);
-        let t = slice_totals(&rec);
+        let mut with_root = header().cgroups;
+        with_root.push(cg(3, ""));
+        assert_eq!(
+            charged_slots(&with_root),
+            vec![vec![0, 3], vec![0, 1, 3], vec![2, 3], vec![3]]
+        );
+        let mut totals = SliceTotals::new(&header());
+        totals.add(&slice(1, 0, "x", 10, 10));
+        totals.add(&slice(2, 1, "y", 5, 5));
+        let t = totals.totals();
         assert_eq!(
             (t[0][0].counter, t[1][0].counter, t[2][0].counter),
             (10, 10, 5)
@@ -335,15 +538,20 @@ mod tests {
 
     #[test]
     fn breakdowns_group_and_sort() {
-        let rec = recording(vec![
+        let slices = [
             slice(0, 0, "x", 10, 10),
             slice(0, 1, "x", 30, 30),
             slice(2, 1, "y", 25, 25),
-        ]);
-        let by_comm = breakdown(&rec, &[Key::Comm]);
+        ];
+        let by = |keys: &[Key]| {
+            let mut b = Breakdown::new(&header(), keys);
+            slices.iter().for_each(|s| b.add(s));
+            b.groups()
+        };
+        let by_comm = by(&[Key::Comm]);
         assert_eq!(by_comm[0].key, vec!["x"]);
         assert_eq!((by_comm[0].slices, by_comm[0].counts[0]), (2, 40));
-        let by_cpu = breakdown(&rec, &parse_keys("cpu,cgroup").unwrap());
+        let by_cpu = by(&parse_keys("cpu,cgroup").unwrap());
         assert_eq!(by_cpu[0].key, vec!["1", "a"]);
         assert_eq!(by_cpu[1].key, vec!["1", "ab"]);
         assert!(parse_keys("cpu,nope").is_err());
@@ -353,16 +561,19 @@ mod tests {
     fn distributions_join_cut_slices() {
         let mut first = slice(0, 0, "x", 4000, 4000);
         first.cut = true;
-        let rec = recording(vec![
+        let slices = [
             first,
             slice(0, 0, "x", 6000, 6000),
             slice(0, 0, "x", 1000, 1000),
-        ]);
-        let d = distributions(&rec, &Measure::Length);
-        assert_eq!(d.len(), 1);
-        assert_eq!(d[0].1.n, 2);
-        assert_eq!(d[0].1.max, 10.0);
-        let cpus = distributions(&rec, &Measure::Cpus(0));
+        ];
+        let mut d = Distributions::new(&header(), vec![Measure::Length, Measure::Cpus(0)]);
+        slices.iter().for_each(|s| d.add(s));
+        let spreads = d.spreads();
+        let (_, lengths) = &spreads[0];
+        assert_eq!(lengths.len(), 1);
+        assert_eq!(lengths[0].1.n, 2);
+        assert_eq!(lengths[0].1.max, 10.0);
+        let (_, cpus) = &spreads[1];
         assert_eq!((cpus[0].1.n, cpus[0].1.max), (3, 1.0));
         let names: Vec<String> = ["task-clock", "cycles", "instructions"]
             .map(String::from)
@@ -379,7 +590,43 @@ mod tests {
                 "IPC"
             ]
         );
-        let s = spread(vec![3.0, 1.0, 2.0]).unwrap();
+        let s = spread(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.p50, s.max, s.mean), (2.0, 3.0, 2.0));
+    }
+
+    /// Quantiles from the histogram against those of the sorted values: within a
+    /// thousandth, over values spread across six orders of magnitude.
+    #[test]
+    fn histogram_quantiles_are_within_a_thousandth() {
+        let mut x = 88172645463325252u64;
+        let mut values: Vec<f64> = (0..100_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 1_000_000) as f64 + (x % 1000) as f64 / 1000.0
+            })
+            .collect();
+        let s = spread(&values).unwrap();
+        values.sort_by(f64::total_cmp);
+        let exact = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+        for (q, got) in [(0.5, s.p50), (0.9, s.p90), (0.99, s.p99)] {
+            let want = exact(q);
+            assert!(
+                (got - want).abs() <= want / 1000.0,
+                "p{q}: {got} for {want}"
+            );
+        }
+        assert_eq!(s.max, values[values.len() - 1]);
+        assert_eq!(s.n, 100_000);
+        // Values spread wider than MAX_BUCKETS buckets: fewer, wider buckets.
+        let mut wide = Histogram::default();
+        (0..1_000_000u64).for_each(|v| wide.add(v as f64));
+        assert!(wide.buckets.len() <= MAX_BUCKETS, "{}", wide.buckets.len());
+        let p50 = wide.spread().unwrap().p50;
+        assert!((p50 - 500_000.0).abs() < 500_000.0 / 100.0, "{p50}");
+        // Small integers are exact.
+        let counts = spread(&[1.0, 1.0, 2.0, 7.0, 1023.0]).unwrap();
+        assert_eq!((counts.p50, counts.p90, counts.p99), (2.0, 1023.0, 1023.0));
     }
 }

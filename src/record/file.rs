@@ -16,7 +16,10 @@
 //! Integers are little-endian. A file without its end block is refused: the recording
 //! did not finish.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io::{self, Read, Write};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value as Json};
@@ -30,8 +33,11 @@ const END: u32 = 2;
 /// Bytes of a slice before its deltas.
 pub const SLICE_HEAD: usize = 64;
 const READING: usize = 24;
-/// The largest block a reader accepts: far more than any slice or end block needs.
+/// The largest header or end block read from a file: far more than any needs (a
+/// file's own length bounds it too).
 const MAX_BLOCK: u32 = 1 << 30;
+/// The largest read from a pipe, whose length is not known.
+const MAX_PIPE_BLOCK: u32 = 256 << 20;
 
 /// A cgroup recorded: its slot in the slices, id, name as given and path below the
 /// mount ("" for the root).
@@ -71,7 +77,7 @@ pub struct End {
 }
 
 /// One slice as recorded.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Slice {
     pub start: u64,
     pub length: u64,
@@ -80,18 +86,32 @@ pub struct Slice {
     pub slot: u32,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    /// The task's name, NUL-padded (nothing after its first NUL).
+    pub comm: [u8; 16],
     /// Ended by a read rather than by a switch: the task ran on into the next slice.
     pub cut: bool,
     pub deltas: Vec<Reading>,
 }
 
-/// A whole recording, read back.
-#[derive(Debug)]
-pub struct Recording {
-    pub header: Header,
-    pub slices: Vec<Slice>,
-    pub end: End,
+impl Slice {
+    /// The task's name as text.
+    pub fn comm_str(&self) -> Cow<'_, str> {
+        comm_text(&self.comm)
+    }
+}
+
+/// A comm's bytes (up to the first NUL) as text.
+pub fn comm_text(comm: &[u8; 16]) -> Cow<'_, str> {
+    let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len])
+}
+
+/// `name` as a slice's comm (cut to 16 bytes).
+pub fn comm(name: &str) -> [u8; 16] {
+    let mut out = [0; 16];
+    let len = name.len().min(16);
+    out[..len].copy_from_slice(&name.as_bytes()[..len]);
+    out
 }
 
 impl End {
@@ -181,13 +201,25 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// The bytes of a slice block of `nr_events` events.
+fn slice_bytes(nr_events: usize) -> usize {
+    SLICE_HEAD + nr_events * READING
+}
+
 /// A slice block's bytes as a Slice, for `nr_events` events.
 pub fn parse_slice(b: &[u8], nr_events: usize) -> Result<Slice> {
+    let mut s = Slice::default();
+    parse_slice_into(&mut s, b, nr_events)?;
+    Ok(s)
+}
+
+/// A slice block's bytes into `s`, whose buffers are reused.
+fn parse_slice_into(s: &mut Slice, b: &[u8], nr_events: usize) -> Result<()> {
     if b.len() < SLICE_HEAD {
         bail!("a slice of {} bytes (at least {SLICE_HEAD})", b.len());
     }
     let n = u32_at(b, 56) as usize;
-    if n != nr_events || b.len() != SLICE_HEAD + n * READING {
+    if n != nr_events || b.len() != slice_bytes(n) {
         bail!(
             "a slice of {n} events in {} bytes, for {nr_events} events",
             b.len()
@@ -195,28 +227,26 @@ pub fn parse_slice(b: &[u8], nr_events: usize) -> Result<Slice> {
     }
     let comm = &b[40..56];
     let comm_len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
-    let deltas = (0..n)
-        .map(|i| {
-            let at = SLICE_HEAD + i * READING;
-            Reading {
-                counter: u64_at(b, at),
-                enabled: u64_at(b, at + 8),
-                running: u64_at(b, at + 16),
-            }
-        })
-        .collect();
-    Ok(Slice {
-        start: u64_at(b, 0),
-        length: u64_at(b, 8),
-        cgid: u64_at(b, 16),
-        cpu: u32_at(b, 24),
-        slot: u32_at(b, 28),
-        pid: u32_at(b, 32),
-        tid: u32_at(b, 36),
-        comm: String::from_utf8_lossy(&comm[..comm_len]).into_owned(),
-        cut: u32_at(b, 60) & 1 != 0,
-        deltas,
-    })
+    s.comm = [0; 16];
+    s.comm[..comm_len].copy_from_slice(&comm[..comm_len]);
+    s.deltas.clear();
+    s.deltas.extend((0..n).map(|i| {
+        let at = SLICE_HEAD + i * READING;
+        Reading {
+            counter: u64_at(b, at),
+            enabled: u64_at(b, at + 8),
+            running: u64_at(b, at + 16),
+        }
+    }));
+    s.start = u64_at(b, 0);
+    s.length = u64_at(b, 8);
+    s.cgid = u64_at(b, 16);
+    s.cpu = u32_at(b, 24);
+    s.slot = u32_at(b, 28);
+    s.pid = u32_at(b, 32);
+    s.tid = u32_at(b, 36);
+    s.cut = u32_at(b, 60) & 1 != 0;
+    Ok(())
 }
 
 fn parse_header(text: &[u8]) -> Result<Header> {
@@ -248,7 +278,7 @@ fn parse_header(text: &[u8]) -> Result<Header> {
         .iter()
         .map(|c| {
             c.as_u64()
-                .map(|c| c as u32)
+                .and_then(|c| u32::try_from(c).ok())
                 .context("a CPU that is not a number")
         })
         .collect::<Result<Vec<_>>>()?;
@@ -257,7 +287,7 @@ fn parse_header(text: &[u8]) -> Result<Header> {
         Some(a) => a.iter().map(|b| b.as_bool().unwrap_or(true)).collect(),
         None => vec![true; events.len()],
     };
-    Ok(Header {
+    let header = Header {
         events,
         supported,
         cgroups,
@@ -265,7 +295,43 @@ fn parse_header(text: &[u8]) -> Result<Header> {
         clock: v["clock"].as_str().unwrap_or("sched_clock").to_string(),
         command: strings("command").unwrap_or_default(),
         started: v["started"].as_f64().unwrap_or(0.0),
-    })
+    };
+    check_header(&header)?;
+    Ok(header)
+}
+
+/// What every reader of the slices relies on: a slot per cgroup, numbered from 0, no
+/// cgroup twice, no CPU twice, whether each event was supported.
+fn check_header(h: &Header) -> Result<()> {
+    if h.supported.len() != h.events.len() {
+        bail!(
+            "the header says whether {} events were supported, for {} events",
+            h.supported.len(),
+            h.events.len()
+        );
+    }
+    let mut slots = vec![false; h.cgroups.len()];
+    let mut ids = HashSet::new();
+    let mut paths = HashSet::new();
+    for c in &h.cgroups {
+        match slots.get_mut(c.slot) {
+            Some(seen) if !*seen => *seen = true,
+            _ => bail!(
+                "the header gives cgroup '{}' slot {} of {} cgroups",
+                c.name,
+                c.slot,
+                h.cgroups.len()
+            ),
+        }
+        if !ids.insert(c.id) || !paths.insert(Path::new(&c.path)) {
+            bail!("the header records cgroup '{}' twice", c.name);
+        }
+    }
+    let mut cpus = HashSet::new();
+    if let Some(cpu) = h.cpus.iter().find(|&&c| !cpus.insert(c)) {
+        bail!("the header records CPU {cpu} twice");
+    }
+    Ok(())
 }
 
 fn parse_end(text: &[u8]) -> Result<End> {
@@ -281,7 +347,9 @@ fn parse_end(text: &[u8]) -> Result<End> {
         enabled: r[1].as_u64().unwrap_or(0),
         running: r[2].as_u64().unwrap_or(0),
     };
-    let list = |j: &Json| j.as_array().cloned().unwrap_or_default();
+    fn list(j: &Json) -> &[Json] {
+        j.as_array().map(Vec::as_slice).unwrap_or_default()
+    }
     let totals = list(&v["totals"])
         .iter()
         .map(|events| {
@@ -299,69 +367,189 @@ fn parse_end(text: &[u8]) -> Result<End> {
     })
 }
 
-/// Reads exactly `buf.len()` bytes at `*at`; a short file is said as truncated.
-fn read_at(input: &mut impl Read, buf: &mut [u8], at: &mut u64, what: &str) -> Result<()> {
-    input.read_exact(buf).map_err(|e| match e.kind() {
-        io::ErrorKind::UnexpectedEof => {
-            anyhow::anyhow!("truncated: the file ends inside {what} at byte {at}")
-        }
-        _ => anyhow::Error::from(e),
-    })?;
-    *at += buf.len() as u64;
-    Ok(())
+/// A bperf.data file read one slice at a time: the memory it takes does not grow with
+/// the number of slices, and no length in the file makes it allocate more than the
+/// bytes that are really there.
+pub struct Reader<R> {
+    input: R,
+    /// The offset of the next byte.
+    at: u64,
+    /// The length of the input, when it is a file (a pipe's is not known).
+    size: Option<u64>,
+    header: Header,
+    /// The recorded CPUs, sorted: a slice comes from one of them.
+    cpus: Vec<u32>,
+    /// The block being read; a slice's bytes.
+    body: Vec<u8>,
+    slice: Slice,
+    end: Option<End>,
 }
 
-/// Reads a whole recording.
-pub fn read(input: &mut impl Read) -> Result<Recording> {
-    let mut at = 0u64;
-    let mut magic = [0u8; 8];
-    let mut head = [0u8; 8];
-    read_at(input, &mut magic, &mut at, "the magic number")?;
-    if &magic != MAGIC {
-        bail!(
-            "not a bperf record file (it does not start with {:?})",
-            "BPERFREC"
-        );
+impl<R: Read> Reader<R> {
+    /// Reads the magic number, version and header of `input`, `size` bytes long if known.
+    pub fn new(mut input: R, size: Option<u64>) -> Result<Reader<R>> {
+        let mut at = 0u64;
+        let mut magic = [0u8; 8];
+        let mut head = [0u8; 8];
+        if read_some(&mut input, &mut magic, &mut at, "the magic number")? == 0 {
+            bail!("the file is empty");
+        }
+        if &magic != MAGIC {
+            bail!(
+                "not a bperf record file (it does not start with {:?})",
+                "BPERFREC"
+            );
+        }
+        read_at(&mut input, &mut head, &mut at, "the header")?;
+        let version = u32_at(&head, 0);
+        if version != VERSION {
+            bail!("a version {version} bperf record file: this bperf reads version {VERSION}");
+        }
+        let header_at = at;
+        let text = read_block(&mut input, u32_at(&head, 4), &mut at, size, "the header")?;
+        let header =
+            parse_header(&text).with_context(|| format!("the header at byte {header_at}"))?;
+        let mut cpus = header.cpus.clone();
+        cpus.sort_unstable();
+        Ok(Reader {
+            input,
+            at,
+            size,
+            cpus,
+            body: vec![0; slice_bytes(header.events.len())],
+            slice: Slice::default(),
+            header,
+            end: None,
+        })
     }
-    read_at(input, &mut head, &mut at, "the header")?;
-    let version = u32_at(&head, 0);
-    if version != VERSION {
-        bail!("a version {version} bperf record file: this bperf reads version {VERSION}");
+
+    pub fn header(&self) -> &Header {
+        &self.header
     }
-    let mut text = vec![0u8; u32_at(&head, 4).min(MAX_BLOCK) as usize];
-    read_at(input, &mut text, &mut at, "the header")?;
-    let header = parse_header(&text)?;
-    let mut slices = Vec::new();
-    loop {
+
+    /// The next slice; None once the end block is read (see `end`).
+    pub fn next_slice(&mut self) -> Result<Option<&Slice>> {
+        if self.end.is_some() {
+            return Ok(None);
+        }
+        let start = self.at;
         let mut block = [0u8; 8];
-        let start = at;
-        match input.read(&mut block[..1])? {
-            0 => bail!("truncated: no end block after byte {at} (the recording did not finish)"),
-            _ => at += 1,
+        if read_some(&mut self.input, &mut block, &mut self.at, "a block header")? == 0 {
+            bail!("truncated: no end block after byte {start} (the recording did not finish)");
         }
-        read_at(input, &mut block[1..], &mut at, "a block header")?;
         let (kind, len) = (u32_at(&block, 0), u32_at(&block, 4));
-        if len > MAX_BLOCK {
-            bail!("a block of {len} bytes at byte {start}: the file is damaged");
-        }
-        let mut body = vec![0u8; len as usize];
-        read_at(input, &mut body, &mut at, "a block")?;
         match kind {
-            SLICE => slices.push(
-                parse_slice(&body, header.events.len())
-                    .with_context(|| format!("bad slice at byte {start}"))?,
+            SLICE if len as usize == self.body.len() => {
+                read_at(&mut self.input, &mut self.body, &mut self.at, "a slice")?;
+                let nr_events = self.header.events.len();
+                parse_slice_into(&mut self.slice, &self.body, nr_events)
+                    .with_context(|| format!("bad slice at byte {start}"))?;
+                let nr_slots = self.header.cgroups.len();
+                if self.slice.slot as usize >= nr_slots {
+                    bail!(
+                        "bad slice at byte {start}: it names cgroup slot {} of {nr_slots}",
+                        self.slice.slot
+                    );
+                }
+                if self.cpus.binary_search(&self.slice.cpu).is_err() {
+                    bail!(
+                        "bad slice at byte {start}: it comes from CPU {}, which was not recorded",
+                        self.slice.cpu
+                    );
+                }
+                Ok(Some(&self.slice))
+            }
+            SLICE => bail!(
+                "bad slice at byte {start}: {len} bytes, for {} events ({} bytes)",
+                self.header.events.len(),
+                self.body.len()
             ),
             END => {
-                let end = parse_end(&body)?;
-                return Ok(Recording {
-                    header,
-                    slices,
-                    end,
-                });
+                let text = read_block(
+                    &mut self.input,
+                    len,
+                    &mut self.at,
+                    self.size,
+                    "the end block",
+                )?;
+                let end =
+                    parse_end(&text).with_context(|| format!("the end block at byte {start}"))?;
+                self.end = Some(end);
+                Ok(None)
             }
             k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
         }
     }
+
+    /// The end block, once `next_slice` has said there are no more slices.
+    pub fn end(&self) -> Option<&End> {
+        self.end.as_ref()
+    }
+}
+
+/// Fills `buf` at `*at`, or reads nothing at the end of the input (returns the bytes
+/// read); the end of the input inside `buf` is said as truncated.
+fn read_some(input: &mut impl Read, buf: &mut [u8], at: &mut u64, what: &str) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(0),
+            Ok(0) => bail!(
+                "truncated: the file ends inside {what} at byte {}",
+                *at + got as u64
+            ),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {what} at byte {at}")),
+        }
+    }
+    *at += got as u64;
+    Ok(got)
+}
+
+/// Reads exactly `buf.len()` bytes at `*at`; a short file is said as truncated.
+fn read_at(input: &mut impl Read, buf: &mut [u8], at: &mut u64, what: &str) -> Result<()> {
+    if read_some(input, buf, at, what)? == 0 && !buf.is_empty() {
+        bail!("truncated: the file ends before {what} at byte {at}");
+    }
+    Ok(())
+}
+
+/// Reads a block of `len` bytes at `*at`: its buffer grows with the bytes read, so a
+/// damaged length cannot make it larger than the input (nor, from a pipe, than
+/// MAX_PIPE_BLOCK).
+fn read_block(
+    input: &mut impl Read,
+    len: u32,
+    at: &mut u64,
+    size: Option<u64>,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let most = match size {
+        Some(_) => MAX_BLOCK,
+        None => MAX_PIPE_BLOCK,
+    };
+    if len > most {
+        bail!("{what} at byte {at} claims {len} bytes (at most {most}): the file is damaged");
+    }
+    if let Some(left) = size.map(|size| size.saturating_sub(*at)) {
+        if u64::from(len) > left {
+            bail!("truncated or damaged: {what} at byte {at} claims {len} bytes, {left} are left");
+        }
+    }
+    let mut text = Vec::new();
+    let got = input
+        .take(u64::from(len))
+        .read_to_end(&mut text)
+        .with_context(|| format!("reading {what} at byte {at}"))?;
+    if got < len as usize {
+        bail!(
+            "truncated: the file ends inside {what} at byte {}",
+            *at + got as u64
+        );
+    }
+    *at += got as u64;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -428,49 +616,96 @@ mod tests {
         out
     }
 
+    /// A whole recording read back: its header, slices and end.
+    fn read_all(input: &mut &[u8]) -> Result<(Header, Vec<Slice>, End)> {
+        let mut reader = Reader::new(*input, Some(input.len() as u64))?;
+        let mut slices = Vec::new();
+        while let Some(s) = reader.next_slice()? {
+            slices.push(s.clone());
+        }
+        let end = reader.end().cloned().unwrap_or_default();
+        Ok((reader.header().clone(), slices, end))
+    }
+
     #[test]
     fn a_recording_reads_back_as_written() {
-        let rec = read(&mut &file(true)[..]).unwrap();
-        assert_eq!(rec.header, header());
-        assert_eq!(rec.slices.len(), 1);
-        let s = &rec.slices[0];
+        let (h, slices, end) = read_all(&mut &file(true)[..]).unwrap();
+        assert_eq!(h, header());
+        assert_eq!(slices.len(), 1);
+        let s = &slices[0];
         assert_eq!(
             (s.start, s.length, s.cgid, s.cpu, s.slot),
             (5, 1000, 42, 1, 0)
         );
-        assert_eq!((s.pid, s.tid, s.comm.as_str(), s.cut), (7, 8, "spin", true));
+        assert_eq!(
+            (s.pid, s.tid, s.comm_str().as_ref(), s.cut),
+            (7, 8, "spin", true)
+        );
         assert_eq!(s.deltas[0].counter, 1000);
         assert_eq!(s.deltas[1].counter, 1);
-        assert_eq!(rec.end.lost_total(), 2);
-        assert_eq!(rec.end.totals[0][1][1].running, 5);
+        assert_eq!(end.lost_total(), 2);
+        assert_eq!(end.totals[0][1][1].running, 5);
     }
 
     #[test]
     fn every_cut_short_file_is_refused() {
         let whole = file(true);
-        for len in 0..whole.len() {
-            let err = read(&mut &whole[..len]).unwrap_err().to_string();
+        let err = read_all(&mut &whole[..0]).unwrap_err().to_string();
+        assert!(err.contains("is empty"), "{err}");
+        for len in 1..whole.len() {
+            let err = read_all(&mut &whole[..len]).unwrap_err().to_string();
             assert!(
                 err.starts_with("truncated") || err.contains("not JSON"),
                 "{len}: {err}"
             );
         }
-        let err = read(&mut &file(false)[..]).unwrap_err().to_string();
+        let err = read_all(&mut &file(false)[..]).unwrap_err().to_string();
         assert!(err.contains("no end block"), "{err}");
     }
 
     #[test]
     fn other_files_are_refused() {
-        let err = read(&mut &b"PERFILE2........"[..]).unwrap_err().to_string();
+        let err = read_all(&mut &b"PERFILE2........"[..])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a bperf record file"), "{err}");
         let mut v2 = file(true);
         v2[8] = 2;
-        let err = read(&mut &v2[..]).unwrap_err().to_string();
+        let err = read_all(&mut &v2[..]).unwrap_err().to_string();
         assert!(err.contains("version 2"), "{err}");
         let mut bad = file(true);
         let first_block = 16 + u32_at(&bad, 12) as usize;
         bad[first_block] = 9;
-        let err = read(&mut &bad[..]).unwrap_err().to_string();
+        let err = read_all(&mut &bad[..]).unwrap_err().to_string();
         assert!(err.contains("unknown block kind 9"), "{err}");
+    }
+
+    /// A length no larger than a u32 still cannot make the reader allocate what is not
+    /// there: from a file, past its end; from a pipe, past its cap or its data.
+    #[test]
+    fn damaged_lengths_allocate_nothing_that_is_not_there() {
+        let mut huge_end = Vec::new();
+        write_header(&mut huge_end, &header()).unwrap();
+        huge_end.extend_from_slice(&END.to_le_bytes());
+        huge_end.extend_from_slice(&u32::MAX.to_le_bytes());
+        huge_end.extend_from_slice(b"{}");
+        let err = read_all(&mut &huge_end[..]).unwrap_err().to_string();
+        assert!(err.contains("claims 4294967295 bytes"), "{err}");
+        let from_pipe = |bytes: &[u8]| -> String {
+            let mut r = Reader::new(bytes, None).unwrap();
+            loop {
+                match r.next_slice() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("read a damaged recording"),
+                    Err(e) => return e.to_string(),
+                }
+            }
+        };
+        let err = from_pipe(&huge_end);
+        assert!(err.contains("at most 268435456"), "{err}");
+        let len_at = huge_end.len() - 6;
+        huge_end[len_at..len_at + 4].copy_from_slice(&(100u32 << 20).to_le_bytes());
+        let err = from_pipe(&huge_end);
+        assert!(err.starts_with("truncated"), "{err}");
     }
 }

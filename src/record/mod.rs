@@ -14,7 +14,7 @@ mod print;
 pub mod timeline;
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rustix::process::Signal;
 
 use crate::cli::{RecordArgs, ReportArgs, StatArgs};
@@ -105,18 +105,14 @@ pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
 
 /// What the reader thread brings back.
 struct Drained {
-    out: BufWriter<File>,
+    out: Output,
     slices: u64,
     /// Records the kernel said it dropped (PERF_RECORD_LOST), per CPU in ring order.
     ring_lost: Vec<u64>,
 }
 
 /// Drains every ring into `out` until `stop`, then once more.
-fn drain_rings(
-    mut rings: Vec<Ring>,
-    mut out: BufWriter<File>,
-    stop: Arc<AtomicBool>,
-) -> Result<Drained> {
+fn drain_rings(mut rings: Vec<Ring>, mut out: Output, stop: Arc<AtomicBool>) -> Result<Drained> {
     let mut slices = 0u64;
     let mut ring_lost = vec![0u64; rings.len()];
     let mut failed: Option<io::Error> = None;
@@ -147,21 +143,35 @@ fn drain_rings(
     }
 }
 
-/// Opens `path` for writing, keeping an existing file as `path`.old.
-fn create_output(path: &Path) -> Result<BufWriter<File>> {
-    if path.exists() {
-        let mut old = path.as_os_str().to_owned();
-        old.push(".old");
-        std::fs::rename(path, &old).with_context(|| {
-            format!(
-                "cannot keep {} as {}",
-                path.display(),
-                PathBuf::from(&old).display()
-            )
-        })?;
+/// A file being written, and how many bytes went into it.
+struct Counted {
+    file: File,
+    bytes: u64,
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
     }
-    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(BufWriter::with_capacity(1 << 20, f))
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Where the recording goes, buffered.
+type Output = BufWriter<Counted>;
+
+/// Opens `path` for the recording (see data_file::create: an earlier recording is
+/// kept as `path`.old, a device, FIFO or `-` written into).
+fn create_output(path: &Path) -> Result<Output> {
+    let file = crate::data_file::create(path)?;
+    Ok(BufWriter::with_capacity(
+        1 << 20,
+        Counted { file, bytes: 0 },
+    ))
 }
 
 /// The header of the recording of `plan`.
@@ -228,14 +238,23 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
-    // Only now: a recording that cannot start leaves an earlier file as it was.
+    // The command runs before the file is touched: a command that cannot run leaves an
+    // earlier recording as it was. Its first slices wait in the rings meanwhile.
+    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+        Some(Err(e)) => {
+            eprintln!("Workload failed: {e}");
+            return Ok(255);
+        }
+        Some(Ok(child)) => Some(child),
+        None => None,
+    };
     let mut out = create_output(&a.output)?;
     file::write_header(&mut out, &header(&plan, &supported, a))
         .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(rings, out, stop.clone());
     let start = Instant::now();
-    let code = run_workload(workload, tx, &wakes);
+    let code = wait_for_end(&wakes, child.as_ref());
     counter.close_recording();
     let totals = counter.read()?;
     let duration = start.elapsed();
@@ -249,8 +268,8 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         ring_lost: drained.ring_lost.clone(),
         totals: per_slot_totals(&plan, &totals),
     };
-    finish_file(drained.out, &end, &a.output)?;
-    say_written(&a.output, drained.slices, end.lost_total());
+    let bytes = finish_file(drained.out, &end, &a.output)?;
+    say_written(&a.output, bytes, drained.slices, end.lost_total());
     Ok(code)
 }
 
@@ -263,22 +282,6 @@ fn open_rings(cpus: &[u32], pages: usize) -> Result<Vec<Ring>> {
                 .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
         })
         .collect()
-}
-
-/// Starts the command, if any, and waits for it or a signal; the exit status.
-fn run_workload(
-    workload: Option<Workload>,
-    tx: mpsc::Sender<Wake>,
-    wakes: &mpsc::Receiver<Wake>,
-) -> i32 {
-    match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
-        Some(Err(e)) => {
-            eprintln!("Workload failed: {e}");
-            255
-        }
-        Some(Ok(child)) => wait_for_end(wakes, Some(&child)),
-        None => wait_for_end(wakes, None),
-    }
 }
 
 /// The counters' totals as the end block keeps them: [slot][event][CPU position].
@@ -301,7 +304,7 @@ fn per_slot_totals(
 
 fn spawn_reader(
     rings: Vec<Ring>,
-    out: BufWriter<File>,
+    out: Output,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<Drained>> {
     std::thread::spawn(move || drain_rings(rings, out, stop))
@@ -322,15 +325,17 @@ fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process
     }
 }
 
-fn finish_file(mut out: BufWriter<File>, end: &End, path: &Path) -> Result<()> {
+/// Ends the file with `end`; the bytes written in all.
+fn finish_file(mut out: Output, end: &End, path: &Path) -> Result<u64> {
     file::write_end(&mut out, end)
         .and_then(|_| out.flush())
-        .with_context(|| format!("cannot write to {}", path.display()))
+        .with_context(|| format!("cannot write to {}", path.display()))?;
+    Ok(out.get_ref().bytes)
 }
 
 /// perf record's closing line, and a warning when slices were lost.
-fn say_written(path: &Path, slices: u64, lost: u64) {
-    let mb = std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6);
+fn say_written(path: &Path, bytes: u64, slices: u64, lost: u64) {
+    let mb = bytes as f64 / 1e6;
     eprintln!(
         "[ bperf record: Captured and wrote {mb:.3} MB {} ({slices} slices, {lost} lost) ]",
         path.display()
@@ -342,15 +347,65 @@ fn say_written(path: &Path, slices: u64, lost: u64) {
     }
 }
 
-/// The recording in `path`, or one line saying why it cannot be read.
-pub fn load(path: &Path) -> Result<file::Recording> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let size = f.metadata().map_or(0, |m| m.len());
-    if size == 0 {
-        bail!("{} is empty", path.display());
+/// A recording being read, one slice at a time; its errors name the file.
+pub struct Input {
+    reader: file::Reader<Box<dyn Read>>,
+    path: PathBuf,
+}
+
+/// How much report reads at once.
+const READ_BUFFER: usize = 1 << 20;
+
+/// The recording in `path` (`-`: standard input), its header read, or one line saying
+/// why it cannot be read.
+pub fn open(path: &Path) -> Result<Input> {
+    let (input, size): (Box<dyn Read>, Option<u64>) = match path.as_os_str() == "-" {
+        true => (Box::new(io::stdin().lock()), None),
+        false => {
+            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+            (Box::new(f), size)
+        }
+    };
+    let input = Box::new(io::BufReader::with_capacity(READ_BUFFER, input));
+    let reader = file::Reader::new(input as Box<dyn Read>, size)
+        .with_context(|| path.display().to_string())?;
+    Ok(Input {
+        reader,
+        path: path.to_path_buf(),
+    })
+}
+
+/// The recording in `path` opened for another pass: it must be a file, not a pipe.
+pub fn open_again(path: &Path) -> Result<Input> {
+    let regular = path.as_os_str() != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if !regular {
+        return Err(UsageError(format!(
+            "{}: --timeline reads the recording twice: give it a file, not a pipe",
+            path.display()
+        ))
+        .into());
     }
-    file::read(&mut io::BufReader::with_capacity(1 << 20, f))
-        .with_context(|| path.display().to_string())
+    open(path)
+}
+
+impl Input {
+    pub fn header(&self) -> &file::Header {
+        self.reader.header()
+    }
+
+    /// Gives every slice to `each`, in the file's order; the end block.
+    pub fn each_slice(&mut self, mut each: impl FnMut(&file::Slice)) -> Result<End> {
+        let path = &self.path;
+        while let Some(s) = self
+            .reader
+            .next_slice()
+            .with_context(|| path.display().to_string())?
+        {
+            each(s);
+        }
+        Ok(self.reader.end().cloned().unwrap_or_default())
+    }
 }
 
 /// Keeps the options that only make sense together honest.

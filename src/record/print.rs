@@ -1,45 +1,73 @@
 //! `bperf report`: prints a recording's totals as bperf stat prints counts, its
 //! breakdowns and distributions as tables (or -x, -j), or writes its timeline.
 
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::{Map, Value as Json};
 
-use super::analysis::{self, Group, Key};
-use super::file::Recording;
-use super::timeline;
+use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
+use super::file::{End, Header};
+use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::event::{self, Event};
 use crate::report::{Footer, Format, Line, Options, Report, Value};
 use crate::sys::{self as kernel, sysfs::Sysfs};
 
-/// Runs `bperf report`; returns the exit code.
+/// Runs `bperf report`; returns the exit code. Each mode reads the file as a stream.
 pub fn report(a: &ReportArgs) -> Result<i32> {
     super::check_report_args(a)?;
-    let rec = super::load(&a.input)?;
-    let lost = rec.end.lost_total();
+    let keys = match &a.sort {
+        Some(s) => Some(analysis::parse_keys(s).map_err(|e| crate::UsageError(e.to_string()))?),
+        None => None,
+    };
+    if let Some(path) = &a.timeline {
+        return write_timeline(&a.input, path);
+    }
+    let out = &mut io::stdout().lock();
+    let format = format_of(a);
+    let mut input = super::open(&a.input)?;
+    let header = input.header().clone();
+    match keys {
+        Some(keys) => {
+            let mut groups = Breakdown::new(&header, &keys);
+            let end = input.each_slice(|s| groups.add(s))?;
+            say_lost(&end);
+            print_table(
+                out,
+                &format,
+                &breakdown_table(&header, &keys, groups.groups()),
+            )?;
+        }
+        None if a.hist => {
+            let mut dists = Distributions::new(&header, analysis::measures(&header.events));
+            let end = input.each_slice(|s| dists.add(s))?;
+            say_lost(&end);
+            print_table(out, &format, &hist_table(&header, &dists))?;
+        }
+        None => {
+            let mut totals = SliceTotals::new(&header);
+            let end = input.each_slice(|s| totals.add(s))?;
+            say_lost(&end);
+            let totals = match end.lost_total() {
+                0 => totals.totals(),
+                _ => analysis::counter_totals(&end),
+            };
+            print_totals(out, &header, &end, &totals, format)?;
+        }
+    }
+    Ok(0)
+}
+
+fn say_lost(end: &End) {
+    let lost = end.lost_total();
     if lost > 0 {
         eprintln!(
             "bperf report: {lost} slices were lost while recording: breakdowns, distributions and the timeline miss them; the totals are the counters' own"
         );
     }
-    let out = &mut io::stdout().lock();
-    if let Some(path) = &a.timeline {
-        return write_timeline(&rec, path);
-    }
-    let format = format_of(a);
-    let keys = match &a.sort {
-        Some(s) => Some(analysis::parse_keys(s).map_err(|e| crate::UsageError(e.to_string()))?),
-        None => None,
-    };
-    match keys {
-        Some(keys) => print_table(out, &format, &breakdown_table(&rec, &keys))?,
-        None if a.hist => print_table(out, &format, &hist_table(&rec))?,
-        None => print_totals(out, &rec, format)?,
-    }
-    Ok(0)
 }
 
 fn format_of(a: &ReportArgs) -> Format {
@@ -50,48 +78,78 @@ fn format_of(a: &ReportArgs) -> Format {
     }
 }
 
-fn write_timeline(rec: &Recording, path: &std::path::Path) -> Result<i32> {
+/// Writes the timeline of `input` to `path`: a first pass finds where the slices lie
+/// in time (and checks the whole file), a second writes them.
+fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
     let svg = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    let text = match svg {
-        true => timeline::svg(rec),
-        false => timeline::trace_json(rec),
-    };
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut first = super::open_again(input)?;
+    let header = first.header().clone();
+    let mut span = Span::default();
+    let mut slices = 0u64;
+    let end = first.each_slice(|s| {
+        span.add(s);
+        slices += 1;
+    })?;
+    say_lost(&end);
+    let mut second = super::open_again(input)?;
+    let cannot_write = || format!("cannot write {}", path.display());
+    let file = std::fs::File::create(path).with_context(cannot_write)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    if svg {
+        let mut picture = Picture::new(&header, span);
+        second.each_slice(|s| picture.add(s))?;
+        picture
+            .write(&mut out, &header)
+            .with_context(cannot_write)?;
+    } else {
+        let mut trace = Trace::begin(&mut out, &header, span.t0()).with_context(cannot_write)?;
+        let mut failed = None;
+        second.each_slice(|s| {
+            if failed.is_none() {
+                failed = trace.add(s).err();
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e).with_context(cannot_write);
+        }
+        trace.finish().with_context(cannot_write)?;
+    }
+    out.flush().with_context(cannot_write)?;
     eprintln!(
-        "[ bperf report: wrote the timeline of {} slices on {} CPUs to {} ]",
-        rec.slices.len(),
-        rec.header.cpus.len(),
+        "[ bperf report: wrote the timeline of {slices} slices on {} CPUs to {} ]",
+        header.cpus.len(),
         path.display()
     );
     Ok(0)
 }
 
 /// The recorded events as the report prints them (their units and metrics).
-fn events_of(rec: &Recording) -> Vec<Event> {
+fn events_of(h: &Header) -> Vec<Event> {
     let sysfs = Sysfs::system();
-    let names = rec.header.events.iter();
+    let names = h.events.iter();
     names.map(|name| event::recorded(name, &sysfs)).collect()
 }
 
-/// Per-cgroup totals as bperf stat prints them: summed from the slices, or the
-/// counters' own when slices were lost.
-fn print_totals(out: &mut dyn Write, rec: &Recording, format: Format) -> Result<()> {
-    let totals = match rec.end.lost_total() {
-        0 => analysis::slice_totals(rec),
-        _ => analysis::counter_totals(rec),
-    };
-    let events = events_of(rec);
+/// Per-cgroup totals [slot][event] as bperf stat prints counts.
+fn print_totals(
+    out: &mut dyn Write,
+    h: &Header,
+    end: &End,
+    totals: &[Vec<crate::reading::Reading>],
+    format: Format,
+) -> Result<()> {
+    let events = events_of(h);
     let mut lines = Vec::new();
-    for cg in &rec.header.cgroups {
+    for cg in &h.cgroups {
         for (i, _) in events.iter().enumerate() {
             let reading = totals
                 .get(cg.slot)
                 .and_then(|t| t.get(i))
                 .copied()
                 .unwrap_or_default();
-            let supported = rec.header.supported.get(i).copied().unwrap_or(true);
+            let supported = h.supported.get(i).copied().unwrap_or(true);
             lines.push(Line {
                 event: i,
                 cgroup: Some(cg.name.clone()),
@@ -112,7 +170,7 @@ fn print_totals(out: &mut dyn Write, rec: &Recording, format: Format) -> Result<
         ..Options::default()
     };
     let footer = Footer {
-        elapsed: Duration::from_nanos(rec.end.duration_ns),
+        elapsed: Duration::from_nanos(end.duration_ns),
         ..Footer::default()
     };
     let mut report = Report::new(options, out);
@@ -128,14 +186,16 @@ struct Table {
     numeric: Vec<bool>,
 }
 
-fn breakdown_table(rec: &Recording, keys: &[Key]) -> Table {
-    let groups = analysis::breakdown(rec, keys);
-    let all: u64 = groups.iter().map(first_count).sum();
+fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
+    let all = groups
+        .iter()
+        .map(first_count)
+        .fold(0u64, u64::saturating_add);
     let mut columns: Vec<String> = keys.iter().map(|k| k.name().to_string()).collect();
     columns.extend(["slices".into(), "time-ms".into(), "share".into()]);
-    columns.extend(rec.header.events.iter().cloned());
+    columns.extend(h.events.iter().cloned());
     let mut numeric = vec![false; keys.len()];
-    numeric.extend(vec![true; 3 + rec.header.events.len()]);
+    numeric.extend(vec![true; 3 + h.events.len()]);
     let rows = groups
         .iter()
         .map(|g| {
@@ -163,7 +223,7 @@ fn first_count(g: &Group) -> u64 {
     g.counts.first().copied().unwrap_or(g.time)
 }
 
-fn hist_table(rec: &Recording) -> Table {
+fn hist_table(h: &Header, dists: &Distributions) -> Table {
     let columns: Vec<String> = [
         "cgroup", "measure", "slices", "mean", "p50", "p90", "p99", "max",
     ]
@@ -171,12 +231,12 @@ fn hist_table(rec: &Recording) -> Table {
     .map(|s| s.to_string())
     .collect();
     let mut rows = Vec::new();
-    for m in analysis::measures(&rec.header.events) {
-        for (cgroup, s) in analysis::distributions(rec, &m) {
+    for (m, per_cgroup) in dists.spreads() {
+        for (cgroup, s) in per_cgroup {
             let f = |v: f64| format!("{v:.3}");
             rows.push(vec![
                 cgroup,
-                m.label(&rec.header.events),
+                m.label(&h.events),
                 s.n.to_string(),
                 f(s.mean),
                 f(s.p50),

@@ -1,13 +1,15 @@
 //! bperf report --timeline: the slices on one track per CPU, as Chrome trace-event JSON
-//! (ui.perfetto.dev, chrome://tracing) or as an SVG picture.
+//! (ui.perfetto.dev, chrome://tracing) or as an SVG picture. Both are written from the
+//! slices as they are read, in a second pass over the file once the first has found
+//! where they lie in time: memory does not grow with the number of slices.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::io::{self, Write};
 
+use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value as Json};
 
 use super::analysis::slot_names;
-use super::file::{Recording, Slice};
+use super::file::{Header, Slice};
 
 /// The process id every track is under in the trace.
 const TRACE_PID: u32 = 1;
@@ -17,14 +19,34 @@ fn micros(ns: u64, t0: u64) -> f64 {
     ns.saturating_sub(t0) as f64 / 1e3
 }
 
-fn first_start(rec: &Recording) -> u64 {
-    rec.slices.iter().map(|s| s.start).min().unwrap_or(0)
+/// Where the slices lie in time: the first start and the last end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Span {
+    first: Option<u64>,
+    last: u64,
+}
+
+impl Span {
+    pub fn add(&mut self, s: &Slice) {
+        self.first = Some(self.first.map_or(s.start, |f| f.min(s.start)));
+        self.last = self.last.max(s.start.saturating_add(s.length));
+    }
+
+    /// The first slice's start (0 without slices).
+    pub fn t0(&self) -> u64 {
+        self.first.unwrap_or(0)
+    }
+
+    /// From the first start to the last end, at least 1 ns.
+    fn length(&self) -> u64 {
+        self.last.saturating_sub(self.t0()).max(1)
+    }
 }
 
 /// A slice's args in the trace: who ran, what each event counted, and its metrics.
 fn slice_args(s: &Slice, events: &[String]) -> Json {
     let mut args = Map::new();
-    args.insert("comm".into(), json!(s.comm));
+    args.insert("comm".into(), json!(s.comm_str()));
     args.insert("pid".into(), json!(s.pid));
     args.insert("tid".into(), json!(s.tid));
     args.insert("cgroup_id".into(), json!(s.cgid));
@@ -52,43 +74,63 @@ fn slice_args(s: &Slice, events: &[String]) -> Json {
     Json::Object(args)
 }
 
-/// The trace-event JSON of the recording: metadata naming each CPU's track, then one
-/// complete ("X") event per slice, named after its cgroup.
-pub fn trace_json(rec: &Recording) -> String {
-    let names = slot_names(rec);
-    let t0 = first_start(rec);
-    let mut events = vec![json!({
-        "name": "process_name", "ph": "M", "pid": TRACE_PID,
-        "args": {"name": format!("bperf record {}", rec.header.command.join(" "))},
-    })];
-    for &cpu in &rec.header.cpus {
-        events.push(
-            json!({"name": "thread_name", "ph": "M", "pid": TRACE_PID, "tid": cpu,
-                           "args": {"name": format!("CPU {cpu}")}}),
-        );
-        events.push(
-            json!({"name": "thread_sort_index", "ph": "M", "pid": TRACE_PID,
-                           "tid": cpu, "args": {"sort_index": cpu}}),
-        );
+/// The trace-event JSON of a recording, written as its slices come: metadata naming
+/// each CPU's track, then one complete ("X") event per slice, named after its cgroup.
+pub struct Trace<W: Write> {
+    out: W,
+    names: Vec<String>,
+    events: Vec<String>,
+    t0: u64,
+}
+
+impl<W: Write> Trace<W> {
+    /// Writes what comes before the slices; `t0`: the first slice's start.
+    pub fn begin(mut out: W, h: &Header, t0: u64) -> io::Result<Trace<W>> {
+        // The keys in the order serde_json writes an object's (sorted).
+        let other = json!({"events": h.events, "clock": h.clock});
+        write!(
+            out,
+            r#"{{"displayTimeUnit":"ns","otherData":{other},"traceEvents":["#
+        )?;
+        let process = json!({
+            "name": "process_name", "ph": "M", "pid": TRACE_PID,
+            "args": {"name": format!("bperf record {}", h.command.join(" "))},
+        });
+        write!(out, "{process}")?;
+        for &cpu in &h.cpus {
+            let name = json!({"name": "thread_name", "ph": "M", "pid": TRACE_PID, "tid": cpu,
+                              "args": {"name": format!("CPU {cpu}")}});
+            let index = json!({"name": "thread_sort_index", "ph": "M", "pid": TRACE_PID,
+                               "tid": cpu, "args": {"sort_index": cpu}});
+            write!(out, ",{name},{index}")?;
+        }
+        Ok(Trace {
+            out,
+            names: slot_names(h),
+            events: h.events.clone(),
+            t0,
+        })
     }
-    for s in &rec.slices {
-        events.push(json!({
-            "name": names.get(s.slot as usize).cloned().unwrap_or_default(),
+
+    pub fn add(&mut self, s: &Slice) -> io::Result<()> {
+        let event = json!({
+            "name": self.names.get(s.slot as usize).cloned().unwrap_or_default(),
             "cat": "slice",
             "ph": "X",
-            "ts": micros(s.start, t0),
+            "ts": micros(s.start, self.t0),
             "dur": s.length as f64 / 1e3,
             "pid": TRACE_PID,
             "tid": s.cpu,
-            "args": slice_args(s, &rec.header.events),
-        }));
+            "args": slice_args(s, &self.events),
+        });
+        write!(self.out, ",{event}")
     }
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"events": rec.header.events, "clock": rec.header.clock},
-    })
-    .to_string()
+
+    /// Closes the trace; the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(b"]}")?;
+        Ok(self.out)
+    }
 }
 
 /// Picture layout.
@@ -112,136 +154,172 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Which slot ran most of each pixel column of each CPU: [cpu row][column].
-fn dominant(rec: &Recording, t0: u64, span: u64) -> Vec<Vec<Option<usize>>> {
-    let row_of: HashMap<u32, usize> = rec
-        .header
-        .cpus
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| (c, i))
-        .collect();
-    let mut time: Vec<Vec<HashMap<usize, u64>>> =
-        vec![vec![HashMap::new(); COLUMNS]; rec.header.cpus.len()];
-    let ns_per_col = (span as f64 / COLUMNS as f64).max(1.0);
-    for s in &rec.slices {
-        let Some(&row) = row_of.get(&s.cpu) else {
-            continue;
+/// The SVG picture of a recording, drawn from its slices as they come: a row per CPU,
+/// each pixel column coloured by the cgroup that ran most of it. It keeps the time each
+/// cgroup ran in each column of each row: no more than rows x columns x cgroups, and
+/// never more than one entry per slice.
+pub struct Picture {
+    row_of: FxHashMap<u32, u32>,
+    span: Span,
+    ns_per_col: f64,
+    /// Time in ns by (row, column, slot).
+    time: FxHashMap<(u32, u32, u32), u64>,
+}
+
+impl Picture {
+    /// A blank picture of `h`'s CPUs over `span`, where its slices lie.
+    pub fn new(h: &Header, span: Span) -> Picture {
+        let row_of = h
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        Picture {
+            row_of,
+            span,
+            ns_per_col: (span.length() as f64 / COLUMNS as f64).max(1.0),
+            time: FxHashMap::default(),
+        }
+    }
+
+    pub fn add(&mut self, s: &Slice) {
+        let Some(&row) = self.row_of.get(&s.cpu) else {
+            return;
         };
-        let (from, to) = (
-            s.start.saturating_sub(t0),
-            s.start.saturating_sub(t0) + s.length,
-        );
-        let first = ((from as f64 / ns_per_col) as usize).min(COLUMNS - 1);
-        let last = ((to as f64 / ns_per_col) as usize).min(COLUMNS - 1);
-        for (col, per_slot) in time[row].iter_mut().enumerate().take(last + 1).skip(first) {
-            let (c0, c1) = (col as f64 * ns_per_col, (col + 1) as f64 * ns_per_col);
+        let from = s.start.saturating_sub(self.span.t0());
+        let to = from.saturating_add(s.length);
+        let first = ((from as f64 / self.ns_per_col) as usize).min(COLUMNS - 1);
+        let last = ((to as f64 / self.ns_per_col) as usize).min(COLUMNS - 1);
+        for col in first..=last {
+            let (c0, c1) = (
+                col as f64 * self.ns_per_col,
+                (col + 1) as f64 * self.ns_per_col,
+            );
             let overlap = (to as f64).min(c1) - (from as f64).max(c0);
             if overlap > 0.0 {
-                *per_slot.entry(s.slot as usize).or_default() += overlap as u64;
+                *self.time.entry((row, col as u32, s.slot)).or_default() += overlap as u64;
             }
         }
     }
-    let least = (ns_per_col / 10.0) as u64;
-    time.into_iter()
-        .map(|cols| {
-            cols.into_iter()
-                .map(|c| {
-                    c.into_iter()
-                        .filter(|&(_, t)| t > least)
-                        .max_by_key(|&(slot, t)| (t, std::cmp::Reverse(slot)))
-                        .map(|(slot, _)| slot)
-                })
-                .collect()
-        })
-        .collect()
-}
 
-/// An SVG picture of the timeline: a row per CPU, each pixel column coloured by the
-/// cgroup that ran most of it (blank: no recorded cgroup), a time axis and a legend.
-pub fn svg(rec: &Recording) -> String {
-    let names = slot_names(rec);
-    let t0 = first_start(rec);
-    let end = rec
-        .slices
-        .iter()
-        .map(|s| s.start + s.length)
-        .max()
-        .unwrap_or(t0);
-    let span = (end - t0).max(1);
-    let rows = dominant(rec, t0, span);
-    let legend_rows = names.len().div_ceil(4);
-    let height = TOP + rows.len() * ROW + 40 + legend_rows * 20 + 10;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let mut title = format!("bperf record {}", rec.header.command.join(" "));
-    if let Some((cut, _)) = title.char_indices().nth(TITLE_CHARS) {
-        title.truncate(cut);
-        title.push_str("...");
-    }
-    let _ = writeln!(out, r#"<text x="{LEFT}" y="20">{}</text>"#, escape(&title));
-    for (r, cols) in rows.iter().enumerate() {
-        let y = TOP + r * ROW;
-        let _ = writeln!(
-            out,
-            r#"<text x="5" y="{}">CPU {}</text>"#,
-            y + ROW / 2 + 4,
-            rec.header.cpus[r]
-        );
-        let mut col = 0;
-        while col < cols.len() {
-            let Some(slot) = cols[col] else {
-                col += 1;
+    /// Which slot ran most of each (row, column): ties to the lower slot, nothing when
+    /// no slot ran a tenth of the column.
+    fn dominant(&self) -> FxHashMap<(u32, u32), usize> {
+        let least = (self.ns_per_col / 10.0) as u64;
+        let mut best: FxHashMap<(u32, u32), (u64, u32)> = FxHashMap::default();
+        for (&(row, col, slot), &t) in &self.time {
+            if t <= least {
                 continue;
-            };
-            let run = cols[col..].iter().take_while(|&&c| c == Some(slot)).count();
-            let _ = writeln!(
-                out,
-                r#"<rect x="{}" y="{y}" width="{run}" height="{}" fill="{}"><title>{}</title></rect>"#,
-                LEFT + col,
-                ROW - 4,
-                colour(slot),
-                escape(&names[slot])
-            );
-            col += run;
+            }
+            let b = best.entry((row, col)).or_insert((t, slot));
+            if (t, std::cmp::Reverse(slot)) > (b.0, std::cmp::Reverse(b.1)) {
+                *b = (t, slot);
+            }
         }
+        best.into_iter()
+            .map(|(at, (_, slot))| (at, slot as usize))
+            .collect()
     }
-    let axis_y = TOP + rows.len() * ROW + 15;
-    for tick in 0..=5 {
-        let x = LEFT + tick * COLUMNS / 5;
-        let ms = span as f64 * tick as f64 / 5.0 / 1e6;
-        let _ = writeln!(
+
+    /// Writes the picture: the rows, a time axis and a legend (blank: no recorded
+    /// cgroup ran there).
+    pub fn write(&self, out: &mut impl Write, h: &Header) -> io::Result<()> {
+        let names = slot_names(h);
+        let dominant = self.dominant();
+        let nr_rows = h.cpus.len();
+        let legend_rows = names.len().div_ceil(4);
+        let height = TOP + nr_rows * ROW + 40 + legend_rows * 20 + 10;
+        writeln!(
             out,
-            r#"<text x="{x}" y="{axis_y}" text-anchor="middle">{ms:.1} ms</text>"#
-        );
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
+        )?;
+        writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#)?;
+        let mut title = format!("bperf record {}", h.command.join(" "));
+        if let Some((cut, _)) = title.char_indices().nth(TITLE_CHARS) {
+            title.truncate(cut);
+            title.push_str("...");
+        }
+        writeln!(out, r#"<text x="{LEFT}" y="20">{}</text>"#, escape(&title))?;
+        for (r, cpu) in h.cpus.iter().enumerate() {
+            let y = TOP + r * ROW;
+            writeln!(
+                out,
+                r#"<text x="5" y="{}">CPU {cpu}</text>"#,
+                y + ROW / 2 + 4
+            )?;
+            let cols: Vec<Option<usize>> = (0..COLUMNS as u32)
+                .map(|col| dominant.get(&(r as u32, col)).copied())
+                .collect();
+            let mut col = 0;
+            while col < cols.len() {
+                let Some(slot) = cols[col] else {
+                    col += 1;
+                    continue;
+                };
+                let run = cols[col..].iter().take_while(|&&c| c == Some(slot)).count();
+                writeln!(
+                    out,
+                    r#"<rect x="{}" y="{y}" width="{run}" height="{}" fill="{}"><title>{}</title></rect>"#,
+                    LEFT + col,
+                    ROW - 4,
+                    colour(slot),
+                    escape(names.get(slot).map_or("", String::as_str))
+                )?;
+                col += run;
+            }
+        }
+        let axis_y = TOP + nr_rows * ROW + 15;
+        let span = self.span.length();
+        for tick in 0..=5 {
+            let x = LEFT + tick * COLUMNS / 5;
+            let ms = span as f64 * tick as f64 / 5.0 / 1e6;
+            writeln!(
+                out,
+                r#"<text x="{x}" y="{axis_y}" text-anchor="middle">{ms:.1} ms</text>"#
+            )?;
+        }
+        for (i, name) in names.iter().enumerate() {
+            let x = LEFT + (i % 4) * 280;
+            let y = axis_y + 20 + (i / 4) * 20;
+            writeln!(
+                out,
+                r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{y}">{}</text>"#,
+                y - 10,
+                colour(i),
+                x + 16,
+                escape(name)
+            )?;
+        }
+        out.write_all(b"</svg>\n")
     }
-    for (i, name) in names.iter().enumerate() {
-        let x = LEFT + (i % 4) * 280;
-        let y = axis_y + 20 + (i / 4) * 20;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{y}">{}</text>"#,
-            y - 10,
-            colour(i),
-            x + 16,
-            escape(name)
-        );
-    }
-    out.push_str("</svg>\n");
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::reading::Reading;
-    use crate::record::file::{End, Header, RecordedCgroup};
+    use crate::record::file::{comm, RecordedCgroup};
 
-    fn recording() -> Recording {
+    fn header() -> Header {
+        let cg = |slot: usize, name: &str| RecordedCgroup {
+            slot,
+            id: slot as u64 + 10,
+            name: name.into(),
+            path: name.into(),
+        };
+        Header {
+            events: vec!["task-clock".into()],
+            supported: vec![true],
+            cgroups: vec![cg(0, "web"), cg(1, "db&co")],
+            cpus: vec![0, 1],
+            clock: "sched_clock".into(),
+            command: vec!["x".into()],
+            started: 0.0,
+        }
+    }
+
+    fn slices() -> Vec<Slice> {
         let slice = |slot: u32, cpu: u32, start: u64, length: u64| Slice {
             start,
             length,
@@ -250,7 +328,7 @@ mod tests {
             slot,
             pid: 1,
             tid: 2,
-            comm: "a<b".into(),
+            comm: comm("a<b"),
             cut: false,
             deltas: vec![Reading {
                 counter: length,
@@ -258,48 +336,46 @@ mod tests {
                 running: length,
             }],
         };
-        let cg = |slot: usize, name: &str| RecordedCgroup {
-            slot,
-            id: slot as u64 + 10,
-            name: name.into(),
-            path: name.into(),
-        };
-        Recording {
-            header: Header {
-                events: vec!["task-clock".into()],
-                supported: vec![true],
-                cgroups: vec![cg(0, "web"), cg(1, "db&co")],
-                cpus: vec![0, 1],
-                clock: "sched_clock".into(),
-                command: vec!["x".into()],
-                started: 0.0,
-            },
-            slices: vec![
-                slice(0, 0, 1_000_000, 3_000_000),
-                slice(1, 1, 2_000_000, 1_000_000),
-            ],
-            end: End::default(),
-        }
+        vec![
+            slice(0, 0, 1_000_000, 3_000_000),
+            slice(1, 1, 2_000_000, 1_000_000),
+        ]
+    }
+
+    fn span() -> Span {
+        let mut span = Span::default();
+        slices().iter().for_each(|s| span.add(s));
+        span
     }
 
     #[test]
     fn the_trace_has_a_track_per_cpu_and_a_slice_per_record() {
-        let v: Json = serde_json::from_str(&trace_json(&recording())).unwrap();
+        let mut trace = Trace::begin(Vec::new(), &header(), span().t0()).unwrap();
+        for s in &slices() {
+            trace.add(s).unwrap();
+        }
+        let v: Json = serde_json::from_slice(&trace.finish().unwrap()).unwrap();
         let events = v["traceEvents"].as_array().unwrap();
         let slices: Vec<&Json> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(slices.len(), 2);
         assert_eq!(slices[0]["name"], "web");
         assert_eq!(slices[0]["ts"], 0.0);
         assert_eq!(slices[0]["dur"], 3000.0);
+        assert_eq!(slices[0]["args"]["comm"], "a<b");
         assert_eq!(slices[1]["tid"], 1);
         assert_eq!(slices[1]["args"]["CPUs"], 1.0);
         let tracks = events.iter().filter(|e| e["name"] == "thread_name").count();
         assert_eq!(tracks, 2);
+        assert_eq!(v["otherData"]["clock"], "sched_clock");
     }
 
     #[test]
     fn the_picture_colours_each_cpu_by_its_cgroups() {
-        let svg = svg(&recording());
+        let mut picture = Picture::new(&header(), span());
+        slices().iter().for_each(|s| picture.add(s));
+        let mut out = Vec::new();
+        picture.write(&mut out, &header()).unwrap();
+        let svg = String::from_utf8(out).unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("db&amp;co"));
         let runs: Vec<&str> = svg.lines().filter(|l| l.contains("<title>")).collect();

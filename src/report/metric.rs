@@ -25,7 +25,12 @@ pub enum Kind {
 }
 
 pub fn kind(a: &Attr) -> Kind {
-    match (a.type_, a.config) {
+    // A hybrid machine's hardware events carry their core PMU's type in the upper half.
+    let config = match a.type_ {
+        HW => a.config & 0xffff_ffff,
+        _ => a.config,
+    };
+    match (a.type_, config) {
         (SW, 0) | (SW, 1) => Kind::Clock,
         (HW, 0) => Kind::Cycles,
         (HW, 1) => Kind::Instructions,
@@ -153,12 +158,13 @@ fn context(a: &Attr) -> [bool; 5] {
 }
 
 /// The PMU an event counts on, as far as pairing goes: hardware, cache and raw events
-/// all count on the core PMU.
-fn pmu_of(a: &Attr) -> u32 {
-    match a.type_ {
+/// all count on the core PMU, on a hybrid machine each on its own.
+fn pmu_of(e: &Event) -> (u32, Option<&str>) {
+    let type_ = match e.attr.type_ {
         crate::event::TYPE_HW_CACHE | crate::event::TYPE_RAW => HW,
         t => t,
-    }
+    };
+    (type_, core_pmu(e))
 }
 
 /// The events perf may pair `e` with for a metric, in order: not `e` itself; of `e`'s
@@ -177,7 +183,7 @@ fn partners_of(events: &[Event], e: usize) -> Vec<(Kind, usize)> {
             c != e
                 && (!grouped || cur.leader == ev.leader)
                 && context(&cur.attr) == context(&ev.attr)
-                && (kind(&cur.attr) == Kind::Clock || pmu_of(&cur.attr) == pmu_of(&ev.attr))
+                && (kind(&cur.attr) == Kind::Clock || pmu_of(cur) == pmu_of(ev))
         })
         .map(|(c, cur)| (kind(&cur.attr), c))
         .collect()
@@ -209,6 +215,11 @@ impl<'a> Siblings<'a> {
             .flatten()
             .filter(|v| *v > 0.0)
     }
+}
+
+/// The core PMU that counts `e` on a hybrid machine.
+fn core_pmu(e: &Event) -> Option<&str> {
+    e.hybrid.as_ref().map(|h| h.pmu.as_str())
 }
 
 /// The -M metrics shown on `line`'s line: those whose first event it counts, worked out
@@ -415,6 +426,39 @@ mod tests {
         assert_eq!(m(4).to_string(), "   5.00%");
         assert_eq!((m(6).value, &*m(6).unit), (25.0, "of all cache refs"));
         assert_eq!(m(3).unit, "M/sec");
+    }
+
+    /// On a hybrid machine each core PMU's IPC is its own instructions over its own
+    /// cycles; GHz takes any clock (perf's find_stat).
+    #[test]
+    fn hybrid_metrics_per_core_pmu() {
+        let on = |name: &str, config: u64, pmu: &str| Event {
+            hybrid: Some(crate::event::Hybrid {
+                pmu: pmu.into(),
+                cpus: None,
+                written: None,
+            }),
+            ..ev(name, 0, config)
+        };
+        let events = [
+            ev("cpu-clock", 1, 0),
+            on("cpu_atom/cycles/", 0xa_0000_0000, "cpu_atom"),
+            on("cpu_core/cycles/", 0x4_0000_0000, "cpu_core"),
+            on("cpu_atom/instructions/", 0xa_0000_0001, "cpu_atom"),
+            on("cpu_core/instructions/", 0x4_0000_0001, "cpu_core"),
+        ];
+        let lines = [
+            line(0, 2_000_000_000, None),
+            line(1, 1_000_000_000, None),
+            line(2, 4_000_000_000, None),
+            line(3, 500_000_000, None),
+            line(4, 12_000_000_000, None),
+        ];
+        let m = |i| metric_of(&events, &lines, i);
+        assert_eq!((m(1).value, &*m(1).unit), (0.5, "GHz"));
+        assert_eq!((m(2).value, &*m(2).unit), (2.0, "GHz"));
+        assert_eq!((m(3).value, &*m(3).unit), (0.5, "insn per cycle"));
+        assert_eq!((m(4).value, &*m(4).unit), (3.0, "insn per cycle"));
     }
 
     #[test]

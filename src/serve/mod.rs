@@ -148,6 +148,7 @@ impl Exporter<'_, '_> {
     ) -> Result<()> {
         self.refresh_cgroups()?;
         let mut next_write = textfile.map(|(_, every)| Instant::now() + every);
+        let mut textfile_failure = WriteFailure::default();
         loop {
             let wake = stat::wait_until(wakes, next_write, || Wake::Stop);
             match wake {
@@ -161,9 +162,14 @@ impl Exporter<'_, '_> {
                 }
                 None => {
                     let (path, every) = textfile.expect("a write is due only with a textfile");
+                    // A failed write counts as shown too: removed cgroups do not wait
+                    // for a disk that may never come back.
                     self.unseen.textfile = false;
                     let text = exposition::encode(&self.families()?, Format::Text);
-                    write_atomically(path, &text)?;
+                    let written = write_atomically(path, &text).map_err(|e| format!("{e:#}"));
+                    if let Some(say) = textfile_failure.note(written, path) {
+                        eprintln!("bperf: {say}");
+                    }
                     next_write = next_write.map(|t| (t + every).max(Instant::now()));
                 }
             }
@@ -331,12 +337,46 @@ fn check_textfile_dir(dir: &Path) -> Result<()> {
 
 /// Writes `text` to `path` through a temporary file renamed over it, so that a reader
 /// sees the old file or the new one, never a part. The temporary name does not end in
-/// .prom, which node_exporter would read.
+/// .prom, which node_exporter would read; it is removed when the write fails.
 fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let mut tmp = PathBuf::from(path);
     tmp.set_extension("prom.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    let written = std::fs::write(&tmp, text)
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// The textfile's failure to be written, if it is failing: a failed write is retried at
+/// the next tick, and said once for as long as it fails the same way.
+#[derive(Debug, Default)]
+struct WriteFailure {
+    failing: Option<String>,
+}
+
+impl WriteFailure {
+    /// Takes the outcome of a write of `path`; what to say about it, if anything: a new
+    /// error, or that writing works again.
+    fn note(&mut self, outcome: Result<(), String>, path: &Path) -> Option<String> {
+        match (outcome, &self.failing) {
+            (Ok(()), None) => None,
+            (Ok(()), Some(_)) => {
+                self.failing = None;
+                Some(format!("{} is written again", path.display()))
+            }
+            (Err(e), Some(last)) if *last == e => None,
+            (Err(e), _) => {
+                let say = format!("{e}; serving on, trying again at every interval");
+                self.failing = Some(e);
+                Some(say)
+            }
+        }
+    }
 }
 
 /// SIGTERM and SIGINT stop serving; SIGHUP reads the cgroup tree again.
@@ -399,5 +439,48 @@ mod tests {
     fn the_root_is_slash() {
         assert_eq!(cgroup_label(Path::new("")), "/");
         assert_eq!(cgroup_label(Path::new("system.slice/x")), "system.slice/x");
+    }
+
+    #[test]
+    fn a_failing_textfile_is_said_once_per_error_and_when_it_works_again() {
+        let path = Path::new("/d/bperf.prom");
+        let full = || Err("cannot write /d/bperf.prom.tmp: No space left".to_string());
+        let gone = || Err("cannot write /d/bperf.prom.tmp: No such file".to_string());
+        let mut f = WriteFailure::default();
+        assert_eq!(f.note(Ok(()), path), None);
+        let said = f.note(full(), path).unwrap();
+        assert!(said.starts_with("cannot write /d/bperf.prom.tmp: No space left; "));
+        assert_eq!(f.note(full(), path), None);
+        assert!(f.note(gone(), path).unwrap().contains("No such file"));
+        assert_eq!(f.note(gone(), path), None);
+        assert_eq!(
+            f.note(Ok(()), path).as_deref(),
+            Some("/d/bperf.prom is written again")
+        );
+        assert_eq!(f.note(Ok(()), path), None);
+        assert!(f.note(gone(), path).is_some());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("bperf-wa-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("bperf.prom");
+        // The rename fails: a directory is in the way.
+        std::fs::create_dir(&path).unwrap();
+        let e = write_atomically(&path, "x 1\n").unwrap_err();
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        std::fs::remove_dir(&path).unwrap();
+        write_atomically(&path, "x 1\n").unwrap();
+        let read = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(format!("{e:#}").contains("bperf.prom"), "{e:#}");
+        assert_eq!(left, vec![std::ffi::OsString::from("bperf.prom")]);
+        assert_eq!(read, "x 1\n");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::{LivePlan, Series};
-use crate::cgroup::live::{Changes, LiveSlots};
+use crate::cgroup::live::{Changes, LeftOutPeak, LiveSlots};
 use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::counter::Counter;
 use crate::sys::cgroupfs::{self, Cgroupfs};
@@ -18,8 +18,10 @@ pub struct LiveCgroups {
     selection: Selection,
     tree: Cgroupfs,
     slots: LiveSlots,
-    /// Cgroups left out at the last refresh, to say so once per change.
+    /// Cgroups left out at the last refresh.
     left_out: usize,
+    /// The most ever said to be left out.
+    left_out_said: LeftOutPeak,
     /// A change of the tree waits to be looked at: set by the watching thread, cleared
     /// by [`refresh`](Self::refresh).
     pending: Arc<AtomicBool>,
@@ -39,6 +41,7 @@ impl LiveCgroups {
             tree: Cgroupfs::new(cgroupfs::discover()?)?,
             slots: LiveSlots::new(initial, plan.capacity),
             left_out: 0,
+            left_out_said: LeftOutPeak::default(),
             pending: Arc::new(AtomicBool::new(false)),
         };
         let flag = live.pending.clone();
@@ -59,7 +62,7 @@ impl LiveCgroups {
         if !added.is_empty() || !removed.is_empty() {
             counter.change_cgroups(&added, &removed)?;
         }
-        if changes.left_out > 0 && changes.left_out != self.left_out {
+        if self.left_out_said.rises(changes.left_out) {
             eprintln!(
                 "bperf: {} cgroups are not counted: all {} places are taken (--max-cgroups); their time counts in their counted ancestors",
                 changes.left_out,

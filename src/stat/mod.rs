@@ -32,7 +32,7 @@ use crate::sys::{self as kernel, sysfs::Sysfs};
 use crate::{InvalidError, UsageError};
 use live::LiveCgroups;
 pub use record::report;
-use record::{record_path, write_record};
+use record::{record_to, write_record, PipeRecord, RecordTo};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -456,23 +456,30 @@ fn metric_events(
 ) -> Result<Vec<metrics::Use>> {
     let mut uses = Vec::new();
     for def in asked {
-        let mut operands = Vec::new();
-        for name in def.events(clock) {
-            let index = match events.iter().position(|e| e.name == name) {
-                Some(i) => i,
-                None => {
-                    let parsed =
-                        event::parse_events(name, sysfs).map_err(|e| usage(e.to_string()))?;
-                    events.extend(parsed);
-                    events.len() - 1
-                }
-            };
-            operands.push(index);
+        let parsed = def
+            .events(clock)
+            .map(|name| event::parse_events(name, sysfs).map_err(|e| usage(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        // On a hybrid machine, one metric per core PMU, from that PMU's events.
+        for pmu in event::hybrid::metric_pmus(&parsed) {
+            let mut operands = Vec::new();
+            for operand in &parsed {
+                let e = event::hybrid::on_pmu(operand, pmu.as_deref())
+                    .ok_or_else(|| usage(format!("metric {}: an operand is no event", def.name)))?;
+                let index = match events.iter().position(|x| x.name == e.name) {
+                    Some(i) => i,
+                    None => {
+                        events.push(e.clone());
+                        events.len() - 1
+                    }
+                };
+                operands.push(index);
+            }
+            uses.push(metrics::Use {
+                def,
+                events: operands,
+            });
         }
-        uses.push(metrics::Use {
-            def,
-            events: operands,
-        });
     }
     Ok(uses)
 }
@@ -612,15 +619,24 @@ impl Plan {
             ));
         }
         // A null run opens no counter of its own, but counts the events asked for, as perf.
-        let (events, metrics) = match a.null_run && a.events.is_empty() && a.metrics.is_empty() {
+        let (mut events, metrics) = match a.null_run && a.events.is_empty() && a.metrics.is_empty()
+        {
             true => Default::default(),
             false => parse_events(a)?,
         };
         check_unavailable(a)?;
         rules::check_cgroups(a)?;
         let cpus = parse_cpus(a)?;
+        if per_cpu_target {
+            for w in event::hybrid::fit_to_cpus(&mut events, &cpus, a.cpu.as_deref()) {
+                eprintln!("{w}");
+            }
+        }
         let shared = shared_plan(a, &events)?;
         let mut cg = parse_cgroups(a, events.len())?;
+        // A hybrid event whose core PMU has none of the CPUs counted has no line.
+        cg.rows
+            .retain(|r| !per_cpu_target || events[r.event].counts_on_any(&cpus));
         let live = live_plan(a, &shared, record, &mut cg);
         let (threads, watched) = match all_threads {
             true => (process::all_threads(), Vec::new()),
@@ -631,7 +647,6 @@ impl Plan {
             true => cg.rows.len() / events.len().max(1),
             false => 1,
         };
-        let mut events = events;
         if per_cpu_target {
             ungroup_other_cpus(&mut events, &cpus, copies, a.verbose > 0);
         }
@@ -698,6 +713,9 @@ impl Plan {
                 g.cpus
                     .iter()
                     .for_each(|&pos| sum.add(&snap.get(row.slot, row.event, pos)));
+                // A hybrid event is counted only on its core PMU's CPUs of the group.
+                let ev = &self.events[row.event];
+                let cpus = g.cpus.iter().filter(|&&p| ev.counts_on(self.cpus[p]));
                 let counted = supported(row.event);
                 out.push(Line {
                     event: row.event,
@@ -706,7 +724,7 @@ impl Plan {
                     place: Some(Place::Group {
                         mode,
                         name: g.name.clone(),
-                        cpus: if counted { g.cpus.len() } else { 0 },
+                        cpus: if counted { cpus.count() } else { 0 },
                     }),
                     value: value_of(counted, sum),
                 });
@@ -1100,6 +1118,8 @@ struct Session<'a, 'obj> {
     prev: Snapshot,
     /// stat record with -I: each interval's time and lines, for the file.
     recorded: Option<Vec<(Duration, Vec<Line>)>>,
+    /// stat record to a pipe: where each interval's lines go instead.
+    pipe: Option<&'a mut PipeRecord>,
 }
 
 impl Session<'_, '_> {
@@ -1155,8 +1175,10 @@ impl Session<'_, '_> {
                 Some(_) => self.lines_of(&now.since(&self.prev), true),
                 None => lines,
             };
-            if let Some(recorded) = &mut self.recorded {
-                recorded.push((ts, lines));
+            match (&mut self.pipe, &mut self.recorded) {
+                (Some(pipe), _) => pipe.interval(self.plan, self.args, ts, &lines)?,
+                (None, Some(recorded)) => recorded.push((ts, lines)),
+                (None, None) => {}
             }
         }
         self.prev = now;
@@ -1447,7 +1469,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let counting;
     let (a, recording) = match record {
         true => {
-            let path = record_path(a)?;
+            let path = record_to(a)?;
             counting = StatArgs {
                 output: None,
                 ..a.clone()
@@ -1456,7 +1478,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         }
         false => (a, None),
     };
-    let (out, output) = open_output(a)?;
+    let (mut out, output) = open_output(a)?;
+    // As perf: recording to a pipe prints no counts (standard output is the record).
+    if recording == Some(RecordTo::Pipe) {
+        out = Box::new(io::sink());
+    }
     rules::check_after_output(a)?;
     let a = &rules::settle_targets(a);
     if a.verbose > 0 && a.events.is_empty() && a.metrics.is_empty() && !a.null_run {
@@ -1476,6 +1502,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         None => None,
     };
     let mut runs = Vec::new();
+    let mut pipe = (recording == Some(RecordTo::Pipe)).then(PipeRecord::default);
     // -r 0: run again and print each run's counts until interrupted, as perf.
     let forever = a.repeat == Some(0);
     report.opts.forever = forever;
@@ -1498,6 +1525,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
             report: &mut report,
             output: &output,
             record: recording.is_some(),
+            pipe: pipe.as_mut(),
         };
         let Some(measured) = run_once(a, &mut plan, io, run == 0)? else {
             return Ok(255);
@@ -1524,8 +1552,14 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         report.opts.run_table = runs.iter().map(|r| r.elapsed).collect();
     }
     let code = print_runs(&plan, &mut report, &output, &runs)?;
-    if let (Some(path), Some(run)) = (recording, runs.last()) {
-        write_record(&path, &plan, run, a)?;
+    match (recording, runs.last()) {
+        (Some(RecordTo::File(path)), Some(run)) => write_record(&path, &plan, run, a)?,
+        (Some(RecordTo::Pipe), Some(run)) => {
+            if let Some(pipe) = &mut pipe {
+                pipe.finish(&plan, a, run)?;
+            }
+        }
+        _ => {}
     }
     Ok(code)
 }
@@ -1549,6 +1583,8 @@ struct RunIo<'a> {
     output: &'a str,
     /// stat record: keep each interval's lines for the file.
     record: bool,
+    /// stat record to a pipe: write each interval's lines to it.
+    pipe: Option<&'a mut PipeRecord>,
 }
 
 /// The counter of one run, on `task` or the CPUs. The first run names the events perf's
@@ -1599,6 +1635,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         report,
         output,
         record,
+        pipe,
     } = io;
     let io_tx = tx.clone();
     let tx = tx.clone();
@@ -1688,6 +1725,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
         output: output.to_string(),
         start,
         recorded: record.then(Vec::new),
+        pipe,
     };
     // What changed in the tree since the cgroups were first read.
     session.refresh_cgroups()?;

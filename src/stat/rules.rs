@@ -38,8 +38,8 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         if i == 0 && a.verbose_before_events {
             say_cpuid();
         }
-        let (events, regrouped) =
-            event::parse_and_regroup(list, &sysfs).map_err(|e| usage(e.to_string()))?;
+        let event::Parsed { events, regrouped } =
+            event::parse(list, &sysfs).map_err(|e| usage(e.to_string()))?;
         if regrouped {
             eprintln!("WARNING: events were regrouped to match PMUs");
         }

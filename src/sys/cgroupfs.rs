@@ -1,5 +1,7 @@
 //! The cgroup file system: where the perf_event hierarchy is mounted, and what is under it.
 
+use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
@@ -7,27 +9,19 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cgroup::{Cgroup, Hierarchy, Mount, Tree};
+use crate::cgroup::{perf_event_hierarchy, Cgroup, Hierarchy, Mount, Tree};
 
-/// The hierarchy that holds the perf_event controller on this machine, from
-/// /proc/cgroups and /proc/self/mountinfo.
+/// The hierarchy whose cgroups perf_event counts on this machine (see
+/// [`Hierarchy::find`]), from /proc/self/mountinfo and /proc/cgroups.
 pub fn discover() -> Result<Hierarchy> {
-    let hierarchy = procfs::cgroups().ok().and_then(|c| {
-        c.0.into_iter()
-            .find(|c| c.name == "perf_event")
-            .map(|c| c.hierarchy)
-    });
-    let mounts = procfs::process::Process::myself()
-        .and_then(|p| p.mountinfo())
-        .context("cannot read /proc/self/mountinfo")?
-        .into_iter()
-        .map(|m| Mount {
-            point: m.mount_point,
-            fstype: m.fs_type,
-            options: m.super_options.into_keys().collect(),
-        })
-        .collect::<Vec<_>>();
-    Hierarchy::find(hierarchy, &mounts)
+    let mountinfo =
+        fs::read_to_string("/proc/self/mountinfo").context("cannot read /proc/self/mountinfo")?;
+    // Only explains a failure; missing on kernels built without cgroup v1.
+    let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
+    Hierarchy::find(
+        perf_event_hierarchy(&cgroups),
+        &Mount::parse_mountinfo(&mountinfo),
+    )
 }
 
 /// A cgroup hierarchy's directories.
@@ -137,7 +131,7 @@ pub fn watch(mount: &Path, changed: impl Fn() -> bool + Send + 'static) -> Resul
     let mut watches = Watches {
         fd,
         root: mount.to_path_buf(),
-        dirs: std::collections::HashMap::new(),
+        dirs: WatchedDirs::default(),
         warned: false,
     };
     watches.add_tree(mount);
@@ -145,11 +139,60 @@ pub fn watch(mount: &Path, changed: impl Fn() -> bool + Send + 'static) -> Resul
     Ok(())
 }
 
-/// The inotify watches on a cgroup tree, by watch descriptor.
+/// The directories watched, by watch descriptor and by path, kept in step.
+#[derive(Debug, Default)]
+struct WatchedDirs {
+    by_wd: HashMap<i32, PathBuf>,
+    by_path: HashMap<PathBuf, i32>,
+}
+
+impl WatchedDirs {
+    /// `wd` watches `dir`. Watching a directory again gives its watch again, under the
+    /// directory's path now (it may have been renamed).
+    fn insert(&mut self, wd: i32, dir: &Path) {
+        if let Some(old) = self.by_wd.insert(wd, dir.to_path_buf()) {
+            self.by_path.remove(&old);
+        }
+        if let Some(old) = self.by_path.insert(dir.to_path_buf(), wd) {
+            if old != wd {
+                self.by_wd.remove(&old);
+            }
+        }
+    }
+
+    fn path(&self, wd: i32) -> Option<&Path> {
+        self.by_wd.get(&wd).map(PathBuf::as_path)
+    }
+
+    /// Forgets watch `wd` (the kernel dropped it).
+    fn forget(&mut self, wd: i32) {
+        if let Some(path) = self.by_wd.remove(&wd) {
+            if self.by_path.get(&path) == Some(&wd) {
+                self.by_path.remove(&path);
+            }
+        }
+    }
+
+    /// Forgets the watch of `name`, removed from the directory `parent` watches, and
+    /// gives it, for the caller to remove from the kernel.
+    fn take_child(&mut self, parent: i32, name: &OsStr) -> Option<i32> {
+        let path = self.by_wd.get(&parent)?.join(name);
+        let wd = self.by_path.remove(&path)?;
+        self.by_wd.remove(&wd);
+        Some(wd)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_wd.len()
+    }
+}
+
+/// The inotify watches on a cgroup tree.
 struct Watches {
     fd: std::os::fd::OwnedFd,
     root: PathBuf,
-    dirs: std::collections::HashMap<i32, PathBuf>,
+    dirs: WatchedDirs,
     /// Said once that the kernel's limit on watches was reached.
     warned: bool,
 }
@@ -164,7 +207,7 @@ impl Watches {
             | WatchFlags::MOVED_TO
             | WatchFlags::ONLYDIR;
         match inotify::add_watch(&self.fd, dir, flags) {
-            Ok(wd) => drop(self.dirs.insert(wd, dir.to_path_buf())),
+            Ok(wd) => self.dirs.insert(wd, dir),
             // Removed already: nothing to watch.
             Err(rustix::io::Errno::NOENT) => return,
             Err(e) if !self.warned => {
@@ -186,7 +229,8 @@ impl Watches {
         }
     }
 
-    /// Reads changes until `changed` says to stop, watching new directories as they come.
+    /// Reads changes until `changed` says to stop, watching new directories as they come
+    /// and unwatching removed ones.
     fn run(mut self, changed: impl Fn() -> bool) {
         use rustix::fs::inotify::{ReadFlags, Reader};
         let mut buf = [std::mem::MaybeUninit::uninit(); 16384];
@@ -199,15 +243,18 @@ impl Watches {
                     return;
                 };
                 let flags = ev.events();
+                let name = ev
+                    .file_name()
+                    .map(|n| OsStr::from_bytes(n.to_bytes()).to_os_string());
                 if flags.contains(ReadFlags::IGNORED) {
-                    self.dirs.remove(&ev.wd());
+                    self.dirs.forget(ev.wd());
                 }
                 let created = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
-                if let (true, Some(name), Some(dir)) =
-                    (created, ev.file_name(), self.dirs.get(&ev.wd()))
-                {
-                    let name = std::ffi::OsStr::from_bytes(name.to_bytes());
+                if let (true, Some(name), Some(dir)) = (created, &name, self.dirs.path(ev.wd())) {
                     new_dirs.push(dir.join(name));
+                }
+                if let (true, Some(name)) = (flags.contains(ReadFlags::DELETE), &name) {
+                    self.unwatch(ev.wd(), name);
                 }
                 if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                     // Changes were lost: watch whatever is new anywhere.
@@ -223,6 +270,16 @@ impl Watches {
             if !changed() {
                 return;
             }
+        }
+    }
+
+    /// Stops watching `name`, removed from the directory `parent` watches. The cgroup
+    /// file system sends no IN_IGNORED for a removed directory: its watch would stay,
+    /// and keep the directory's inode, for as long as bperf runs.
+    fn unwatch(&mut self, parent: i32, name: &OsStr) {
+        if let Some(wd) = self.dirs.take_child(parent, name) {
+            // Dropped by the kernel already is fine.
+            let _ = rustix::fs::inotify::remove_watch(&self.fd, wd);
         }
     }
 }
@@ -318,5 +375,31 @@ mod tests {
         })();
         fs::remove_dir_all(&top).unwrap();
         r.unwrap();
+    }
+
+    /// Churn: every directory made and removed leaves nothing behind, renamed ones keep
+    /// their watch under the new name.
+    #[test]
+    fn removed_directories_are_forgotten() {
+        let mut dirs = WatchedDirs::default();
+        dirs.insert(1, Path::new("/m"));
+        for wd in 2..10_000 {
+            let name = format!("c{wd}");
+            dirs.insert(wd, &Path::new("/m").join(&name));
+            assert_eq!(dirs.take_child(1, OsStr::new(&name)), Some(wd));
+        }
+        assert_eq!(dirs.len(), 1);
+        dirs.insert(7, Path::new("/m/a"));
+        dirs.insert(7, Path::new("/m/b"));
+        assert_eq!(dirs.take_child(1, OsStr::new("a")), None);
+        assert_eq!(dirs.take_child(1, OsStr::new("b")), Some(7));
+        dirs.insert(8, Path::new("/m/x"));
+        dirs.forget(8);
+        assert_eq!(dirs.take_child(1, OsStr::new("x")), None);
+        assert_eq!(dirs.len(), 1);
+        assert_eq!(
+            (dirs.path(1), dirs.by_path.len()),
+            (Some(Path::new("/m")), 1)
+        );
     }
 }

@@ -173,10 +173,15 @@ pub fn open(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Reads a counter opened with [`counting_attr`].
+/// Reads a counter opened with [`counting_attr`]. An event in error state (a pinned event
+/// that could not get a counter) reads as end-of-file: it never ran, which perf prints as
+/// `<not counted>`, so it reads here as a zero reading with no time enabled or running.
 pub fn read(fd: &OwnedFd) -> io::Result<Reading> {
     let mut buf = [0u8; 24];
     let n = rustix::io::read(fd, &mut buf)?;
+    if n == 0 {
+        return Ok(Reading::default());
+    }
     if n != buf.len() {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,

@@ -4,6 +4,7 @@
 
 pub mod damage;
 pub mod parity;
+pub mod recording;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -248,15 +249,48 @@ pub fn unaccounted_ns() -> f64 {
     (f[5] + f[6] + f[7]) * 1e7
 }
 
+/// Whether the tests run in a machine QEMU emulates instruction by instruction (TCG):
+/// tests/vm/run-x86 sets BPERF_EMULATED=1 in its guests. There a system call, a context
+/// switch or a process's exit costs tens of times what it costs on a real machine, and
+/// the few instructions between two clock readings that a real machine does in
+/// nanoseconds take microseconds.
+pub fn emulated() -> bool {
+    std::env::var_os("BPERF_EMULATED").is_some_and(|v| v == "1")
+}
+
+/// How far (%) a time bperf counted may be from the kernel's own accounting of the same
+/// tasks: 2%, and TCG_CLOCK_TOLERANCE under emulation.
+pub fn clock_tolerance() -> f64 {
+    if emulated() {
+        TCG_CLOCK_TOLERANCE
+    } else {
+        2.0
+    }
+}
+
+/// Under emulation, bperf's clocks and cpu.stat part by more than on a real machine: each
+/// places a switch at its own instant (cpu.stat where the scheduler reads its clock,
+/// bperf's read helper at the sched_switch tracepoint, after the outgoing task was
+/// dequeued and the next one picked), and what lies between takes microseconds there.
+/// Measured in the 6.1 guest with every counter read through the read helper, a
+/// ping-pong's cgroup over 20000 round trips: -0.9% to +4.0% of cpu.stat in 5 runs.
+pub const TCG_CLOCK_TOLERANCE: f64 = 5.0;
+
 /// Whether a time bperf counted for a cgroup (ns) agrees with the kernel's accounting:
-/// within 2% of its processes' own task-clock `own`, or of its cpu.stat time `kernel`
-/// plus what cpu.stat left out meanwhile (`unaccounted`, see unaccounted_ns). Each
-/// misses time the other counts. A task's own task-clock stops between its switch out
-/// and the next task's switch in, which a cgroup's accounting charges. cpu.stat leaves
-/// out interrupt time and the time the host steals from this VM's CPUs, which the perf
-/// clocks include.
+/// within clock_tolerance() of its processes' own task-clock `own`, or of its cpu.stat
+/// time `kernel` plus what cpu.stat left out meanwhile (`unaccounted`, see
+/// unaccounted_ns). Each misses time the other counts. A task's own task-clock stops
+/// between its switch out and the next task's switch in, which a cgroup's accounting
+/// charges. cpu.stat leaves out interrupt time and the time the host steals from this
+/// VM's CPUs, which the perf clocks include.
 pub fn agrees_with_kernel(ours: f64, own: f64, kernel: f64, unaccounted: f64) -> bool {
-    within(ours, own, 2.0) || (ours >= kernel * 0.98 && ours <= kernel * 1.02 + unaccounted)
+    within(ours, own, clock_tolerance()) || agrees_with_cpu_stat(ours, kernel, unaccounted)
+}
+
+/// The cpu.stat half of agrees_with_kernel.
+pub fn agrees_with_cpu_stat(ours: f64, kernel: f64, unaccounted: f64) -> bool {
+    let pct = clock_tolerance() / 100.0;
+    ours >= kernel * (1.0 - pct) && ours <= kernel * (1.0 + pct) + unaccounted
 }
 
 /// What cpu.stat left out since `before` (an unaccounted_ns() reading), plus one 10 ms
@@ -323,6 +357,24 @@ pub fn loaded_bperf_programs() -> Vec<String> {
         .map(|p| p.name.to_string_lossy().into_owned())
         .filter(|n| n.starts_with("bperf_"))
         .collect()
+}
+
+/// The task-clock (ms) and elapsed seconds of a table bperf printed.
+pub fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
+    let num = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse::<f64>()
+            .unwrap()
+    };
+    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let elapsed = err
+        .lines()
+        .find(|l| l.contains("seconds time elapsed"))
+        .map(num);
+    (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
 }
 
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {

@@ -1,0 +1,129 @@
+//! Where `bperf record` and `bperf stat record` write their recording, by perf's rules
+//! for its data files: what is at the path decides.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// The name that stands for standard output.
+pub const STDOUT: &str = "-";
+
+/// The name an earlier recording at `path` is kept under.
+pub fn kept_name(path: &Path) -> PathBuf {
+    let mut old = path.as_os_str().to_owned();
+    old.push(".old");
+    PathBuf::from(old)
+}
+
+/// Opens `path` for a recording, as perf opens its data files:
+/// - `-` is standard output;
+/// - a regular file with something in it is an earlier recording: it is kept as
+///   `path`.old (replacing one there) and a new file is made;
+/// - anything else at the path (a device, a FIFO, a socket, or a symbolic link, to
+///   whatever it leads) is written into as it is, as a shell's redirection would;
+/// - nothing there: a new file.
+///
+/// New files are readable by their owner only, as perf's. Call it only when the
+/// recording is about to be written: a run that fails before must leave an earlier
+/// recording where it was.
+pub fn create(path: &Path) -> Result<File> {
+    if path.as_os_str() == STDOUT {
+        let out = io::stdout().as_fd().try_clone_to_owned();
+        return Ok(File::from(out.context("cannot write to standard output")?));
+    }
+    let cannot_create = || format!("cannot create {}", path.display());
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() && m.len() > 0 => {
+            let old = kept_name(path);
+            std::fs::rename(path, &old)
+                .with_context(|| format!("cannot keep {} as {}", path.display(), old.display()))?;
+            new_file()
+                .create_new(true)
+                .open(path)
+                .with_context(cannot_create)
+        }
+        Ok(m) if m.is_file() => new_file()
+            .truncate(true)
+            .open(path)
+            .with_context(cannot_create),
+        Ok(_) => OpenOptions::new()
+            .write(true)
+            .truncate(std::fs::metadata(path).is_ok_and(|m| m.is_file()))
+            .open(path)
+            .with_context(|| format!("cannot write to {}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => new_file()
+            .create_new(true)
+            .open(path)
+            .with_context(cannot_create),
+        Err(e) => Err(e).with_context(cannot_create),
+    }
+}
+
+fn new_file() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).mode(0o600);
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("bperf-data-file-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn an_earlier_recording_is_kept_and_an_empty_file_reused() {
+        let d = dir("regular");
+        let path = d.join("x.data");
+        std::fs::write(&path, b"first").unwrap();
+        create(&path).unwrap().write_all(b"second").unwrap();
+        create(&path).unwrap().write_all(b"third").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"third");
+        assert_eq!(std::fs::read(kept_name(&path)).unwrap(), b"second");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let empty = d.join("empty.data");
+        std::fs::write(&empty, b"").unwrap();
+        create(&empty).unwrap().write_all(b"new").unwrap();
+        assert!(!kept_name(&empty).exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn what_is_not_a_regular_file_is_written_into() {
+        let d = dir("other");
+        // A link to a file: written through, the link stays.
+        let target = d.join("target");
+        std::fs::write(&target, b"earlier").unwrap();
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        create(&link).unwrap().write_all(b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // /dev/null: still the device.
+        create(Path::new("/dev/null"))
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert!(null.file_type().is_char_device());
+        assert!(!Path::new("/dev/null.old").exists());
+        // A directory is refused.
+        assert!(create(&d).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,128 @@
+//! bperf report on damaged bperf.data files: 2000 copies of a small good recording, each
+//! damaged its own repeatable way, read by every mode of report under an address-space
+//! and a time limit. Each must be read or refused in one line naming the file; none may
+//! panic, abort on an allocation, or hang. Needs no privilege.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::{bperf, damage, recording, stderr};
+
+const SEED: u64 = 0x6270_6572_6664_6174;
+const COPIES: u64 = 2000;
+/// Slices in the good recording: a few of every cgroup on both CPUs, some of them cut.
+const SLICES: u64 = 60;
+/// Seconds one report may take on a file of a few kB.
+const TIME_LIMIT: u32 = 10;
+
+/// report's modes, spread over the copies: the totals, the distributions, and the two
+/// timelines (the output file's name picks the form).
+const MODES: [&[&str]; 4] = [
+    &[],
+    &["--hist"],
+    &["--timeline", "svg"],
+    &["--timeline", "json"],
+];
+
+/// A directory of its own for this test's files, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir().join(format!("bperf-fuzz-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The report of `input` in mode `mode`, its timeline (if any) written into `dir`.
+fn report(input: &Path, mode: usize, dir: &Path, tag: u64) -> Command {
+    let mut cmd = bperf();
+    cmd.args(["report", "-i"]).arg(input);
+    match MODES[mode] {
+        ["--timeline", ext] => {
+            cmd.arg("--timeline")
+                .arg(dir.join(format!("timeline-{tag}.{ext}")));
+        }
+        args => {
+            cmd.args(args);
+        }
+    }
+    cmd
+}
+
+/// What is wrong with report's run on copy `index`, if anything.
+fn verdict(index: u64, mode: usize, input: &Path, out: &std::process::Output) -> Option<String> {
+    let what = format!("copy {index} ({:?})", MODES[mode]);
+    if let Some(bad) = damage::misbehaviour(out, input) {
+        return Some(format!("{what}: {bad}"));
+    }
+    let err = stderr(out);
+    let name = input.display().to_string();
+    if !out.status.success() && (err.lines().count() != 1 || !err.contains(&name)) {
+        return Some(format!(
+            "{what}: refused, but not in one line naming the file: {err}"
+        ));
+    }
+    None
+}
+
+#[test]
+fn damaged_recordings_are_read_or_refused_never_crash() {
+    let dir = TempDir::new();
+    let good = recording::bytes(SLICES);
+    let good_path = dir.0.join("good.data");
+    std::fs::write(&good_path, &good).unwrap();
+    for (mode, args) in MODES.iter().enumerate() {
+        let out = damage::run_limited(&report(&good_path, mode, &dir.0, u64::MAX), TIME_LIMIT);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+
+    let failures = Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicU64::new(0);
+    // Each run mostly waits for its processes to start: more threads than CPUs.
+    let threads = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= COPIES {
+                    return;
+                }
+                let input = dir.0.join(format!("copy-{i}.data"));
+                std::fs::write(&input, damage::damaged_copy(&good, SEED, i)).unwrap();
+                let mode = (i % MODES.len() as u64) as usize;
+                let out = damage::run_limited(&report(&input, mode, &dir.0, i), TIME_LIMIT);
+                if let Some(bad) = verdict(i, mode, &input, &out) {
+                    failures.lock().unwrap().push(bad);
+                } else {
+                    let _ = std::fs::remove_file(&input);
+                }
+                for ext in ["svg", "json"] {
+                    let _ = std::fs::remove_file(dir.0.join(format!("timeline-{i}.{ext}")));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {COPIES} damaged copies misread:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

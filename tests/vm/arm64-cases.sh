@@ -1,0 +1,63 @@
+# The cases the arm64 guest runs (tests/vm_arm64.rs checks their output). Each prints
+# `=== case NAME`, then what bperf printed, then `=== exit CODE`.
+cg=/sys/fs/cgroup
+mkdir -p $cg/A/C $cg/B
+
+case_() {
+    name=$1
+    shift
+    echo "=== case $name"
+    "$@"
+    echo "=== exit $?"
+}
+
+# Per-cgroup counts of three spinning cgroups, one nested in another: each spin joins its
+# cgroup while it runs and retires exactly 2*N user instructions there.
+case_ cgroups bperf stat -a -x, -e instructions:u,instructions:k,instructions,cycles:u \
+    --for-each-cgroup A,B,A/C -- sh -c "
+        spin $cg/A/cgroup.procs 10000000 & spin $cg/B/cgroup.procs 30000000 &
+        spin $cg/A/C/cgroup.procs 20000000 & wait"
+
+# A command counted as perf counts it (no cgroups): the event follows the task.
+case_ command bperf stat -x, -e instructions:u -- spin $cg/cgroup.procs 25000000
+
+# IPC from a group scheduled together, and from -M.
+case_ group bperf stat -a -e '{cycles:u,instructions:u}' --for-each-cgroup B -- \
+    spin $cg/B/cgroup.procs 20000000
+case_ metric bperf stat -a -x, -M insn_per_cycle --for-each-cgroup B -- \
+    spin $cg/B/cgroup.procs 20000000
+
+# More events than the PMU's six general counters: each runs part of the time and is
+# scaled back.
+ev=instructions:u,instructions:u,instructions:u,instructions:u,instructions:u
+case_ multiplex bperf stat -a -x, -e $ev,$ev,r08:u --for-each-cgroup B -- \
+    spin $cg/B/cgroup.procs 30000000
+
+# A pinned group that can never be scheduled (seven general events on six counters).
+case_ pinned bperf stat -a -x, -e '{r08,r08,r08,r08,r08,r08,r08}:D' -- \
+    spin $cg/cgroup.procs 1000000
+
+# Two sessions sharing one set of hardware counters (:b), each against the exact count.
+bperf stat -a -x, -e instructions:ub --for-each-cgroup A -o /tmp/shared-1 -- sleep 3 &
+sleep 0.5
+case_ shared bperf stat -a -x, -e instructions:ub --for-each-cgroup A -- \
+    spin $cg/A/cgroup.procs 15000000
+wait
+echo "=== case shared-first"
+cat /tmp/shared-1
+echo "=== exit 0"
+
+# Slices recorded with their hardware counts: the totals, and IPC per slice.
+case_ record bperf record -e cycles:u,instructions:u --for-each-cgroup B -o /tmp/rec.data -- \
+    spin $cg/B/cgroup.procs 20000000
+case_ record-totals bperf report -i /tmp/rec.data -x,
+case_ record-hist bperf report -i /tmp/rec.data --hist
+
+# serve exports hardware counts: a scrape after the spin has ended.
+bperf serve --listen 127.0.0.1:9464 -e instructions:u,cycles:u --for-each-cgroup B &
+serve=$!
+sleep 1
+spin $cg/B/cgroup.procs 35000000
+case_ serve wget -qO- http://127.0.0.1:9464/metrics
+kill $serve
+wait $serve
