@@ -227,17 +227,20 @@ fn command_line(rng: &mut Rng) -> Vec<String> {
                 push(&mut a, &["--table"]);
             }
         }
-        if rng.chance(6) {
-            push(&mut a, &["-D", "50"]);
-        }
-        push(&mut a, &["--"]);
+        let delay = rng.chance(6);
         // Cgroups are counted while they run: a command long enough for theirs to.
         let cgroups = has(&a, "-G") || has(&a, "--for-each-cgroup");
         let cmd = match cgroups {
             true => CGROUP_COMMANDS[(rng.next() % CGROUP_COMMANDS.len() as u64) as usize],
             false => COMMANDS[(rng.next() % COMMANDS.len() as u64) as usize],
         };
-        push(&mut a, cmd);
+        // A delay well within the command: one as long races it to the end.
+        if delay {
+            push(&mut a, &["-D", "20", "--", "sleep", "0.06"]);
+        } else {
+            push(&mut a, &["--"]);
+            push(&mut a, cmd);
+        }
     } else if rng.chance(5) {
         // --table without -r: perf's refusal.
         push(&mut a, &["--table"]);
@@ -291,7 +294,7 @@ const ALLOWED: &[Allowed] = &[
     },
     Allowed {
         name: "refused-leader-runs",
-        applies: |a| has(a, "-r") && groups_led_by(a, "cycles"),
+        applies: |a| has(a, "-r") && refused_leader(a),
     },
     Allowed {
         name: "metric-only-null",
@@ -299,13 +302,15 @@ const ALLOWED: &[Allowed] = &[
     },
 ];
 
-/// Whether an -e list of `a` has a group led by `event` (with any modifiers).
-fn groups_led_by(a: &[String], event: &str) -> bool {
+/// Whether an -e list of `a` has a group whose leader the kernel here refuses: cycles
+/// (no PMU), or msr/tsc/ with modifiers (it counts everything or nothing).
+fn refused_leader(a: &[String]) -> bool {
     a.windows(2).any(|w| {
         w[0] == "-e"
             && w[1].split('{').skip(1).any(|g| {
                 let leader = g.split([',', '}']).next().unwrap_or("");
-                leader.split(':').next() == Some(event)
+                let group_mods = g.split('}').nth(1).is_some_and(|m| m.starts_with(':'));
+                leader.starts_with("cycles") || leader == "msr/tsc/" && group_mods
             })
     })
 }

@@ -485,8 +485,6 @@ impl<W: Write> Report<W> {
             }
             let name = &events[line.event].name;
             match line.value {
-                // perf reads --per-thread's counters its own way, and says nothing.
-                _ if self.opts.per_thread => {}
                 _ if unread.get(line.event).copied().unwrap_or(false) => {
                     self.out.flush()?;
                     eprintln!("failed to read counter {name}");

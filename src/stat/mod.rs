@@ -1331,8 +1331,28 @@ impl Session<'_, '_> {
             }
         };
         let lines = self.lines_of(&total, false);
-        // As perf: the last read, said with -v, whether or not it is printed.
-        self.say_read(&lines)?;
+        // As perf: the last read, said with -v, whether or not it is printed. After
+        // intervals, --summary reads nothing more: perf goes over the sums, which every
+        // event has, and says nothing failed.
+        match self.args.interval.is_some() && self.args.summary {
+            false => self.say_read(&lines)?,
+            true => {
+                let sums: Vec<Line> = lines
+                    .iter()
+                    .map(|l| Line {
+                        value: match l.value {
+                            Value::NotSupported => Value::Counted(Reading::default()),
+                            v => v,
+                        },
+                        ..l.clone()
+                    })
+                    .collect();
+                let unread = vec![false; self.plan.events.len()];
+                self.report
+                    .counts_read(&self.plan.events, &sums, &unread)
+                    .with_context(|| format!("cannot write to {}", self.output))?;
+            }
+        }
         let cpu_lines = match (&self.recorded, &self.plan.aggr) {
             (Some(_), Some(_)) => self.lines_of(&total, true),
             _ => Vec::new(),
