@@ -228,8 +228,10 @@ fn command_line(rng: &mut Rng) -> Vec<String> {
             }
         }
         let delay = rng.chance(6);
-        // Cgroups are counted while they run: a command long enough for theirs to.
-        let cgroups = has(&a, "-G") || has(&a, "--for-each-cgroup");
+        // Cgroups are counted while they run: a command long enough for theirs to; and
+        // one long enough for an interval (a command that ends at once can race perf's
+        // start, which then counts nothing).
+        let cgroups = has(&a, "-G") || has(&a, "--for-each-cgroup") || intervals;
         let cmd = match cgroups {
             true => CGROUP_COMMANDS[(rng.next() % CGROUP_COMMANDS.len() as u64) as usize],
             false => COMMANDS[(rng.next() % COMMANDS.len() as u64) as usize],

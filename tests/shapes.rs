@@ -920,6 +920,20 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "verbose-summary",
+        &[
+            "-v",
+            "-a",
+            "-e",
+            "cs,cycles",
+            "-I",
+            "100",
+            "--interval-count",
+            "1",
+            "--summary",
+        ],
+    ),
+    (
         "verbose-after-events",
         &["-e", "cs", "-v", "-x,", "--", "sleep", "0.02"],
     ),
