@@ -1529,7 +1529,9 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let mut run = 0;
     while forever || run < a.repeat.unwrap_or(1) {
         if a.verbose > 0 && a.repeat.is_some_and(|r| r > 1) {
+            // Flushed now: the run's own lines go straight to stderr after it.
             writeln!(report.out, "[ perf stat: executing run #{} ... ]", run + 1)
+                .and_then(|()| report.out.flush())
                 .with_context(|| format!("cannot write to {output}"))?;
         }
         if let Some(code) = shell_step(a.pre.as_deref())? {
@@ -1683,8 +1685,16 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
                 .as_ref()
                 .map_or(!counter.supported(i), |s| s[i] == Status::Refused)
         };
-        for (_, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
-            eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
+        // perf copies the events for each --for-each-cgroup cgroup, and warns for each
+        // copy (--all-cgroups, bperf's own, warns once).
+        let copies = match a.for_each_cgroup.is_empty() {
+            false => plan.cgroups.len().max(1),
+            true => 1,
+        };
+        for _ in 0..copies {
+            for (_, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
+                eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
+            }
         }
     }
     let status = status?;
