@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bperf::event::Event;
 use bperf::reading::Reading;
-use bperf::report::{Format, Line, Options, Report, Value};
+use bperf::output::{Format, Line, Options, Report, Value};
 
 fn main() {
     let args: Vec<usize> = std::env::args()

@@ -1,7 +1,7 @@
 //! bperf: perf-stat-style counting per cgroup, with the counting done in BPF.
 //!
 //! Data flows one way: options (cli) -> events, cgroups, CPUs (event, cgroup, cpus)
-//! -> counter (the kernel side: sys, bpf) -> counts -> report. Only `sys` and the BPF
+//! -> counter (the kernel side: sys, bpf) -> counts -> output. Only `sys` and the BPF
 //! loader in `bpf` touch the kernel; everything else is plain Rust on their data.
 
 pub mod aggr;
@@ -14,10 +14,10 @@ pub mod data_file;
 pub mod event;
 pub mod list;
 pub mod metrics;
+pub mod output;
 pub mod perfdata;
 pub mod reading;
 pub mod record;
-pub mod report;
 pub mod serve;
 pub mod stat;
 pub mod sys;

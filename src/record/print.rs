@@ -13,8 +13,8 @@ use super::file::{End, Header};
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::event::{self, Event};
-use crate::report::{Footer, Format, Line, Options, Report, Value};
-use crate::sys::{self as kernel, sysfs::Sysfs};
+use crate::output::{Footer, Format, Line, Options, Report, Value};
+use crate::sys::{self, sysfs::Sysfs};
 
 /// Runs `bperf report`; returns the exit code. Each mode reads the file as a stream.
 pub fn report(a: &ReportArgs) -> Result<i32> {
@@ -164,7 +164,7 @@ fn print_totals(
     }
     let options = Options {
         format,
-        thousands: kernel::locale_thousands_separator(),
+        thousands: sys::locale_thousands_separator(),
         target: Some("'system wide'".into()),
         runs: 1,
         ..Options::default()

@@ -22,13 +22,13 @@ pub mod live;
 mod record;
 pub mod rules;
 mod tool;
+use crate::output::{Footer, Format, Options, Report};
+use crate::output::{Line, Place, Value};
 use crate::reading::{Reading, Snapshot};
-use crate::report::{Footer, Format, Options, Report};
-use crate::report::{Line, Place, Value};
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::process::{self, Child, Workload};
 use crate::sys::topology;
-use crate::sys::{self as kernel, sysfs::Sysfs};
+use crate::sys::{self, sysfs::Sysfs};
 use crate::{InvalidError, UsageError};
 use live::LiveCgroups;
 pub use record::report;
@@ -88,7 +88,7 @@ pub struct SharedPlan {
     pub by_process: bool,
 }
 
-/// One event in one slot: the counts report::Line prints, one line per CPU with -A or
+/// One event in one slot: the counts output::Line prints, one line per CPU with -A or
 /// one line of their sum.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Series {
@@ -486,7 +486,7 @@ fn metric_events(
 
 /// The CPUs from -C, all online CPUs without it.
 fn parse_cpus(a: &StatArgs) -> Result<Vec<u32>> {
-    let online = kernel::online_cpus().context("reading online CPUs")?;
+    let online = sys::online_cpus().context("reading online CPUs")?;
     let Some(list) = &a.cpu else {
         return Ok(online);
     };
@@ -970,7 +970,7 @@ impl Ended {
 fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Option<std::fs::File>> {
     use std::io::BufRead;
     let (ctl, ack) =
-        kernel::open_control(spec).map_err(|e| usage(format!("--control {spec}: {e}")))?;
+        sys::open_control(spec).map_err(|e| usage(format!("--control {spec}: {e}")))?;
     std::thread::spawn(move || {
         for line in io::BufReader::new(ctl).lines().map_while(|l| l.ok()) {
             if tx.send(Wake::Control(line.trim().to_string())).is_err() {
@@ -1022,7 +1022,7 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     // As perf: the clearing is for a terminal, and perf says so once the file is open.
     let clear_refused = || anyhow::anyhow!("--interval-clear does not work with output");
     if let Some(fd) = a.log_fd {
-        let file = kernel::file_from_fd(fd).with_context(|| format!("--log-fd {fd}"))?;
+        let file = sys::file_from_fd(fd).with_context(|| format!("--log-fd {fd}"))?;
         if a.interval_clear && !file.is_terminal() {
             return Err(clear_refused());
         }
@@ -1046,7 +1046,7 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     let mut out = io::BufWriter::new(file);
     // As perf, when the file is not JSON: when counting started.
     if !a.json {
-        write!(out, "# started on {}\n\n", kernel::ctime_now())
+        write!(out, "# started on {}\n\n", sys::ctime_now())
             .with_context(|| format!("cannot write to {name}"))?;
     }
     if a.interval_clear {
@@ -1067,7 +1067,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
     // As perf: thousands grouped as the locale groups them, unless told not to.
     let thousands = match a.no_big_num {
         true => None,
-        false => kernel::locale_thousands_separator(),
+        false => sys::locale_thousands_separator(),
     };
     Ok(Options {
         format,
@@ -1089,7 +1089,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         metric_only: a.metric_only,
         quiet: a.quiet,
         cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
-        nmi_watchdog: kernel::nmi_watchdog(),
+        nmi_watchdog: sys::nmi_watchdog(),
         forever: false,
     })
 }
@@ -1538,7 +1538,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
             return Ok(code);
         }
         if a.sync {
-            kernel::sync();
+            sys::sync();
         }
         let io = RunIo {
             ack: ack.as_mut(),
@@ -1592,7 +1592,7 @@ fn shell_step(command: Option<&str>) -> Result<Option<i32>> {
     let Some(command) = command else {
         return Ok(None);
     };
-    let code = kernel::shell(command).with_context(|| format!("cannot run '{command}'"))?;
+    let code = sys::shell(command).with_context(|| format!("cannot run '{command}'"))?;
     Ok((code != 0).then_some(code))
 }
 
@@ -1763,7 +1763,7 @@ fn run_once(a: &StatArgs, plan: &mut Plan, io: RunIo, first: bool) -> Result<Opt
     if let Ended::Command(st, _) = &ended {
         // As perf's psignal(3): which signal ended the command.
         if let Some(sig) = st.signal() {
-            eprintln!("{}: {}", a.command[0], kernel::signal_description(sig));
+            eprintln!("{}: {}", a.command[0], sys::signal_description(sig));
         }
     }
     session.finish(ended).map(Some)

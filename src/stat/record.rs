@@ -11,10 +11,10 @@ use super::{aggr_mode, usage, Measured, Plan};
 use crate::aggr;
 use crate::cli::{StatArgs, StatReportArgs};
 use crate::event::{self, Event};
+use crate::output::{Footer, Line, Options, Place, Report, Value};
 use crate::reading::Reading;
-use crate::report::{Footer, Line, Options, Place, Report, Value};
 use crate::sys::topology;
-use crate::sys::{self as kernel, sysfs::Sysfs};
+use crate::sys::{self, sysfs::Sysfs};
 
 /// Where stat record writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -253,7 +253,7 @@ fn recorded_aggr_mode(per_cpu: bool, mode: Option<aggr::Mode>) -> u64 {
 
 /// Where each CPU is, for perf stat report to print counts per CPU.
 fn recorded_topology() -> Result<crate::perfdata::Topology> {
-    let online = kernel::online_cpus().context("reading online CPUs")?;
+    let online = sys::online_cpus().context("reading online CPUs")?;
     let highest = online.iter().copied().max().unwrap_or(0);
     let all: Vec<u32> = (0..=highest).collect();
     let places = topology::read(&topology::system_root(), &all);
@@ -313,7 +313,7 @@ pub fn report(a: &StatReportArgs) -> Result<i32> {
         recorded_groups(&data)
     };
     let options = Options {
-        thousands: kernel::locale_thousands_separator(),
+        thousands: sys::locale_thousands_separator(),
         per_cpu,
         aggr: groups.as_ref().map(|(mode, _)| *mode),
         // As perf: a pipe carries no command line.
