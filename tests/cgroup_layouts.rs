@@ -222,10 +222,9 @@ fn settle_shared() {
 /// cgroups are those of cgroup2 (as with perf 6.12's --bpf-counters), with and without
 /// shared counters.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -245,10 +244,9 @@ fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
 /// with and without shared counters (the workload is in a cgroup2 cgroup too, whose
 /// cpu.stat is the kernel's account of it).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_mounted_v1_hierarchy() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     // Made first: the tests' cgroups are found on cgroup2.
@@ -269,10 +267,9 @@ fn perf_event_on_a_mounted_v1_hierarchy() {
 /// cgroups: once it is mounted again, a session counting its v1 cgroups through them is
 /// refused, with the reason, rather than counting nothing.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn shared_counters_keep_the_hierarchy_they_started_with() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -438,10 +435,9 @@ fn check_v1_counts(
 /// different lengths: bperf counts each as its tasks ran (their schedstat), and as perf
 /// 6.12 counts the same cgroups with -G in a run of its own.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn v1_cgroups_counted_as_perf_counts_them() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {

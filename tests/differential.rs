@@ -368,10 +368,9 @@ struct Tally {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn random_command_lines_print_what_perf_prints() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let Some(perf) = perf_612() else {
         eprintln!("skipped: no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf) to compare with");
         return;

@@ -38,7 +38,7 @@ impl Drop for TempDir {
 /// there too), as perf.data or (`pipe`) in perf's pipe format; or the committed one
 /// when it cannot be (not root, no perf 6.12).
 fn good_file(dir: &Path, tool: &Path, pipe: bool, fixture: &str) -> Vec<u8> {
-    if common::privileged() && tool.exists() {
+    if bperf::sys::is_root() && tool.exists() {
         let path = dir.join(format!("{fixture}.good"));
         let output = match pipe {
             true => Path::new("-"),

@@ -54,10 +54,9 @@ fn stdout(o: &Output) -> String {
 /// ping-pong's slices are its context switches; the timeline's slices add up to the
 /// same task-clock, and its picture is a well-formed SVG with a row per CPU.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn slices_add_up_to_the_kernels_accounting() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let (busy, pp) = (TestCgroup::new("rec-busy"), TestCgroup::new("rec-pp"));
     let w = workload().display().to_string();
@@ -159,10 +158,9 @@ fn slices_add_up_to_the_kernels_accounting() {
 /// by record and by report, and the totals still agree with cpu.stat (they are the
 /// counters' own).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_tiny_ring_loses_slices_and_says_so() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-tiny");
     let w = workload().display().to_string();
@@ -207,10 +205,9 @@ fn a_tiny_ring_loses_slices_and_says_so() {
 /// Without a command, record runs until SIGINT, exits 130 as perf does, and leaves a
 /// whole file and nothing loaded.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_until_ctrl_c() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let file = TempFile::new("sigint.data");
     let child = bperf()
@@ -387,10 +384,9 @@ fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
 /// node (/dev/null's own, made here) stays the device and a FIFO stays the FIFO, with
 /// nothing moved to .old, and what came out of the FIFO is a recording report reads.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_writes_into_devices_and_fifos() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let dir = Dir::new("nodes");
     let (null, fifo) = (dir.join("null"), dir.join("fifo"));
@@ -448,10 +444,9 @@ fn record_writes_into_devices_and_fifos() {
 /// stdin: piped from one into the other, as perf's pipe mode. No file named `-`.
 /// A timeline, which reads its input twice, refuses a pipe in one line.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_to_stdout_pipes_into_report() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let dir = Dir::new("pipe");
     let mut record = bperf()
@@ -496,10 +491,9 @@ fn record_to_stdout_pipes_into_report() {
 /// does not) leaves an earlier recording where it was and .old alone; one that records
 /// keeps the earlier one as .old. bperf stat record keeps its earlier file the same way.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_failed_run_leaves_the_earlier_recording() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let dir = Dir::new("failed");
     let path = dir.join("x.data");

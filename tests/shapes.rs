@@ -463,10 +463,9 @@ fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn output_has_perf_612s_shape() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
     let perf = perf_612();
@@ -530,10 +529,9 @@ fn counts(text: &str) -> Vec<&str> {
 /// report` print with the same counts as the run printed; bperf reads perf's file as
 /// perf does.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn stat_record_and_report_agree_with_perf() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let dir = TempDir::new("bperf-record");
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
@@ -678,10 +676,9 @@ fn stat_record_and_report_agree_with_perf() {
 /// `--per-thread -p PID`, as a script runs it on its shell: a line per thread, with
 /// perf's comm-pid column.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn per_thread_of_a_process_has_perfs_shape() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
     let pid = sleeper.id().to_string();
@@ -744,10 +741,9 @@ fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
 /// mode, --per-thread -p $$, -x, -j, --summary, --metric-only, -r 3, stat record then
 /// stat report.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_script_for_perf_runs_on_bperf() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let dir = TempDir::new("bperf-script");
     let bperf = env!("CARGO_BIN_EXE_bperf");
@@ -1179,10 +1175,9 @@ fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose
 /// as recorded. BPERF_SHAPES_ONLY=NAME[,NAME] runs the cases whose names start so;
 /// BPERF_BIN=PATH checks another build of bperf (an older one, to see a case fail).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn parity_cases_have_perf_612s_shape() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let bperf = std::env::var_os("BPERF_BIN")
         .map(PathBuf::from)

@@ -45,9 +45,16 @@ pub fn serial() -> Serial {
     }
 }
 
-/// True when the test may touch the kernel (see bperf::sys::privileged).
-pub fn privileged() -> bool {
-    bperf::sys::privileged()
+/// The first line of every test that loads BPF or counts. Such a test is marked
+/// `#[ignore = "needs root (make test runs it)"]`: a run without root (plain `cargo
+/// test`) lists it as ignored, not passed, and `make test`, as root, includes the
+/// ignored tests. A test included without root fails here, saying why: it was asked
+/// for by name or with --include-ignored, and it cannot run.
+pub fn require_root() {
+    assert!(
+        bperf::sys::is_root(),
+        "needs root (CAP_BPF and CAP_PERFMON): run it as root, as make test does"
+    );
 }
 
 /// A finished command's stderr, as text.
