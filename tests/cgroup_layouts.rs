@@ -64,7 +64,7 @@ fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 /// cgroup that holds a sleeping task: that task keeps the hierarchy alive once unmounted.
 /// Dropped: mounted again, emptied, and unmounted until perf_event is back on cgroup2.
 struct V1Hierarchy {
-    dir: PathBuf,
+    dir: TempDir,
     holder: Option<Child>,
 }
 
@@ -76,10 +76,12 @@ impl V1Hierarchy {
             eprintln!("skipped: perf_event is not on cgroup2 on this machine");
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("bperf-test-{}-v1", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new("v1");
         let mut h = V1Hierarchy { dir, holder: None };
-        assert!(mount_v1(&h.dir), "cannot mount perf_event as cgroup v1");
+        assert!(
+            mount_v1(h.dir.path()),
+            "cannot mount perf_event as cgroup v1"
+        );
         fs::create_dir(h.child()).unwrap();
         let holder = Command::new("sleep").arg("600").spawn().unwrap();
         let pid = holder.id().to_string();
@@ -95,7 +97,7 @@ impl V1Hierarchy {
 
     /// Leaves the hierarchy mounted nowhere, alive.
     fn unmount(&self) {
-        assert!(umount(&self.dir));
+        assert!(umount(self.dir.path()));
         assert!(!perf_event_mounted());
         assert_ne!(
             perf_event_hierarchy(),
@@ -106,14 +108,14 @@ impl V1Hierarchy {
 
     /// Mounts the hierarchy again where it was.
     fn remount(&self) {
-        assert!(mount_v1(&self.dir));
+        assert!(mount_v1(self.dir.path()));
     }
 }
 
 impl Drop for V1Hierarchy {
     fn drop(&mut self) {
-        if !is_mount_point(&self.dir) {
-            mount_v1(&self.dir);
+        if !is_mount_point(self.dir.path()) {
+            mount_v1(self.dir.path());
         }
         if let Some(mut h) = self.holder.take() {
             let _ = h.kill();
@@ -126,17 +128,16 @@ impl Drop for V1Hierarchy {
         // A hierarchy unmounted while a removed cgroup is still being freed outlives
         // its mount: mount and unmount until it is gone.
         let restored = wait_for(Duration::from_secs(20), || {
-            umount(&self.dir);
+            umount(self.dir.path());
             if wait_for(Duration::from_secs(1), || perf_event_hierarchy() == 0) {
                 return true;
             }
-            mount_v1(&self.dir);
+            mount_v1(self.dir.path());
             false
         });
-        if is_mount_point(&self.dir) {
-            umount(&self.dir);
+        if is_mount_point(self.dir.path()) {
+            umount(self.dir.path());
         }
-        let _ = fs::remove_dir(&self.dir);
         if !restored {
             eprintln!("warning: perf_event is still on a cgroup v1 hierarchy (not cgroup2)");
         }

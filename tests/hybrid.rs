@@ -25,7 +25,7 @@ use common::*;
 
 /// A fixture machine: its sysfs tree, and the shim that fakes its PMUs.
 struct FakeMachine {
-    dir: PathBuf,
+    dir: TempDir,
     /// The PMU types the shim fakes (FAKEPMU_TYPES).
     types: &'static str,
 }
@@ -35,10 +35,7 @@ impl FakeMachine {
     /// `cpus[1]`; the shim built for it. None (the test skips, saying why) without a C
     /// compiler or unshare(1).
     fn new(name: &str, types: &'static str, cpus: [u32; 2]) -> Option<FakeMachine> {
-        let dir = std::env::temp_dir().join(format!(
-            "bperf-test-{}-hybrid-{name}-{types}",
-            std::process::id()
-        ));
+        let dir = TempDir::new(&format!("hybrid-{name}-{types}"));
         let m = FakeMachine { dir, types };
         let fixture =
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/sysfs/{name}"));
@@ -116,12 +113,6 @@ impl FakeMachine {
             stderr: normalized(&String::from_utf8_lossy(&out.stderr)),
             opens: opens(&fs::read_to_string(self.log()).unwrap_or_default()),
         }
-    }
-}
-
-impl Drop for FakeMachine {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 

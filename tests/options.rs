@@ -524,8 +524,7 @@ fn detailed_adds_perfs_events() {
 fn control_enables_and_disables_counting() {
     require_root();
     let _g = serial();
-    let dir = RemovedDir(TempFile::new("control").0.clone());
-    std::fs::create_dir(&dir.0).unwrap();
+    let dir = TempDir::new("control");
     let (ctl, ack) = (dir.0.join("ctl"), dir.0.join("ack"));
     for f in [&ctl, &ack] {
         assert!(std::process::Command::new("mkfifo")
@@ -590,14 +589,6 @@ fn control_enables_and_disables_counting() {
 }
 
 /// A directory a test made, removed with what is in it however the test ends.
-struct RemovedDir(std::path::PathBuf);
-
-impl Drop for RemovedDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// -M: each metric is worked out from the counts printed beside it, and CPUs_utilized
 /// over all CPUs is their number (each CPU's cpu-clock runs the whole time).
 #[test]

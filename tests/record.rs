@@ -323,36 +323,6 @@ fn report_memory_does_not_grow_with_the_slices() {
     assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
 }
 
-/// A directory of this test's own, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("bperf-rec-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn join(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-    /// The names in it, sorted.
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn c_path(p: &std::path::Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
 }
@@ -388,7 +358,7 @@ fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
 fn record_writes_into_devices_and_fifos() {
     require_root();
     let _s = serial();
-    let dir = Dir::new("nodes");
+    let dir = TempDir::new("nodes");
     let (null, fifo) = (dir.join("null"), dir.join("fifo"));
     // SAFETY: mknod(2) and mkfifo(2) of new paths in our own directory.
     unsafe {
@@ -448,7 +418,7 @@ fn record_writes_into_devices_and_fifos() {
 fn record_to_stdout_pipes_into_report() {
     require_root();
     let _s = serial();
-    let dir = Dir::new("pipe");
+    let dir = TempDir::new("pipe");
     let mut record = bperf()
         .current_dir(&dir.0)
         .args([
@@ -495,7 +465,7 @@ fn record_to_stdout_pipes_into_report() {
 fn a_failed_run_leaves_the_earlier_recording() {
     require_root();
     let _s = serial();
-    let dir = Dir::new("failed");
+    let dir = TempDir::new("failed");
     let path = dir.join("x.data");
     let earlier = recording::bytes(10);
     std::fs::write(&path, &earlier).unwrap();

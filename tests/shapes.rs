@@ -488,23 +488,6 @@ fn output_has_perf_612s_shape() {
 /// The count and unit columns of a table line.
 const COUNT_AND_UNIT: usize = 23;
 
-/// A directory removed however the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> TempDir {
-        let dir = TempDir(std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())));
-        fs::create_dir_all(&dir.0).unwrap();
-        dir
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 fn report(tool: &Path, file: &Path) -> String {
     let out = Command::new(tool)
         .args(["stat", "report", "-i"])
@@ -533,7 +516,7 @@ fn counts(text: &str) -> Vec<&str> {
 fn stat_record_and_report_agree_with_perf() {
     require_root();
     let _g = serial();
-    let dir = TempDir::new("bperf-record");
+    let dir = TempDir::new("record");
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
     let args = [
         "-e",
@@ -745,7 +728,7 @@ fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
 fn a_script_for_perf_runs_on_bperf() {
     require_root();
     let _g = serial();
-    let dir = TempDir::new("bperf-script");
+    let dir = TempDir::named("bperf-script");
     let bperf = env!("CARGO_BIN_EXE_bperf");
     let wrapper = dir.0.join("perf");
     fs::write(&wrapper, format!("#!/bin/sh\nexec {bperf} \"$@\"\n")).unwrap();
@@ -1185,7 +1168,7 @@ fn parity_cases_have_perf_612s_shape() {
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let only = std::env::var("BPERF_SHAPES_ONLY").unwrap_or_default();
-    let dir = TempDir::new("bperf-parity");
+    let dir = TempDir::new("parity");
     let out = dir.0.join("out.txt");
     let cgroups = BusyCgroups::new();
     let picked = |name: &str| only.split(',').any(|prefix| name.starts_with(prefix));

@@ -537,16 +537,14 @@ fn a_killed_keeper_is_replaced_and_nothing_is_left() {
 
 /// A BPF file system of the test's own at a temporary directory, unmounted with
 /// everything pinned in it when dropped.
-struct PrivateBpffs(std::path::PathBuf);
+struct PrivateBpffs(TempDir);
 
 impl PrivateBpffs {
     fn mount(tag: &str) -> PrivateBpffs {
-        let dir = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let fs = PrivateBpffs(dir);
+        let fs = PrivateBpffs(TempDir::new(tag));
         let st = Command::new("mount")
             .args(["-t", "bpf", "bpf"])
-            .arg(&fs.0)
+            .arg(fs.0.path())
             .status()
             .unwrap();
         assert!(st.success(), "cannot mount a BPF file system");
@@ -556,8 +554,8 @@ impl PrivateBpffs {
 
 impl Drop for PrivateBpffs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
+        // The directory goes after this, with the TempDir.
+        let _ = Command::new("umount").arg(self.0.path()).status();
     }
 }
 

@@ -177,6 +177,54 @@ impl Drop for TempFile {
     }
 }
 
+/// The one temporary directory of the tests: made empty, and removed with everything in
+/// it when dropped, whatever way the test ends.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// bperf-test-PID-TAG in the temporary directory.
+    pub fn new(tag: &str) -> TempDir {
+        TempDir::at(format!("bperf-test-{}-{tag}", std::process::id()))
+    }
+
+    /// NAME-PID in the temporary directory: for a test whose output shows the path and
+    /// is compared with one recorded under that name (tests/shapes.rs's script).
+    pub fn named(name: &str) -> TempDir {
+        TempDir::at(format!("{name}-{}", std::process::id()))
+    }
+
+    fn at(name: String) -> TempDir {
+        let dir = std::env::temp_dir().join(name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// The names in it, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs a command and returns its output, failing the test with everything it printed.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn");
