@@ -9,7 +9,6 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use bperf::cgroup::Mount;
 use common::*;
@@ -46,18 +45,6 @@ fn mount_v1(dir: &Path) -> bool {
 fn umount(dir: &Path) -> bool {
     let st = Command::new("umount").arg(dir).status();
     st.is_ok_and(|s| s.success())
-}
-
-/// Waits up to `limit` for `done`.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    true
 }
 
 /// perf_event on a cgroup v1 hierarchy of the test's own, mounted at `dir`, with a child
@@ -122,14 +109,12 @@ impl Drop for V1Hierarchy {
             let _ = h.wait();
         }
         let child = self.child();
-        wait_for(Duration::from_secs(5), || {
-            fs::remove_dir(&child).is_ok() || !child.exists()
-        });
+        wait_for(5, || fs::remove_dir(&child).is_ok() || !child.exists());
         // A hierarchy unmounted while a removed cgroup is still being freed outlives
         // its mount: mount and unmount until it is gone.
-        let restored = wait_for(Duration::from_secs(20), || {
+        let restored = wait_for(20, || {
             umount(self.dir.path());
-            if wait_for(Duration::from_secs(1), || perf_event_hierarchy() == 0) {
+            if wait_for(1, || perf_event_hierarchy() == 0) {
                 return true;
             }
             mount_v1(self.dir.path());
@@ -216,7 +201,7 @@ fn check_shared_cpus_count() {
 /// takes the layout of the machine as it is now.
 fn settle_shared() {
     let dir = Path::new("/sys/fs/bpf/bperf");
-    wait_for(Duration::from_secs(3), || !dir.exists());
+    wait_for(3, || !dir.exists());
 }
 
 /// perf_event on a v1 hierarchy mounted nowhere: counting needs no cgroup tree, and
@@ -291,9 +276,7 @@ fn shared_counters_keep_the_hierarchy_they_started_with() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let joined = wait_for(Duration::from_secs(10), || {
-        Path::new("/sys/fs/bpf/bperf/registry").exists()
-    });
+    let joined = wait_for(10, || Path::new("/sys/fs/bpf/bperf/registry").exists());
     v1.remount();
     let o = bperf()
         .args(["stat", "--bpf-counters", "-a", "-e", "task-clock"])

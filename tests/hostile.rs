@@ -30,13 +30,7 @@ fn pid_in(pidfile: &TempFile) -> i32 {
 
 /// Whether `pid` is gone, or a zombie about to be reaped by init, within two seconds.
 fn ended(pid: i32) -> bool {
-    for _ in 0..200 {
-        if !bperf::sys::process::alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
+    wait_for(2, || !bperf::sys::process::alive(pid))
 }
 
 /// An output bperf cannot write to ends bperf with one line naming it, and the command

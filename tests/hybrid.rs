@@ -21,6 +21,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::parity::perf_612;
 use common::*;
 
 /// A fixture machine: its sysfs tree, and the shim that fakes its PMUs.
@@ -188,17 +189,6 @@ fn opens(log: &str) -> String {
     lines.sort();
     lines.dedup();
     lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
-/// A perf 6.12 to compare with live, if the machine has one.
-fn perf_612() -> Option<PathBuf> {
-    let perf = std::env::var_os("PERF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/perf-bpf/bin/perf"));
-    let version = Command::new(&perf).arg("version").output().ok()?;
-    String::from_utf8_lossy(&version.stdout)
-        .contains("perf version 6.12")
-        .then_some(perf)
 }
 
 /// (recording, fixture, PMU types faked, perf stat's arguments; FIRST_CPU: the CPU

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -105,18 +105,6 @@ fn capture_one_request() -> (u16, std::sync::mpsc::Receiver<String>) {
     (port, rx)
 }
 
-/// Waits until `f` gives something, for up to `secs` seconds.
-fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
-
 /// bperf serve with `args`, listening on a free port once it answers.
 fn start_serve(args: &[&str]) -> (Running, u16) {
     let port = free_port();
@@ -128,7 +116,7 @@ fn start_serve(args: &[&str]) -> (Running, u16) {
         .spawn()
         .unwrap();
     let running = Running(child);
-    wait_for(20, || get(port, "/metrics", "*/*")).expect("bperf serve never answered");
+    wait_for_some(20, || get(port, "/metrics", "*/*")).expect("bperf serve never answered");
     (running, port)
 }
 
@@ -219,7 +207,7 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     };
     // A rate over 10 s once Prometheus has scraped the new series for 11 s.
     let samples = format!("count_over_time({selector}[11s])");
-    let scraped = wait_for(30, || {
+    let scraped = wait_for_some(30, || {
         let n = query(&samples)?["data"]["result"][0]["value"][1]
             .as_str()?
             .parse::<f64>()
@@ -324,7 +312,7 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
         "-e",
         "task-clock,page-faults",
     ]);
-    let text = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let text = wait_for_some(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
     let check = Command::new(prometheus_tool("promtool"))
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -369,7 +357,7 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
     drop(cg);
     // Scrapes until the series is gone: the last value it had is the final count.
     let mut last = None;
-    let gone = wait_for(10, || {
+    let gone = wait_for_some(10, || {
         let (_, text) = get(port, "/metrics", "*/*")?;
         match series(&text, &prefix) {
             Some(v) => {
@@ -469,7 +457,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
         "-e",
         "task-clock",
     ]);
-    let first = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let first = wait_for_some(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
     let alive = |serve: &mut Running, what: &str| {
         assert!(
             serve.0.try_wait().unwrap().is_none(),
@@ -487,7 +475,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     assert_eq!(names_in(&dir), ["bperf.prom", "filler"]);
     // Room again: the file is written again.
     std::fs::remove_file(dir.join("filler")).unwrap();
-    let again = wait_for(10, || {
+    let again = wait_for_some(10, || {
         let t = std::fs::read_to_string(&file).ok()?;
         (t != first).then_some(t)
     });
@@ -498,7 +486,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     // The directory is removed: ten ticks fail.
     drop(disk);
     // bperf may write into the directory until it is gone.
-    let removed = wait_for(10, || {
+    let removed = wait_for_some(10, || {
         let _ = std::fs::remove_dir_all(&dir);
         (!dir.exists()).then_some(())
     });
@@ -509,7 +497,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     // The directory is back: so is the file.
     std::fs::create_dir(&dir).unwrap();
     assert!(
-        wait_for(10, || file.exists().then_some(())).is_some(),
+        wait_for_some(10, || file.exists().then_some(())).is_some(),
         "the textfile is not written when its directory is back"
     );
     let err = stop(serve);
@@ -569,14 +557,14 @@ fn churned_cgroups_leave_no_watch_behind() {
     let pid = serve.0.id();
     let before = inotify_watches(pid);
     let children: Vec<TestCgroup> = (0..300).map(|i| parent.child(&format!("c{i}"))).collect();
-    let watched = wait_for(20, || (inotify_watches(pid) == before + 300).then_some(()));
+    let watched = wait_for_some(20, || (inotify_watches(pid) == before + 300).then_some(()));
     assert!(
         watched.is_some(),
         "{} inotify watches with 300 new cgroups, {before} before",
         inotify_watches(pid)
     );
     drop(children);
-    let unwatched = wait_for(20, || (inotify_watches(pid) == before).then_some(()));
+    let unwatched = wait_for_some(20, || (inotify_watches(pid) == before).then_some(()));
     assert!(
         unwatched.is_some(),
         "{} inotify watches after 300 cgroups came and went, {before} before",
@@ -585,7 +573,7 @@ fn churned_cgroups_leave_no_watch_behind() {
     // Still watching: a cgroup made now is counted.
     let late = parent.child("late");
     let shown = format!("cgroup=\"{}\"", late.name);
-    let seen = wait_for(20, || {
+    let seen = wait_for_some(20, || {
         get(port, "/metrics", "*/*")?
             .1
             .contains(&shown)
@@ -610,10 +598,10 @@ fn left_out_cgroups_are_not_said_at_every_change() {
     assert!(base >= 1.0, "{base} left out with {} there", parent.name);
     for i in 0..20 {
         let child = parent.child(&format!("c{i}"));
-        let up = wait_for(10, || (left_out()? == base + 1.0).then_some(()));
+        let up = wait_for_some(10, || (left_out()? == base + 1.0).then_some(()));
         assert!(up.is_some(), "{} never left out", child.name);
         drop(child);
-        let down = wait_for(10, || (left_out()? == base).then_some(()));
+        let down = wait_for_some(10, || (left_out()? == base).then_some(()));
         assert!(down.is_some(), "c{i} still left out after its removal");
     }
     let err = stop(serve);

@@ -479,18 +479,6 @@ fn holds_bpf_map(pid: u32) -> bool {
     })
 }
 
-/// Waits up to `secs` for `done`.
-fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    true
-}
-
 /// The keeper killed first, then every session with SIGKILL: a living session starts a
 /// new keeper, which removes the instance once its sessions are gone.
 #[test]

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -225,6 +225,42 @@ impl Drop for TempDir {
     }
 }
 
+/// Polls `f` every 50 ms until it gives something, for up to `secs` seconds.
+pub fn wait_for_some<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `done` every 50 ms until it holds, for up to `secs` seconds: whether it did.
+pub fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    wait_for_some(secs, || done().then_some(())).is_some()
+}
+
+/// Runs a script that boots an emulated machine (tests/vm): its output, or None where the
+/// machine cannot run here (the script exits 77, saying why), which fails the test
+/// instead when BPERF_REQUIRE_VM is set (CI).
+pub fn run_vm(cmd: &mut Command) -> Option<Output> {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    if out.status.code() != Some(77) {
+        return Some(out);
+    }
+    assert!(
+        std::env::var_os("BPERF_REQUIRE_VM").is_none(),
+        "BPERF_REQUIRE_VM is set but the emulated machine cannot run: {}",
+        stderr(&out)
+    );
+    eprintln!("skipped: {}", stderr(&out).trim());
+    None
+}
+
 /// Runs a command and returns its output, failing the test with everything it printed.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn");
@@ -416,20 +452,25 @@ pub fn loaded_bperf_programs() -> Vec<String> {
 
 /// The task-clock (ms) and elapsed seconds of a table bperf printed.
 pub fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
-    let num = |l: &str| {
-        l.split_whitespace()
-            .next()
-            .unwrap()
-            .replace(',', "")
-            .parse::<f64>()
-            .unwrap()
-    };
-    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let clock = err
+        .lines()
+        .find(|l| l.contains("msec task-clock"))
+        .map(table_count);
     let elapsed = err
         .lines()
         .find(|l| l.contains("seconds time elapsed"))
-        .map(num);
+        .map(table_count);
     (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
+}
+
+/// The number a table line starts with, without its thousands separators.
+pub fn table_count(line: &str) -> f64 {
+    line.split_whitespace()
+        .next()
+        .unwrap()
+        .replace(',', "")
+        .parse::<f64>()
+        .unwrap()
 }
 
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {
