@@ -173,7 +173,7 @@ const BARE_ID_PARENTS: &[(&str, Runtime)] = &[
 const MONITOR_CHILDREN: &[&str] = &["conmon"];
 
 /// Whether `s` is a full container id: 64 lowercase hex digits.
-fn is_full_id(s: &str) -> bool {
+pub(crate) fn is_full_id(s: &str) -> bool {
     s.len() == ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 

@@ -1,6 +1,7 @@
 //! Containers' names from their runtime: what Docker's Engine API (and Podman's
-//! Docker-compatible one) says about each container, and a cache of it keyed by the full
-//! id that cgroup paths give ([`super::recognize`]).
+//! Docker-compatible one) says about each container, what the kubelet's log links say
+//! about a pod's containers, and a cache of it keyed by the full id that cgroup paths
+//! give ([`super::recognize`]).
 //!
 //! The cache asks its sources only when asked to ([`Names::refresh`], or
 //! [`Names::lookup`] of an id it does not know, at most once per `min_interval`): callers
@@ -90,6 +91,33 @@ fn parse_entry(entry: &serde_json::Value) -> Option<ContainerInfo> {
         pod_namespace: label(POD_NAMESPACE),
         kube_container: label(KUBE_CONTAINER),
         id,
+    })
+}
+
+/// A container's Kubernetes names from the kubelet's log link for it in
+/// /var/log/containers: `<pod>_<namespace>_<container>-<64 hex id>.log` (kuberuntime's
+/// legacyLogSymlink, pod full name `<pod>_<namespace>`; the convention log shippers
+/// such as fluent-bit's kubernetes filter read). Neither pod, namespace nor container
+/// names may hold `_`. None for any other file name, and for a name the kubelet cut to
+/// 255 bytes (its id is then incomplete).
+pub fn parse_log_link(file_name: &str) -> Option<ContainerInfo> {
+    let stem = file_name.strip_suffix(".log")?;
+    let (names, id) = stem.rsplit_once('-')?;
+    if !super::is_full_id(id) {
+        return None;
+    }
+    let mut parts = names.split('_');
+    let (pod, namespace, container) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || [pod, namespace, container].iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    Some(ContainerInfo {
+        id: id.to_string(),
+        name: container.to_string(),
+        pod_name: Some(pod.to_string()),
+        pod_namespace: Some(namespace.to_string()),
+        kube_container: Some(container.to_string()),
+        ..Default::default()
     })
 }
 
@@ -252,6 +280,40 @@ mod tests {
         assert_eq!(list[0].image, "");
         let deep = "[".repeat(100_000);
         assert!(parse_list(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn kubelet_log_links_give_pod_namespace_and_container() {
+        let id = "6157dff794f1f03070e3de5e02fbadbc0656a732e14801d4123e16e7e96d163b";
+        let c = parse_log_link(&format!(
+            "coredns-5d78c9869d-x7lq2_kube-system_coredns-{id}.log"
+        ))
+        .unwrap();
+        assert_eq!(c.id, id);
+        assert_eq!(c.name, "coredns");
+        assert_eq!(c.pod_name.as_deref(), Some("coredns-5d78c9869d-x7lq2"));
+        assert_eq!(c.pod_namespace.as_deref(), Some("kube-system"));
+        assert_eq!(c.kube_container.as_deref(), Some("coredns"));
+        // container names with dashes; pod names with dots
+        let c = parse_log_link(&format!("web.v2-0_shop_side-car-{id}.log")).unwrap();
+        assert_eq!(
+            (c.pod_name.unwrap(), c.name),
+            ("web.v2-0".into(), "side-car".into())
+        );
+        for bad in [
+            format!("a_b_c-{id}"),
+            format!("a_b-{id}.log"),
+            format!("a_b_c_d-{id}.log"),
+            format!("__c-{id}.log"),
+            format!("a_b_c-{}.log", &id[..60]),
+            "a_b_c-.log".to_string(),
+            "-.log".to_string(),
+            ".log".to_string(),
+            String::new(),
+            "é_é_é-é.log".to_string(),
+        ] {
+            assert_eq!(parse_log_link(&bad), None, "{bad}");
+        }
     }
 
     /// A source whose answers the test sets, counting how often it is asked.

@@ -41,12 +41,16 @@ impl EngineSocket {
         }
     }
 
-    /// A source for each default socket.
+    /// The default sources, in the order their answers are taken (a later one's entry
+    /// for an id replaces an earlier one's): the kubelet's log links, then each default
+    /// socket.
     pub fn defaults() -> Vec<Box<dyn names::Source>> {
-        SOCKETS
-            .iter()
-            .map(|p| Box::new(EngineSocket::new(*p)) as Box<dyn names::Source>)
-            .collect()
+        let mut sources: Vec<Box<dyn names::Source>> =
+            vec![Box::new(crate::sys::kubelet::LogLinks::new())];
+        for p in SOCKETS {
+            sources.push(Box::new(EngineSocket::new(*p)));
+        }
+        sources
     }
 }
 
