@@ -32,6 +32,7 @@
 //!   kubepods-burstable-pod<UID with _>.slice` (ConvertCgroupNameToSystemd; its inverse,
 //!   revertName, takes the part after the last `-` and turns `_` back into `-`).
 
+pub mod labels;
 pub mod names;
 
 /// The container runtime a cgroup's name says made it.

@@ -256,6 +256,27 @@ mod tests {
         assert_eq!(by_name("bperf-test-created").state, "created");
     }
 
+    /// Recorded from Debian's podman 4.3 (`podman system service`, its Docker-compatible
+    /// API) with one created container.
+    const PODMAN_4_3: &[u8] =
+        include_bytes!("../../tests/fixtures/containers/podman-4.3-containers.json");
+
+    #[test]
+    fn podmans_compatible_list_reads_as_dockers() {
+        let list = parse_list(PODMAN_4_3).unwrap();
+        assert_eq!(
+            list,
+            vec![ContainerInfo {
+                id: "df5a2f2b53e0bd0e9c9831fecb1befd2e8036db2ef45f6dcfb0b74c15c83ef2f".into(),
+                name: "bperf-test-podcreated".into(),
+                image: "localhost/bperf-test-podbb:latest".into(),
+                state: "created".into(),
+                compose_project: Some("pproj".into()),
+                ..Default::default()
+            }]
+        );
+    }
+
     #[test]
     fn a_containers_own_name_is_preferred_to_link_aliases() {
         assert_eq!(own_name(&["/app/db", "/db"]).as_deref(), Some("db"));
