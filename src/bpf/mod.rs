@@ -101,7 +101,7 @@ pub struct Config<'a> {
     pub plain_loads: bool,
     /// What a permission error at load means in this mode.
     pub privilege_hint: &'a str,
-    /// Load the instance shared by every session (see shared.rs) rather than one for
+    /// Load the instance shared by every session (see shared/) rather than one for
     /// this counter alone: nr_events, cgroups and masks are then left to the sessions.
     pub shared: bool,
     /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;
