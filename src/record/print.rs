@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value as Json};
 
 use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
-use super::file::{End, Header};
+use super::bperf_data::{End, Header};
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::event::{self, Event};
