@@ -4,8 +4,13 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
+
+use crate::aggr;
+use crate::session::plan::{CgroupTargets, EventRequest, Request, Targets};
+use crate::UsageError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -551,6 +556,75 @@ pub struct StatArgs {
     pub command: Vec<String>,
 }
 
+impl StatArgs {
+    /// The aggregation mode asked for, if any (--per-cache=L2 and the like).
+    pub fn aggr_mode(&self) -> Result<Option<aggr::Mode>> {
+        let mode = if self.per_socket {
+            aggr::Mode::Socket
+        } else if self.per_die {
+            aggr::Mode::Die
+        } else if self.per_cluster {
+            aggr::Mode::Cluster
+        } else if self.per_core {
+            aggr::Mode::Core
+        } else if self.per_node {
+            aggr::Mode::Node
+        } else if let Some(level) = &self.per_cache {
+            let parsed = level.trim_start_matches(['L', 'l']);
+            match (level.is_empty(), parsed.parse::<u32>()) {
+                (true, _) => aggr::Mode::Cache(None),
+                (false, Ok(l)) if l > 0 => aggr::Mode::Cache(Some(l)),
+                _ => {
+                    return Err(UsageError(format!(
+                        "invalid cache level '{level}' (--per-cache=L2, say)"
+                    ))
+                    .into())
+                }
+            }
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(mode))
+    }
+
+    /// What to count, for the plan; `record`: for `stat record`, whose rows stay as
+    /// they start (as do those of -r).
+    pub fn request(&self, record: bool) -> Result<Request> {
+        let filters = self.filter.iter().cloned();
+        Ok(Request {
+            events: EventRequest {
+                lists: self.events.clone(),
+                metrics: self.metrics.clone(),
+                detailed: self.detailed,
+                null_run: self.null_run,
+                filters: filters.zip(self.filter_after.iter().copied()).collect(),
+                all_user: self.all_user,
+                all_kernel: self.all_kernel,
+                names_with_pmu: self.no_aggr,
+                bpf_counters: self.bpf_counters,
+                bpf_attr_map: self.bpf_attr_map.clone(),
+            },
+            targets: Targets {
+                all_cpus: self.all_cpus,
+                cpus: self.cpu.clone(),
+                pids: self.pid.clone(),
+                tids: self.tid.clone(),
+                per_thread: self.per_thread,
+                command: self.command.clone(),
+                cgroups: CgroupTargets {
+                    for_each: self.for_each_cgroup.clone(),
+                    all: self.all_cgroups,
+                    per_event: self.cgroup.clone(),
+                    max: self.max_cgroups,
+                },
+            },
+            aggr: self.aggr_mode()?,
+            fixed_rows: record || self.repeat.is_some_and(|r| r != 1),
+            verbose: self.verbose > 0,
+        })
+    }
+}
+
 /// Sections every page ends with, after what clap describes.
 const EXIT_STATUS: &str = "The command's status when one was given, 0 otherwise; 129 for \
 bad options or input (one line on standard error); 255 when counting could not be set up, \
@@ -647,6 +721,32 @@ pub struct ServeArgs {
     pub verbose: u8,
 }
 
+impl ServeArgs {
+    /// What to count, for the plan: every CPU unless -C says which.
+    pub fn request(&self) -> Request {
+        Request {
+            events: EventRequest {
+                lists: self.events.clone(),
+                names_with_pmu: self.no_aggr,
+                ..EventRequest::default()
+            },
+            targets: Targets {
+                all_cpus: self.all_cpus || self.cpu.is_none(),
+                cpus: self.cpu.clone(),
+                cgroups: CgroupTargets {
+                    for_each: self.for_each_cgroup.clone(),
+                    all: self.all_cgroups,
+                    per_event: Vec::new(),
+                    max: self.max_cgroups,
+                },
+                ..Targets::default()
+            },
+            verbose: self.verbose > 0,
+            ..Request::default()
+        }
+    }
+}
+
 const RECORD_ABOUT: &str = "\
 Record every slice of time a CPU gives a monitored cgroup: when a task of a monitored \
 cgroup leaves a CPU (or moves to another cgroup), one record says when the slice began, \
@@ -725,6 +825,40 @@ pub struct RecordArgs {
     /// The command to run while recording (after --).
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+impl RecordArgs {
+    /// What to record, for the plan: every CPU unless -C says which, every cgroup
+    /// without cgroup options, -G's cgroups as --for-each-cgroup's; the rows stay as
+    /// they start.
+    pub fn request(&self) -> Request {
+        let no_cgroups = self.for_each_cgroup.is_empty() && self.cgroup.is_empty();
+        let lists = match self.events.is_empty() {
+            true => vec![crate::record::DEFAULT_EVENTS.to_string()],
+            false => self.events.clone(),
+        };
+        let for_each = self.for_each_cgroup.iter().chain(&self.cgroup).cloned();
+        Request {
+            events: EventRequest {
+                lists,
+                ..EventRequest::default()
+            },
+            targets: Targets {
+                all_cpus: self.all_cpus || self.cpu.is_none(),
+                cpus: self.cpu.clone(),
+                command: self.command.clone(),
+                cgroups: CgroupTargets {
+                    for_each: for_each.collect(),
+                    all: self.all_cgroups || no_cgroups,
+                    ..CgroupTargets::default()
+                },
+                ..Targets::default()
+            },
+            fixed_rows: true,
+            verbose: self.verbose > 0,
+            ..Request::default()
+        }
+    }
 }
 
 /// What `bperf report` reads and prints.

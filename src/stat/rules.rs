@@ -292,6 +292,61 @@ pub fn check_timing(a: &StatArgs) -> Result<()> {
     Ok(())
 }
 
+/// The shortest -I bperf takes.
+pub const MIN_INTERVAL_MS: u64 = 10;
+
+/// Refuses, as perf does on a machine without them, what needs hardware or tables bperf
+/// does not have; and what bperf does not do yet.
+pub fn check_unavailable(a: &StatArgs) -> Result<()> {
+    let fail = |msg: &str| Err(anyhow::anyhow!("{msg}"));
+    if a.topdown {
+        return fail("Topdown requested but the topdown metric groups aren't present.");
+    }
+    if a.smi_cost {
+        return fail("freeze_on_smi is not supported.");
+    }
+    if a.transaction {
+        return fail("Missing transaction metrics");
+    }
+    if a.iostat.is_some() {
+        return Err(usage("Unsupported uncore pmu configuration"));
+    }
+    if let Some(t) = &a.cputype {
+        return Err(usage(format!("--cputype {t} is not supported!")));
+    }
+    if let Some(ids) = &a.bpf_prog {
+        return fail(&format!(
+            "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
+        ));
+    }
+    Ok(())
+}
+
+/// What bperf refuses of the options about when counting runs, where perf would count
+/// nothing, or forever.
+pub fn check_own_limits(a: &StatArgs) -> Result<()> {
+    if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
+        return Err(usage(format!(
+            "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"
+        )));
+    }
+    match a.repeat {
+        Some(0) if a.interval.is_some() => return Err(usage("-r 0 with -I is not supported")),
+        Some(n) if n != 1 && a.command.is_empty() => {
+            return Err(usage("-r needs a command to run again"))
+        }
+        _ => {}
+    }
+    match a.delay {
+        Some(-1) if a.control.is_none() => Err(usage(
+            "-D -1 starts counting disabled: it needs --control to enable it",
+        )),
+        Some(-1) => Ok(()),
+        Some(ms) if ms < -1 => Err(usage(format!("invalid delay -D {ms}"))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

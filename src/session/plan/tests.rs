@@ -1,0 +1,1 @@
+//! Plans resolved from fixtures.
