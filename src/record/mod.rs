@@ -209,7 +209,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
     let how = Open {
         inherit: true,
-        verbose: a.verbose,
+        verbose: a.verbose.level,
         name_user_only: true,
         rings: &fds,
         ..Open::default()

@@ -56,7 +56,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     let mut storage = MaybeUninit::uninit();
     let how = Open {
         inherit: true,
-        verbose: a.verbose,
+        verbose: a.verbose.level,
         name_user_only: true,
         ..Open::default()
     };
@@ -86,7 +86,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         counter,
         live,
         per_cpu: a.no_aggr,
-        verbose: a.verbose,
+        verbose: a.verbose.level,
         unseen: Outputs::default(),
         outputs: Outputs {
             http: server.is_some(),

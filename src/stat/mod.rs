@@ -71,13 +71,13 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     }
     rules::check_after_output(a)?;
     let a = &rules::settle_targets(a);
-    if a.verbose > 0 && a.events.is_empty() && a.metrics.is_empty() && !a.null_run {
+    if a.verbose.level > 0 && a.events.list.is_empty() && a.metrics.is_empty() && !a.null_run {
         // perf looks its tables up as it adds its default events.
         rules::say_cpuid();
     }
     let mut plan = plan_of(a, recording.is_some())?;
     let options = report_options(a, &plan)?;
-    if a.verbose > 0 && a.control.is_none() {
+    if a.verbose.level > 0 && a.control.is_none() {
         eprintln!("Control descriptor is not initialized");
     }
     let (tx, wakes) = mpsc::channel();
@@ -183,12 +183,12 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         interval_clear: a.interval_clear,
         runs: a.repeat.unwrap_or(1).max(0) as usize,
         no_scale: a.no_scale,
-        verbose: a.verbose > 0,
+        verbose: a.verbose.level > 0,
         run_table: Vec::new(),
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
         quiet: a.quiet,
-        cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
+        cgroup_rows: a.cgroups.all || !a.cgroups.for_each.is_empty(),
         nmi_watchdog: sys::nmi_watchdog(),
         forever: false,
     })

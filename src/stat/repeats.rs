@@ -49,7 +49,7 @@ pub(super) fn repeat(a: &StatArgs, plan: &mut Plan, r: &mut Runs) -> Result<Done
     r.report.opts.forever = forever;
     let mut run = 0;
     while forever || run < a.repeat.unwrap_or(1) {
-        if a.verbose > 0 && a.repeat.is_some_and(|r| r > 1) {
+        if a.verbose.level > 0 && a.repeat.is_some_and(|r| r > 1) {
             // Flushed now: the run's own lines go straight to stderr after it.
             writeln!(
                 r.report.out,

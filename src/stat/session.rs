@@ -401,13 +401,13 @@ pub(super) fn run_once(
     let how = Open {
         task,
         inherit: !a.no_inherit,
-        verbose: a.verbose,
+        verbose: a.verbose.level,
         name_user_only: first,
         rings: &[],
     };
     let mut counter = open_counter(plan, &how, &mut storage)?;
     let status = event_status(plan, &counter);
-    if first && a.verbose > 0 {
+    if first && a.verbose.level > 0 {
         say_refused(a, plan, &counter, &status, io.report, io.output)?;
     }
     let status = status?;
@@ -475,7 +475,7 @@ fn say_refused(
             .as_ref()
             .map_or(!counter.supported(i), |s| s[i] == Status::Refused)
     };
-    let copies = match a.for_each_cgroup.is_empty() {
+    let copies = match a.cgroups.for_each.is_empty() {
         false => plan.cgroups.len().max(1),
         true => 1,
     };
