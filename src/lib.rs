@@ -8,6 +8,7 @@ pub mod aggr;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;
+pub mod container;
 pub mod counter;
 pub mod cpus;
 pub mod data_file;

@@ -3,6 +3,8 @@
 //! these functions return.
 
 pub mod cgroupfs;
+pub mod engine_api;
+pub mod kubelet;
 pub mod perf_event;
 pub mod perf_ring;
 pub mod process;
