@@ -13,7 +13,7 @@
 //!   ancestors, until a slot frees up.
 //! - Shared counters (--bpf-counters, the `b` modifier): one slot per cgroup, process
 //!   or thread any session counts, held in the shared registry on the BPF file system
-//!   (`hold_slot` in src/bpf/shared.rs), since sessions of other bperf processes share
+//!   (`hold_slot` in src/bpf/shared/holding.rs), since sessions of other bperf processes share
 //!   them.
 //!
 //! The BPF maps follow what is decided here: bpf::Bpf::load fills the cgroup -> slot
