@@ -58,6 +58,7 @@ fn interval_lines(cgroups: usize, nr_events: usize, cpus: usize) -> Vec<Line> {
                 lines.push(Line {
                     event,
                     cgroup: Some(cgroup.clone()),
+                    container: None,
                     cpu: Some(cpu as u32),
                     place: None,
                     value: Value::Counted(Reading {

@@ -570,6 +570,20 @@ pub struct CgroupArgs {
         conflicts_with = "for_each_cgroup"
     )]
     pub all: bool,
+
+    /// Count every event for each container: the cgroup a container runtime (Docker,
+    /// Podman, containerd, CRI-O, Kubernetes) made for it, named in a container column.
+    ///
+    /// Containers started while counting are counted from their start, stopped ones end
+    /// their rows, as with --all-cgroups. Names come from the runtime's API socket (Docker
+    /// and Podman) or the kubelet's log links when a container's cgroup is first seen;
+    /// without them, the 12-digit id names it.
+    #[arg(
+        id = "for_each_container",
+        long = "for-each-container",
+        conflicts_with_all = ["for_each_cgroup", "all_cgroups"]
+    )]
+    pub containers: bool,
 }
 
 /// -G: the cgroups of the events before it.
@@ -677,6 +691,7 @@ impl StatArgs {
                 cgroups: CgroupTargets {
                     for_each: self.cgroups.for_each.clone(),
                     all: self.cgroups.all,
+                    containers: self.cgroups.containers,
                     per_event: self.event_cgroups.names.clone(),
                     max: self.max_cgroups.limit,
                 },
@@ -788,6 +803,7 @@ impl ServeArgs {
                 cgroups: CgroupTargets {
                     for_each: self.cgroups.for_each.clone(),
                     all: self.cgroups.all,
+                    containers: self.cgroups.containers,
                     per_event: Vec::new(),
                     max: self.max_cgroups.limit,
                 },
@@ -872,7 +888,9 @@ impl RecordArgs {
     /// without cgroup options, -G's cgroups as --for-each-cgroup's; the rows stay as
     /// they start.
     pub fn request(&self) -> Request {
-        let no_cgroups = self.cgroups.for_each.is_empty() && self.event_cgroups.names.is_empty();
+        let no_cgroups = self.cgroups.for_each.is_empty()
+            && self.event_cgroups.names.is_empty()
+            && !self.cgroups.containers;
         let lists = match self.events.list.is_empty() {
             true => vec![crate::record::DEFAULT_EVENTS.to_string()],
             false => self.events.list.clone(),
@@ -895,6 +913,7 @@ impl RecordArgs {
                 cgroups: CgroupTargets {
                     for_each: for_each.collect(),
                     all: self.cgroups.all || no_cgroups,
+                    containers: self.cgroups.containers,
                     ..CgroupTargets::default()
                 },
                 ..Targets::default()

@@ -156,11 +156,17 @@ impl Made {
 
     /// Runs container `name` from `image` with `labels`, spinning; its full id.
     fn run(&mut self, name: &str, image: &str, labels: &[&str]) -> String {
+        let labels: Vec<String> = labels.iter().map(|l| format!("--label={l}")).collect();
+        let opts: Vec<&str> = labels.iter().map(String::as_str).collect();
+        self.run_with(name, image, &opts)
+    }
+
+    /// Runs container `name` from `image`, spinning, with further `docker run` options;
+    /// its full id.
+    fn run_with(&mut self, name: &str, image: &str, opts: &[&str]) -> String {
         self.containers.push(name.to_string());
         let mut args = vec!["run", "-d", "--name", name];
-        for l in labels {
-            args.extend(["--label", l]);
-        }
+        args.extend(opts);
         args.extend([image, "/bin/busybox", "sh", "-c", "while :; do :; done"]);
         docker_ok(&args)
     }
@@ -333,4 +339,217 @@ fn docker_containers_are_recognised_from_their_cgroups_and_named_as_docker_inspe
     );
     assert_eq!(names.get(&late_oracle.id).unwrap().name, late);
     assert_eq!(names.get(&oracle[0].id).unwrap().name, web);
+}
+
+/// The cgroup2 directory of a container's task (`0::/docker/<id>` in /proc/PID/cgroup),
+/// relative to the mount.
+fn cgroup2_of(pid: u32) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::/"))
+        .expect("a cgroup2 line")
+        .to_string()
+}
+
+/// usage_usec of cpu.stat in `text` (one `grep usage_usec FILE...` line per file, in
+/// order), in ns.
+fn usages_ns(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| {
+            l.rsplit("usage_usec ")
+                .next()
+                .filter(|_| l.contains("usage_usec "))
+        })
+        .map(|v| v.trim().parse::<f64>().unwrap() * 1e3)
+        .collect()
+}
+
+/// One -j line's fields: counter-value, cgroup, container.
+fn json_rows(err: &str) -> Vec<serde_json::Value> {
+    err.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+/// The value of `key` in a -j row, as text.
+fn field<'v>(row: &'v serde_json::Value, key: &str) -> &'v str {
+    row[key].as_str().unwrap_or("")
+}
+
+/// Two containers spinning at different rates (one limited to a tenth of a CPU):
+/// `--for-each-container` prints one row each, named as `docker inspect` names it, its
+/// cgroup the container's own, and counting within 2% of what the kernel charged that
+/// cgroup (cpu.stat's usage_usec, read by the counted command at its start and end).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
+    require_root();
+    if !docker_available() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    let tag = std::process::id();
+    let busy = format!("bperf-test-{tag}-busy");
+    let slow = format!("bperf-test-{tag}-slow");
+    made.run_with(&busy, &image, &[]);
+    made.run_with(&slow, &image, &["--cpus", "0.1"]);
+    let oracle = [inspect(&busy), inspect(&slow)];
+    let mount = common::cgroup2_mount();
+    let cgroups: Vec<String> = oracle.iter().map(|c| cgroup2_of(c.pid)).collect();
+    let stats: Vec<String> = cgroups
+        .iter()
+        .map(|cg| mount.join(cg).join("cpu.stat").display().to_string())
+        .collect();
+    let grep = format!("grep usage_usec {}", stats.join(" "));
+    let script = format!("{grep}; sleep 2; {grep}");
+    let o = common::run_ok(
+        common::bperf()
+            .args([
+                "stat",
+                "-a",
+                "-j",
+                "-e",
+                "task-clock",
+                "--for-each-container",
+            ])
+            .args(["--", "sh", "-c", &script]),
+    );
+    let err = common::stderr(&o);
+    assert!(!err.contains("warning") && !err.contains("cannot"), "{err}");
+    let usage = usages_ns(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(usage.len(), 4, "{:?}", String::from_utf8_lossy(&o.stdout));
+    let rows = json_rows(&err);
+    for (i, c) in oracle.iter().enumerate() {
+        let mine: Vec<_> = rows
+            .iter()
+            .filter(|r| field(r, "container") == c.name)
+            .collect();
+        assert_eq!(mine.len(), 1, "{}: {err}", c.name);
+        assert_eq!(field(mine[0], "cgroup"), cgroups[i]);
+        assert!(cgroups[i].ends_with(&c.id), "{}", cgroups[i]);
+        let ours: f64 = field(mine[0], "counter-value").parse::<f64>().unwrap() * 1e6;
+        let kernel = usage[i + 2] - usage[i];
+        eprintln!("{}: bperf {ours:.0} ns, cpu.stat {kernel:.0} ns", c.name);
+        assert!(
+            common::within(ours, kernel, 2.0),
+            "{}: counted {ours} ns, cpu.stat {kernel} ns",
+            c.name
+        );
+    }
+    // The limited one ran less: the rows are not the same count twice.
+    let busy_ns = usage[2] - usage[0];
+    let slow_ns = usage[3] - usage[1];
+    assert!(slow_ns < busy_ns, "busy {busy_ns}, slow {slow_ns}");
+}
+
+/// bperf's stderr lines, as they come.
+fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// A bperf child killed and reaped however the test ends.
+struct Bperf(Child);
+
+impl Drop for Bperf {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// With -I, a container started after bperf started gets rows, named, from the next
+/// interval on, and a container removed while counting ends its rows while counting
+/// goes on for the container that was there from the start.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn stat_for_each_container_follows_containers_started_and_removed_while_counting() {
+    require_root();
+    if !docker_available() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    let early = format!("bperf-test-{}-early", std::process::id());
+    let late = format!("bperf-test-{}-late", std::process::id());
+    made.run_with(&early, &image, &["--cpus", "0.1"]);
+    let mut stat = Bperf(
+        common::bperf()
+            .args(["stat", "-a", "-j", "-e", "task-clock", "-I", "200"])
+            .arg("--for-each-container")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let rx = lines_of(&mut stat.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let id = made.run_with(&late, &image, &[]);
+    let is_late = |l: &str| l.contains(&format!("\"container\" : \"{late}\""));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while seen.iter().filter(|l: &&String| is_late(l)).count() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no rows for {late} within 10 s: {seen:?}"),
+        }
+    }
+    docker_ok(&["rm", "-f", &late]);
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(stat.0.id() as i32, libc::SIGINT) };
+    let st = stat.0.wait().unwrap();
+    assert_eq!(st.code(), Some(130), "bperf ended with {st}");
+    seen.extend(rx.iter());
+    let text = seen.join("\n");
+    assert!(!text.contains("bperf:"), "{text}");
+    let rows = json_rows(&text);
+    let mine: Vec<_> = rows
+        .iter()
+        .filter(|r| field(r, "container") == late)
+        .collect();
+    assert!(
+        mine.iter().all(|r| field(r, "cgroup").ends_with(&id)),
+        "{text}"
+    );
+    // Spinning: it counted in its intervals (how much depends on the machine's load;
+    // the test above checks the amounts).
+    let busy = mine
+        .iter()
+        .filter(|r| field(r, "counter-value").parse::<f64>().unwrap_or(0.0) > 0.0)
+        .count();
+    assert!(busy >= 2, "{text}");
+    // Its rows end once removed; the early container's go on.
+    let time = |r: &&serde_json::Value| r["interval"].as_f64().unwrap();
+    let last_mine = mine.iter().map(time).fold(0.0, f64::max);
+    let first_mine = mine.iter().map(time).fold(f64::MAX, f64::min);
+    let earlies: Vec<_> = rows
+        .iter()
+        .filter(|r| field(r, "container") == early)
+        .collect();
+    let first = earlies.iter().map(time).fold(f64::MAX, f64::min);
+    let last = earlies.iter().map(time).fold(0.0, f64::max);
+    assert!(
+        first + 0.3 < first_mine,
+        "{late} counted before it started: {text}"
+    );
+    assert!(
+        last_mine + 0.5 < last,
+        "{late} still printed at {last_mine} of {last}"
+    );
 }

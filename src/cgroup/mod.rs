@@ -195,6 +195,9 @@ fn matching(tree: &dyn Tree, patterns: &[String]) -> Result<Vec<Cgroup>> {
 #[derive(Clone, Debug)]
 pub enum Selection {
     All,
+    /// Every container's own cgroup (not the sub-cgroups a runtime makes inside one):
+    /// --for-each-container.
+    Containers,
     Matching {
         regexes: Vec<Regex>,
         /// An empty pattern: the root too.
@@ -226,8 +229,12 @@ impl Selection {
     /// The cgroups selected in the tree as it is now, in the order of the tree.
     pub fn select(&self, tree: &dyn Tree) -> Result<Vec<Cgroup>> {
         let all = tree.all()?;
-        let Selection::Matching { regexes, with_root } = self else {
-            return Ok(all);
+        let (regexes, with_root) = match self {
+            Selection::All => return Ok(all),
+            Selection::Containers => {
+                return Ok(all.into_iter().filter(is_container_cgroup).collect())
+            }
+            Selection::Matching { regexes, with_root } => (regexes, with_root),
         };
         let matches = |cg: &Cgroup| {
             regexes
@@ -241,6 +248,12 @@ impl Selection {
             .map(|(_, cg)| cg)
             .collect())
     }
+}
+
+/// Whether `cg` is a container's own cgroup, as its runtime made it.
+pub fn is_container_cgroup(cg: &Cgroup) -> bool {
+    let path = cg.path.to_string_lossy();
+    crate::container::recognize(&path).is_some_and(|c| c.cgroup.trim_start_matches('/') == path)
 }
 
 /// The deepest chain of monitored cgroups: how many of `cgroups` a cgroup's time is

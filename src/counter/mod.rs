@@ -21,7 +21,7 @@ use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
 
 /// What counting in a mode takes when the kernel says no.
 fn privilege_hint(setup: &Setup) -> &'static str {
-    match (setup.task, setup.cgroups.is_empty()) {
+    match (setup.task, !setup.per_cgroup()) {
         (Some(_), _) => "counting a command needs kernel.perf_event_paranoid <= 2, or CAP_PERFMON",
         (None, true) => {
             "counting CPUs (-a, -C) needs CAP_PERFMON (or root), or kernel.perf_event_paranoid <= 0"
@@ -55,6 +55,14 @@ pub struct Setup<'a> {
     /// bperf record: the ring (CPU, BPF output event) of each CPU, which every slice of
     /// a monitored cgroup is sent to from the counter's first read to its last.
     pub rings: &'a [(u32, std::os::fd::BorrowedFd<'a>)],
+}
+
+impl Setup<'_> {
+    /// Counting per cgroup: some cgroups now, or room for live ones (which may all come
+    /// later, as containers do).
+    fn per_cgroup(&self) -> bool {
+        !self.cgroups.is_empty() || self.live_slots.is_some()
+    }
 }
 
 /// The events a counter counts through the shared counters, and where those live.
@@ -101,7 +109,7 @@ impl<'obj> Counter<'obj> {
         let targets = targets_of(setup);
         // With cgroups, some context-switches are read by the BPF side from the run
         // queue: no perf event for those.
-        let path = (!setup.cgroups.is_empty()).then(ReadPath::of_this_kernel);
+        let path = setup.per_cgroup().then(ReadPath::of_this_kernel);
         let shared_events = setup.shared.as_ref().map_or(0, |s| s.events);
         let masks = path
             .as_ref()

@@ -324,6 +324,7 @@ mod tests {
         Line {
             event,
             cgroup: cgroup.map(str::to_string),
+            container: None,
             cpu: None,
             place: None,
             value: Value::Counted(Reading {

@@ -32,6 +32,9 @@ pub struct Line {
     pub event: usize,
     /// Cgroup name as the user gave it (perf prints it in its own column), if per-cgroup.
     pub cgroup: Option<String>,
+    /// The container whose cgroup it is (--for-each-container), in a column after the
+    /// cgroup's.
+    pub container: Option<String>,
     /// CPU number, with -A/--no-aggr.
     pub cpu: Option<u32>,
     /// What the line is of besides its event and cgroup: a thread or a group of CPUs.
@@ -157,6 +160,7 @@ struct Fields<'a> {
     /// What kind of event, for the metric perf gives it.
     kind: metric::Kind,
     cgroup: Option<&'a str>,
+    container: Option<&'a str>,
     run_ns: u64,
     pct: f64,
     /// Show ` (xx.xx%)`: the event ran less than it was enabled.
@@ -203,6 +207,7 @@ fn fields<'a>(
         event: &ev.name,
         kind: metric::kind(&ev.attr),
         cgroup: line.cgroup.as_deref(),
+        container: line.container.as_deref(),
         run_ns,
         pct,
         multiplexed,
@@ -642,6 +647,10 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
         s.push(' ');
         push_left(s, cg, CGROUP_LEN);
     }
+    if let Some(c) = f.container {
+        s.push(' ');
+        push_left(s, c, CGROUP_LEN);
+    }
     let shown = f.value.is_some();
     match f.metrics.first().filter(|m| shown && !m.value.is_nan()) {
         Some(m) => push_metric(s, m),
@@ -708,6 +717,9 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     if let Some(cg) = f.cgroup {
         cols.push(cg.to_string());
     }
+    if let Some(c) = f.container {
+        cols.push(c.to_string());
+    }
     if let Some(pct) = f.noise {
         cols.push(format!("{pct:.2}%"));
     }
@@ -726,7 +738,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     }
     let mut out = cols.join(sep);
     // A further metric: perf's line of empty columns up to the metric's.
-    let empty = 5 + f.cgroup.is_some() as usize;
+    let empty = 5 + f.cgroup.is_some() as usize + f.container.is_some() as usize;
     for m in f.metrics.iter().skip(1).filter(shown) {
         let mut more = lead.clone();
         more.extend(std::iter::repeat_n(String::new(), empty));
@@ -785,6 +797,9 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     if let Some(cg) = f.cgroup {
         parts.push(format!("\"cgroup\" : {}", q(cg)));
     }
+    if let Some(c) = f.container {
+        parts.push(format!("\"container\" : {}", q(c)));
+    }
     if let Some(pct) = f.noise {
         parts.push(format!("\"variance\" : {pct:.2}"));
     }
@@ -824,6 +839,7 @@ mod tests {
         Line {
             event,
             cgroup: cg.map(str::to_string),
+            container: None,
             cpu,
             place: None,
             value: Value::Counted(Reading {
@@ -841,6 +857,7 @@ mod tests {
             Line {
                 event: 2,
                 cgroup: cg.map(str::to_string),
+                container: None,
                 cpu: None,
                 place: None,
                 value: Value::NotSupported,
@@ -912,6 +929,7 @@ mod tests {
         l.push(Line {
             event: 0,
             cgroup: Some("db".into()),
+            container: None,
             cpu: None,
             place: None,
             value: Value::Counted(Reading::default()),
@@ -1027,6 +1045,43 @@ mod tests {
             r.interval(Duration::from_millis(1500), &ev, &l).unwrap()
         });
         assert_eq!(out, "1.500000000;CPU1;7;;cs;1000000000;100.00;;\n");
+    }
+
+    /// --for-each-container: the container's name after the cgroup, in a column padded
+    /// as perf pads the cgroup's, a CSV field after the cgroup's and a `container` key
+    /// after `cgroup`.
+    #[test]
+    fn the_container_column_follows_the_cgroup_in_every_format() {
+        let ev = events();
+        let l = vec![Line {
+            container: Some("web".into()),
+            ..counted(1, 75_000, 1_000_000_000, Some("docker/3474383178be"), None)
+        }];
+        let footer = Footer {
+            elapsed: Duration::from_secs(1),
+            elapsed_error: None,
+            rusage: None,
+        };
+        let table = render(opts(Format::Table), |r| {
+            r.summary(&ev, &l, &footer).unwrap()
+        });
+        let row = table.lines().find(|l| l.contains("cs")).unwrap();
+        assert_eq!(
+            row,
+            "            75,000      cs                               docker/3474383178be web                                                   "
+        );
+        let csv = render(opts(Format::Csv(",".into())), |r| {
+            r.summary(&ev, &l, &footer).unwrap()
+        });
+        assert_eq!(
+            csv,
+            "75000,,cs,docker/3474383178be,web,1000000000,100.00,,\n"
+        );
+        let json = render(opts(Format::Json), |r| r.summary(&ev, &l, &footer).unwrap());
+        assert!(
+            json.starts_with(r#"{"counter-value" : "75000.000000", "unit" : "", "event" : "cs", "cgroup" : "docker/3474383178be", "container" : "web", "event-runtime" : 1000000000"#),
+            "{json}"
+        );
     }
 
     #[test]

@@ -154,6 +154,7 @@ fn print_totals(
             lines.push(Line {
                 event: i,
                 cgroup: Some(cg.name.clone()),
+                container: None,
                 cpu: None,
                 place: None,
                 value: match supported {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use super::containers::ContainerNames;
 use super::plan::{LivePlan, Series};
 use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::counter::Counter;
@@ -79,15 +80,18 @@ impl LiveCgroups {
         self.slots.release_gone() && self.left_out > 0
     }
 
-    /// The rows: every event for each cgroup counted or just removed, in tree order.
-    pub fn series(&self, nr_events: usize) -> Vec<Series> {
+    /// The rows: every event for each cgroup counted or just removed, in tree order;
+    /// with `containers`, their container column.
+    pub fn series(&self, nr_events: usize, containers: Option<&ContainerNames>) -> Vec<Series> {
         let mut out = Vec::new();
         for (slot, cg) in self.slots.reported() {
+            let container = containers.and_then(|c| c.column(cg.id));
             for event in 0..nr_events {
                 out.push(Series {
                     event,
                     slot,
                     cgroup: Some(cg.name.clone()),
+                    container: container.clone(),
                 });
             }
         }

@@ -3,6 +3,7 @@
 //! counter opened for a plan, and the wakes that end or interrupt the wait between
 //! reads (signals, the command's end, changes of the cgroup tree).
 
+pub mod containers;
 pub mod live;
 pub mod plan;
 

@@ -44,6 +44,7 @@ impl Plan {
                 out.push(Line {
                     event: row.event,
                     cgroup: row.cgroup.clone(),
+                    container: row.container.clone(),
                     cpu: None,
                     place: Some(Place::Group {
                         mode,
@@ -80,6 +81,7 @@ impl Plan {
                 out.push(Line {
                     event: row.event,
                     cgroup: row.cgroup.clone(),
+                    container: row.container.clone(),
                     cpu: Some(cpu),
                     place: None,
                     value: value_of(supported(row.event), snap.get(row.slot, row.event, pos)),
@@ -128,6 +130,7 @@ impl Plan {
                     out.push(Line {
                         event: row.event,
                         cgroup: None,
+                        container: None,
                         cpu: None,
                         place: Some(Place::Thread {
                             comm: comm.clone(),
@@ -140,6 +143,7 @@ impl Plan {
                 out.push(Line {
                     event: row.event,
                     cgroup: row.cgroup.clone(),
+                    container: row.container.clone(),
                     cpu: None,
                     place: None,
                     value: value(snap.total(row.slot, row.event)),

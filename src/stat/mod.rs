@@ -188,7 +188,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         metrics: plan.metrics.clone(),
         metric_only: a.metric_only,
         quiet: a.quiet,
-        cgroup_rows: a.cgroups.all || !a.cgroups.for_each.is_empty(),
+        cgroup_rows: a.cgroups.all || a.cgroups.containers || !a.cgroups.for_each.is_empty(),
         nmi_watchdog: sys::nmi_watchdog(),
         forever: false,
     })

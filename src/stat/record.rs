@@ -434,6 +434,7 @@ fn recorded_group_lines(
             out.push(Line {
                 event,
                 cgroup: None,
+                container: None,
                 cpu: None,
                 // As perf stat report: the group's CPUs, counted or not.
                 place: Some(Place::Group {
@@ -519,6 +520,7 @@ impl Rows {
             .map(|(row, sum)| Line {
                 event: row / per_event.max(1),
                 cgroup: None,
+                container: None,
                 cpu: self.cpus[row % per_event.max(1)]
                     .filter(|c| *c >= 0)
                     .map(|c| c as u32),

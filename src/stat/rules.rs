@@ -251,8 +251,10 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
         || a.per_cache.is_some()
         || a.per_core
         || a.per_node;
-    let cgroups =
-        !a.event_cgroups.names.is_empty() || !a.cgroups.for_each.is_empty() || a.cgroups.all;
+    let cgroups = !a.event_cgroups.names.is_empty()
+        || !a.cgroups.for_each.is_empty()
+        || a.cgroups.all
+        || a.cgroups.containers;
     if (aggregated || cgroups) && !(a.cpus.all || a.cpus.list.is_some()) {
         return Err(invalid(
             "both cgroup and no-aggregation modes only available in system-wide mode",

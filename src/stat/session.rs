@@ -19,6 +19,7 @@ use crate::cli::StatArgs;
 use crate::counter::Counter;
 use crate::output::{Line, Report, Value};
 use crate::reading::{Reading, Snapshot};
+use crate::session::containers::ContainerNames;
 use crate::session::{open_counter, wait_until, LiveCgroups, Open, Plan, Wake};
 use crate::sys;
 use crate::sys::process::{self, Child, Workload};
@@ -62,6 +63,25 @@ pub(super) fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Opti
     Ok(ack)
 }
 
+/// The names of the plan's containers, as counting starts; the rows of fixed cgroups
+/// (no `live`) take them now.
+fn name_containers(plan: &mut Plan, live: Option<&LiveCgroups>) -> ContainerNames {
+    let mut names = ContainerNames::system();
+    names.add(&plan.cgroups);
+    match live {
+        Some(live) => plan.series = live.series(plan.events.len(), Some(&names)),
+        None => {
+            for row in &mut plan.series {
+                row.container = plan
+                    .cgroups
+                    .get(row.slot)
+                    .and_then(|cg| names.column(cg.id));
+            }
+        }
+    }
+    names
+}
+
 /// One flush-and-read of every counter; with BPERF_TIME_READS=1, says how long it took
 /// (the benchmark reads this line).
 fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
@@ -85,6 +105,8 @@ pub(super) struct Session<'a, 'obj> {
     /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
     /// waits to be looked at.
     live: Option<LiveCgroups>,
+    /// --for-each-container: the containers' names, looked up as their cgroups come.
+    containers: Option<ContainerNames>,
     counter: Counter<'obj>,
     report: &'a mut Report<Box<dyn Write>>,
     /// A signal came: no more runs of -r.
@@ -170,7 +192,11 @@ impl Session<'_, '_> {
         // want of a place may take theirs.
         if let Some(live) = &mut self.live {
             let waiting = live.release_gone();
-            self.plan.series = live.series(self.plan.events.len());
+            self.plan.series = live.series(self.plan.events.len(), self.containers.as_ref());
+            if let Some(c) = &mut self.containers {
+                let kept: Vec<u64> = live.reported().iter().map(|(_, cg)| cg.id).collect();
+                c.retain(&kept);
+            }
             if waiting {
                 self.refresh_cgroups()?;
             }
@@ -188,7 +214,10 @@ impl Session<'_, '_> {
         for (slot, _) in &changes.added {
             self.prev.clear_slot(*slot);
         }
-        self.plan.series = live.series(self.plan.events.len());
+        if let Some(c) = &mut self.containers {
+            c.add(changes.added.iter().map(|(_, cg)| cg));
+        }
+        self.plan.series = live.series(self.plan.events.len(), self.containers.as_ref());
         Ok(())
     }
 
@@ -424,6 +453,9 @@ pub(super) fn run_once(
     let nr_slots = live
         .as_ref()
         .map_or(plan.cgroups.len(), LiveCgroups::capacity);
+    let containers = plan
+        .containers
+        .then(|| name_containers(plan, live.as_ref()));
     let tool_of: Vec<_> = plan.events.iter().map(|e| e.tool).collect();
     let thread_ids: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
     let tools = ToolTimes::start(&tool_of, task, &thread_ids, &plan.cpus);
@@ -434,6 +466,7 @@ pub(super) fn run_once(
         prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
         plan,
         live,
+        containers,
         counter,
         report: io.report,
         interrupted: false,

@@ -32,6 +32,7 @@ impl CgroupRows {
                     event,
                     slot,
                     cgroup: Some(cg.name.clone()),
+                    container: None,
                 });
             }
         }
@@ -59,6 +60,7 @@ impl CgroupRows {
                 event,
                 slot,
                 cgroup: Some(name.to_string()),
+                container: None,
             });
         }
         Ok(out)
@@ -85,12 +87,13 @@ pub(super) fn parse(
     machine: &dyn Machine,
 ) -> Result<CgroupRows> {
     let for_each = !c.for_each.is_empty();
-    if !(for_each || c.all || !c.per_event.is_empty()) {
+    if !(for_each || c.all || c.containers || !c.per_event.is_empty()) {
         let rows = (0..nr_events)
             .map(|event| Series {
                 event,
                 slot: 0,
                 cgroup: None,
+                container: None,
             })
             .collect();
         return Ok(CgroupRows {
@@ -108,6 +111,17 @@ pub(super) fn parse(
             selection: Some(Selection::All),
             ..CgroupRows::for_each(h, tree.all()?, nr_events)
         }
+    } else if c.containers {
+        // No container yet is no error: they are counted as they start.
+        let mut rows = CgroupRows::for_each(h, Selection::Containers.select(tree)?, nr_events);
+        let cgroups = rows.slots.cgroups().to_vec();
+        for row in &mut rows.rows {
+            row.container = cgroups.get(row.slot).and_then(container_column);
+        }
+        CgroupRows {
+            selection: Some(Selection::Containers),
+            ..rows
+        }
     } else if for_each {
         let items = split(&c.for_each);
         // As perf: a cgroup that is not there is refused once the events are known.
@@ -121,6 +135,12 @@ pub(super) fn parse(
     };
     out.check_depth()?;
     Ok(out)
+}
+
+/// A container cgroup's column before its runtime names it: the short id.
+pub fn container_column(cg: &Cgroup) -> Option<String> {
+    let c = crate::container::recognize(&cg.path.to_string_lossy())?;
+    Some(crate::container::labels::Labels::of(&c, None).display())
 }
 
 /// Live cgroups, where the cgroups were picked by a rule and the session follows the

@@ -84,6 +84,8 @@ pub struct CgroupTargets {
     pub for_each: Vec<String>,
     /// --all-cgroups.
     pub all: bool,
+    /// --for-each-container.
+    pub containers: bool,
     /// -G, one name per event (empty: counted system-wide).
     pub per_event: Vec<String>,
     /// --max-cgroups: live cgroups counted at once.
@@ -94,7 +96,7 @@ impl CgroupTargets {
     /// Every event for each cgroup (--for-each-cgroup, --all-cgroups), rather than -G's
     /// one cgroup per event.
     pub fn rows(&self) -> bool {
-        self.all || !self.for_each.is_empty()
+        self.all || self.containers || !self.for_each.is_empty()
     }
 }
 
@@ -129,6 +131,8 @@ pub struct Plan {
     pub shared: Option<SharedPlan>,
     /// --all-cgroups and patterns: the cgroups follow the tree as it changes.
     pub live: Option<LivePlan>,
+    /// --for-each-container: the rows have a container column.
+    pub containers: bool,
 }
 
 /// Live cgroups: the rule that picks them and how many can be counted at once.
@@ -157,6 +161,9 @@ pub struct Series {
     pub slot: usize,
     /// Cgroup column, when per-cgroup.
     pub cgroup: Option<String>,
+    /// Container column (--for-each-container): the container's name, its short id
+    /// until a runtime names it.
+    pub container: Option<String>,
 }
 
 /// A thread: its id and command name.
@@ -291,6 +298,7 @@ impl Plan {
             hide_idle_threads: all_threads,
             shared,
             live,
+            containers: t.cgroups.containers,
         })
     }
 

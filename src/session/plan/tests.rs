@@ -309,3 +309,32 @@ fn per_socket_groups_the_cpus_by_the_machines_topology() {
     let cpus: Vec<&[usize]> = groups.iter().map(|g| g.cpus.as_slice()).collect();
     assert_eq!(cpus, [&[0, 1][..], &[2, 3][..]]);
 }
+
+#[test]
+fn for_each_container_counts_containers_own_cgroups_and_follows_the_tree() {
+    const ID: &str = "3474383178be0b726b155b1403d9f7126d73bd6261846e3bbefd6f83bb431645";
+    let container: &'static str = Box::leak(format!("docker/{ID}").into_boxed_str());
+    let inside: &'static str = Box::leak(format!("docker/{ID}/init").into_boxed_str());
+    let machine = Fixture {
+        cgroups: vec!["", "docker", container, inside, "system.slice"],
+        ..fixture()
+    };
+    let req = request(|r| {
+        r.targets.all_cpus = true;
+        r.targets.cgroups.containers = true;
+    });
+    let p = Plan::resolve(&req, PlanEvents::parse(&req, &machine).unwrap(), &machine).unwrap();
+    // The container's own cgroup only: not its parent, nor what its runtime made inside.
+    assert_eq!(slots(&p), [(3, container)]);
+    let columns: Vec<_> = p.series.iter().map(|s| s.container.as_deref()).collect();
+    assert_eq!(columns, [Some("3474383178be"); 2]);
+    assert!(p.cgroup_rows && p.containers);
+    assert!(matches!(
+        p.live.as_ref().map(|l| &l.selection),
+        Some(Selection::Containers)
+    ));
+    // No container yet: no rows, nothing refused; they come as containers start.
+    let p = plan(&req).unwrap();
+    assert!(p.cgroups.is_empty() && p.series.is_empty());
+    assert!(p.live.is_some());
+}
