@@ -750,6 +750,7 @@ const STAT_EXAMPLES: &[&str] = &[
 #[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Count every event for each of these cgroups, as bperf stat does; patterns follow the tree as cgroups come and go")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Count every event for each cgroup, those created later included")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Count every event for each container's cgroup, those started later included, with the labels container, container_id, image, pod and namespace (those that apply)")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct ServeArgs {
     /// Serve /metrics over HTTP at this address (default 127.0.0.1:9464, unless only
@@ -845,6 +846,7 @@ name ending in .svg, as a picture.";
 #[command(mut_arg("cpu", |a| help_of(a, "Record only on these CPUs, e.g. 0-2,5")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Record the slices of each of these cgroups (names or patterns, as bperf stat takes them)")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options)").conflicts_with("cgroup")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Record the slices of each container's cgroup (the containers of the start)")))]
 #[command(mut_arg("cgroup", |a| help_of(a, "Record these cgroups (as bperf stat's -G with one name for all events)").conflicts_with("for_each_cgroup")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct RecordArgs {

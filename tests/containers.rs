@@ -553,3 +553,108 @@ fn stat_for_each_container_follows_containers_started_and_removed_while_counting
         "{late} still printed at {last_mine} of {last}"
     );
 }
+
+/// The labels of every `bperf_count_total` series in a text exposition.
+fn count_series(text: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("bperf_count_total{"))
+        .map(|l| {
+            let inner = &l[..l.rfind('}').unwrap()];
+            inner
+                .split("\",")
+                .filter_map(|kv| kv.split_once("=\""))
+                .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The labels of the series of container `name`'s cgroup in a scrape, if it has any.
+fn labels_of(text: &str, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    count_series(text)
+        .into_iter()
+        .find(|l| l.get("container").map(String::as_str) == Some(name))
+}
+
+/// bperf serve --for-each-container: a container's series carry `container`,
+/// `container_id` and `image` (and, for a Kubernetes container, `pod` and `namespace`
+/// rather than the runtime's own name), as `docker inspect` says; a container started
+/// while serve runs shows up with its labels, a removed one's series go.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn serve_labels_each_containers_series_with_its_names() {
+    require_root();
+    if !docker_available() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    let tag = std::process::id();
+    let web = format!("bperf-test-{tag}-web");
+    let job = format!("bperf-test-{tag}-job");
+    made.run_with(&web, &image, &["--cpus", "0.1"]);
+    let port = common::http::free_port();
+    let mut serve = Bperf(
+        common::bperf()
+            .args(["serve", "-e", "task-clock", "--for-each-container"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let scrape = || common::http::get(port, "/metrics", "text/plain").map(|(_, body)| body);
+    common::wait_for_some(20, scrape).expect("bperf serve never answered");
+
+    let w = inspect(&web);
+    let text = scrape().unwrap();
+    let labels = labels_of(&text, &w.name).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(labels["container_id"], w.id);
+    assert_eq!(labels["image"], w.image);
+    assert_eq!(labels["event"], "task-clock");
+    assert!(labels["cgroup"].ends_with(&w.id));
+    assert!(!labels.contains_key("pod") && !labels.contains_key("namespace"));
+
+    // Started while serving, with the labels dockershim puts on a pod's containers.
+    made.run_with(
+        &job,
+        &image,
+        &[
+            "--cpus=0.1",
+            "--label=io.kubernetes.pod.name=batch-0",
+            "--label=io.kubernetes.pod.namespace=jobs",
+            "--label=io.kubernetes.container.name=worker",
+        ],
+    );
+    let j = inspect(&job);
+    let labels = common::wait_for_some(5, || scrape().and_then(|t| labels_of(&t, "worker")))
+        .unwrap_or_else(|| panic!("{job} never scraped: {}", scrape().unwrap_or_default()));
+    assert_eq!(labels["container_id"], j.id);
+    assert_eq!(labels["pod"], "batch-0");
+    assert_eq!(labels["namespace"], "jobs");
+    assert_eq!(labels["image"], j.image);
+
+    // Removed: its final counts are scraped once, then it is gone.
+    docker_ok(&["rm", "-f", &job]);
+    assert!(
+        common::wait_for(5, || scrape()
+            .is_some_and(|t| labels_of(&t, "worker").is_none())),
+        "{job} still scraped after its removal"
+    );
+    assert!(labels_of(&scrape().unwrap(), &w.name).is_some());
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
+    let st = serve.0.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    serve
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot list"), "{err}");
+}

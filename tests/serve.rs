@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::http::{free_port, get};
 use common::*;
 
 /// A program of Debian's prometheus package: from target/tools, else from PATH.
@@ -30,15 +31,6 @@ fn prometheus_tool(name: &str) -> PathBuf {
     })
 }
 
-/// A free port on loopback.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A child process killed and reaped when dropped.
 struct Running(Child);
 
@@ -47,21 +39,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// GET `path` from 127.0.0.1:`port`, with `accept`; the status line and the body.
-fn get(port: u16, path: &str, accept: &str) -> Option<(String, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    Some((head.to_string(), body.to_string()))
 }
 
 /// GET /metrics from 127.0.0.1:`port` with `headers`: the head and the raw body.

@@ -18,10 +18,12 @@ use signal_hook::consts::SIGHUP;
 
 pub use exposition::{Family, Format, Kind, Sample, Value};
 
+use crate::cgroup::Cgroup;
 use crate::cli::ServeArgs;
 use crate::counter::Counter;
 use crate::event::Event;
 use crate::reading::{Reading, Snapshot};
+use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::UsageError;
 
@@ -81,10 +83,13 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     if let Some(s) = &server {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
     }
+    let mut containers = ContainerNames::system();
+    containers.add(&plan.cgroups);
     let mut exporter = Exporter {
         plan: &plan,
         counter,
         live,
+        containers,
         per_cpu: a.no_aggr,
         verbose: a.verbose.level,
         unseen: Outputs::default(),
@@ -110,6 +115,8 @@ struct Exporter<'a, 'obj> {
     plan: &'a Plan,
     counter: Counter<'obj>,
     live: Option<LiveCgroups>,
+    /// The containers among the cgroups, whose series carry their labels.
+    containers: ContainerNames,
     per_cpu: bool,
     verbose: u8,
     /// The outputs (HTTP, textfile) that have not exported since cgroups were last
@@ -166,9 +173,11 @@ impl Exporter<'_, '_> {
 
     fn refresh_cgroups(&mut self) -> Result<()> {
         if let Some(live) = &mut self.live {
-            if !live.refresh(&mut self.counter)?.removed.is_empty() {
+            let changes = live.refresh(&mut self.counter)?;
+            if !changes.removed.is_empty() {
                 self.unseen = self.outputs;
             }
+            self.containers.add(changes.added.iter().map(|(_, cg)| cg));
         }
         Ok(())
     }
@@ -180,19 +189,17 @@ impl Exporter<'_, '_> {
         if self.verbose > 0 {
             eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
         }
-        let rows: Vec<(usize, Option<String>)> = match &self.live {
-            Some(live) => live
-                .reported()
+        // Containers whose runtime did not list them yet when their cgroup came.
+        self.containers.name_unnamed();
+        let cgroups: Vec<(usize, &Cgroup)> = match &self.live {
+            Some(live) => live.reported(),
+            None => self.plan.cgroups.iter().enumerate().collect(),
+        };
+        let rows: Vec<Row> = match self.plan.cgroups.is_empty() && self.live.is_none() {
+            true => vec![(0, Vec::new())],
+            false => cgroups
                 .into_iter()
-                .map(|(slot, cg)| (slot, Some(cgroup_label(&cg.path))))
-                .collect(),
-            None if self.plan.cgroups.is_empty() => vec![(0, None)],
-            None => self
-                .plan
-                .cgroups
-                .iter()
-                .enumerate()
-                .map(|(slot, cg)| (slot, Some(cgroup_label(&cg.path))))
+                .map(|(slot, cg)| (slot, self.labels_of(cg)))
                 .collect(),
         };
         let counter = &self.counter;
@@ -218,10 +225,29 @@ impl Exporter<'_, '_> {
                 // Places freed for cgroups left out: they are counted from now on.
                 self.refresh_cgroups()?;
             }
+            if let Some(live) = &self.live {
+                let kept: Vec<u64> = live.reported().iter().map(|(_, cg)| cg.id).collect();
+                self.containers.retain(&kept);
+            }
         }
         Ok(out)
     }
 }
+
+impl Exporter<'_, '_> {
+    /// The labels of cgroup `cg`'s series: `cgroup`, and a container's labels when it
+    /// is a container's own cgroup.
+    fn labels_of(&self, cg: &Cgroup) -> Vec<(&'static str, String)> {
+        let mut labels = vec![("cgroup", cgroup_label(&cg.path))];
+        if let Some(c) = self.containers.get(cg.id) {
+            labels.extend(c.pairs());
+        }
+        labels
+    }
+}
+
+/// One row of series: its slot and its labels besides `event` and `cpu`.
+pub type Row = (usize, Vec<(&'static str, String)>);
 
 fn gauge(name: &'static str, help: &'static str, v: u64) -> Family {
     Family {
@@ -255,18 +281,18 @@ pub struct Counted<'a> {
 impl Counted<'_> {
     /// The count, enabled and running time of every event the machine counts, for each
     /// row (slot, cgroup label) of `snap`.
-    pub fn families(&self, rows: &[(usize, Option<String>)], snap: &Snapshot) -> Vec<Family> {
+    pub fn families(&self, rows: &[Row], snap: &Snapshot) -> Vec<Family> {
         let mut count = Vec::new();
         let mut enabled = Vec::new();
         let mut running = Vec::new();
-        for (slot, cgroup) in rows {
+        for (slot, row_labels) in rows {
             for (e, event) in self.events.iter().enumerate() {
                 if !(self.supported)(e) {
                     continue;
                 }
                 for (cpu, r) in self.readings(snap, *slot, e) {
                     let mut labels = vec![("event", event.name.clone())];
-                    labels.extend(cgroup.iter().map(|c| ("cgroup", c.clone())));
+                    labels.extend(row_labels.iter().cloned());
                     labels.extend(cpu.map(|c| ("cpu", c.to_string())));
                     let sample = |value| Sample {
                         labels: labels.clone(),
@@ -388,7 +414,10 @@ mod tests {
         snap.set(1, 0, 0, r(5));
         snap.set(1, 0, 1, r(7));
         let supported = |e: usize| e != 2;
-        let rows = vec![(0, Some("/".to_string())), (1, Some("a/b".to_string()))];
+        let rows = vec![
+            (0, vec![("cgroup", "/".to_string())]),
+            (1, vec![("cgroup", "a/b".to_string())]),
+        ];
         let counted = Counted {
             events: &events,
             cpus: &[0, 3],

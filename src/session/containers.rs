@@ -14,12 +14,18 @@ use crate::container::{self, Container};
 /// How often the runtimes are asked again for a container they did not list.
 const RETRY: Duration = Duration::from_millis(250);
 
+/// How long after its cgroup came a container is asked for: one the runtimes do not
+/// list by then (a runtime without a socket here) keeps its id.
+const GIVE_UP: Duration = Duration::from_secs(10);
+
 /// One container cgroup: what its path says, and its labels as last looked up.
 struct Entry {
     container: Container,
     labels: Labels,
     /// A runtime named it (else its labels hold the short id only).
     named: bool,
+    /// When its cgroup was added.
+    added: Instant,
 }
 
 /// The labels of a session's container cgroups, by cgroup id.
@@ -44,8 +50,8 @@ impl ContainerNames {
 
     /// Takes in cgroups added to the session: those that are a container's own cgroup
     /// are named (the runtimes are asked when they do not know the container yet).
-    /// Containers still unnamed are asked for again too, at most every [`RETRY`].
     pub fn add<'c>(&mut self, added: impl IntoIterator<Item = &'c Cgroup>) {
+        let now = Instant::now();
         for cg in added {
             let path = cg.path.to_string_lossy();
             let Some(c) = container::recognize(&path) else {
@@ -61,25 +67,36 @@ impl ContainerNames {
                     container: c,
                     labels,
                     named: false,
+                    added: now,
                 },
             );
         }
         self.name_unnamed();
     }
 
-    /// Asks the runtimes about containers not named yet.
-    fn name_unnamed(&mut self) {
+    /// Asks the runtimes again about containers not named yet, at most every [`RETRY`]
+    /// and for [`GIVE_UP`] after their cgroup came: a runtime can make a container's
+    /// cgroup before it lists the container. True when one was named. Called between
+    /// reads, never while counts are read.
+    pub fn name_unnamed(&mut self) -> bool {
         let now = Instant::now();
-        for entry in self.by_cgroup.values_mut().filter(|e| !e.named) {
+        let mut named = false;
+        let waiting = self
+            .by_cgroup
+            .values_mut()
+            .filter(|e| !e.named && now.duration_since(e.added) < GIVE_UP);
+        for entry in waiting {
             let (info, warnings) = self.names.lookup(&entry.container.id, now);
             if let Some(info) = info {
                 entry.labels = Labels::of(&entry.container, Some(info));
                 entry.named = true;
+                named = true;
             }
             for w in warnings {
                 eprintln!("bperf: {w}");
             }
         }
+        named
     }
 
     /// Forgets every cgroup but `kept` (those still reported).
@@ -162,6 +179,38 @@ mod tests {
         // Named once: adding other cgroups asks no more.
         n.add(&[cgroup("system.slice", 10)]);
         assert_eq!(asked.get(), 1);
+    }
+
+    /// A source that lists what the test puts in it.
+    struct Listing(Rc<std::cell::RefCell<Vec<ContainerInfo>>>);
+
+    impl Source for Listing {
+        fn describe(&self) -> String {
+            "listing.sock".into()
+        }
+        fn list(&self) -> Result<Vec<ContainerInfo>, SourceError> {
+            Ok(self.0.borrow().clone())
+        }
+    }
+
+    /// A runtime can make a container's cgroup before it lists the container: it is
+    /// asked again later, between reads, and the container is named then.
+    #[test]
+    fn a_container_listed_after_its_cgroup_came_is_named_later() {
+        let listed = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut n = ContainerNames::new(vec![Box::new(Listing(listed.clone()))]);
+        n.add(&[cgroup(&format!("docker/{ID}"), 7)]);
+        assert_eq!(n.column(7).as_deref(), Some("3474383178be"));
+        listed.borrow_mut().push(ContainerInfo {
+            id: ID.into(),
+            name: "late".into(),
+            ..Default::default()
+        });
+        // Not before RETRY: the runtimes are not asked at every read.
+        assert!(!n.name_unnamed());
+        std::thread::sleep(RETRY);
+        assert!(n.name_unnamed());
+        assert_eq!(n.column(7).as_deref(), Some("late"));
     }
 
     #[test]

@@ -63,13 +63,18 @@ pub(super) fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Opti
     Ok(ack)
 }
 
-/// The names of the plan's containers, as counting starts; the rows of fixed cgroups
-/// (no `live`) take them now.
+/// The names of the plan's containers, as counting starts.
 fn name_containers(plan: &mut Plan, live: Option<&LiveCgroups>) -> ContainerNames {
     let mut names = ContainerNames::system();
     names.add(&plan.cgroups);
+    put_container_columns(plan, live, &names);
+    names
+}
+
+/// The rows' container columns, as `names` has them now.
+fn put_container_columns(plan: &mut Plan, live: Option<&LiveCgroups>, names: &ContainerNames) {
     match live {
-        Some(live) => plan.series = live.series(plan.events.len(), Some(&names)),
+        Some(live) => plan.series = live.series(plan.events.len(), Some(names)),
         None => {
             for row in &mut plan.series {
                 row.container = plan
@@ -79,7 +84,6 @@ fn name_containers(plan: &mut Plan, live: Option<&LiveCgroups>) -> ContainerName
             }
         }
     }
-    names
 }
 
 /// One flush-and-read of every counter; with BPERF_TIME_READS=1, says how long it took
@@ -169,6 +173,7 @@ impl Session<'_, '_> {
     /// Prints what was counted since the last interval.
     fn print_interval(&mut self) -> Result<()> {
         let now = self.read()?;
+        self.name_containers();
         let lines = self.lines_of(&now.since(&self.prev), false);
         let ts = self.start.elapsed();
         self.say_read(&lines)?;
@@ -202,6 +207,16 @@ impl Session<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Names the containers the runtimes did not list when their cgroups came (after a
+    /// read, never during one).
+    fn name_containers(&mut self) {
+        if let Some(c) = &mut self.containers {
+            if c.name_unnamed() {
+                put_container_columns(self.plan, self.live.as_ref(), c);
+            }
+        }
     }
 
     /// Follows the cgroup tree after it changed: new cgroups get rows (counted from
@@ -344,6 +359,7 @@ impl Session<'_, '_> {
                 self.read()?
             }
         };
+        self.name_containers();
         let lines = self.lines_of(&total, false);
         // As perf: the last read, said with -v, whether or not it is printed. After
         // intervals, --summary reads nothing more: perf goes over the sums, which every
