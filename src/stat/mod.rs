@@ -18,6 +18,7 @@ use crate::counter::{Counter, Setup, SharedSetup};
 use crate::event::{self, Event};
 use crate::metrics;
 
+mod bpf_prog;
 pub mod live;
 mod record;
 pub mod rules;
@@ -321,11 +322,6 @@ fn check_unavailable(a: &StatArgs) -> Result<()> {
     }
     if let Some(t) = &a.cputype {
         return Err(usage(format!("--cputype {t} is not supported!")));
-    }
-    if let Some(ids) = &a.bpf_prog {
-        return fail(&format!(
-            "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
-        ));
     }
     Ok(())
 }
@@ -1090,6 +1086,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         quiet: a.quiet,
         cgroup_rows: a.all_cgroups || !a.for_each_cgroup.is_empty(),
         nmi_watchdog: sys::nmi_watchdog(),
+        extra_lines: Vec::new(),
         forever: false,
     })
 }
@@ -1485,6 +1482,9 @@ fn print_runs(
 pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let a = &rules::as_perf_reads(a)?;
     rules::check_before_output(a)?;
+    if let Some(list) = &a.bpf_prog {
+        return bpf_prog::run(a, list);
+    }
     // stat record: -o names the perf.data file; the counts are printed as without it.
     let counting;
     let (a, recording) = match record {
