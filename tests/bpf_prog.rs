@@ -346,7 +346,8 @@ fn programs_are_found_by_name_and_tag() {
 }
 
 /// perf 6.12 counts the same runs beside bperf: both report the time inside the
-/// program, each including a little of the other's trampoline, so they agree loosely.
+/// program, each including a little of the other's trampoline (0.2% apart in the 6.12
+/// guest, 9% in the 6.1 guest under TCG), so they agree within 25%.
 #[test]
 fn perf_agrees_where_trampolines_load() {
     if !privileged() || !std::path::Path::new(PERF).exists() || !have_bpftool() {
@@ -397,10 +398,7 @@ fn perf_agrees_where_trampolines_load() {
         );
         return;
     }
-    assert!(
-        attached && status.code().is_some(),
-        "perf -b did not run: {perf_text}"
-    );
+    assert!(attached, "perf -b did not attach ({status}): {perf_text}");
     assert_eq!(csv.line("runs")[0], N.to_string(), "{text}");
     let bperf_ms: f64 = csv.line("task-clock")[0].parse().unwrap();
     let perf_csv = Csv::parse(&perf_text);
@@ -410,7 +408,7 @@ fn perf_agrees_where_trampolines_load() {
     let ratio = bperf_ms / perf_ms;
     eprintln!("task-clock inside the program: bperf {bperf_ms} msec, perf {perf_ms} msec");
     assert!(
-        (0.5..2.0).contains(&ratio),
+        (0.85..1.15).contains(&ratio),
         "bperf {bperf_ms} vs perf {perf_ms}:\n{text}\n{perf_text}"
     );
 }

@@ -214,7 +214,7 @@ fn run_lines(
         let mut metrics = vec![(per_run(run_time_ns as f64), "ns per run".to_string())];
         for (ev, r) in events.iter().zip(&p.events) {
             if let Some(count) = r.as_ref().and_then(Reading::scaled) {
-                metrics.push((per_run(count), format!("{} per run", ev.name)));
+                metrics.push((per_run(count), per_run_unit(ev)));
             }
         }
         let line = RunsLine {
@@ -231,6 +231,15 @@ fn run_lines(
         });
     }
     out
+}
+
+/// What an event's count per run is: a clock's in ns, which its name does not say.
+fn per_run_unit(ev: &Event) -> String {
+    let clock = ev.attr.type_ == crate::event::TYPE_SOFTWARE && ev.attr.config <= 1;
+    match clock && ev.tool.is_none() {
+        true => format!("ns {} per run", ev.name),
+        false => format!("{} per run", ev.name),
+    }
 }
 
 /// One program's runs and what is worked out per run.
