@@ -61,3 +61,14 @@ spin $cg/B/cgroup.procs 35000000
 case_ serve wget -qO- http://127.0.0.1:9464/metrics
 kill $serve
 wait $serve
+
+# Counting inside BPF programs (stat -b): two tracepoint programs that loop 100 and 1100
+# times, each run exactly 1000 times by the counted command.
+bpf_target load > /tmp/bpf-ids &
+holder=$!
+while [ ! -s /tmp/bpf-ids ]; do sleep 0.1; done
+read short long < /tmp/bpf-ids
+case_ bpf-prog-short bperf stat -x, -b $short -e instructions,cycles -- bpf_target trigger 1000
+case_ bpf-prog-long bperf stat -x, -b $long -e instructions,cycles -- bpf_target trigger 1000
+kill $holder
+wait $holder
