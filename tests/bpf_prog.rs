@@ -41,6 +41,13 @@ fn trigger() {
     else {
         return;
     };
+    // With BPERF_TEST_DELAY_MS, wait first (for intervals before the runs).
+    if let Some(ms) = std::env::var("BPERF_TEST_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     for _ in 0..n {
         // SAFETY: a system call with a plain integer argument; it fails with EINVAL.
         unsafe { libc::sched_get_priority_min(MAGIC) };
@@ -266,6 +273,55 @@ fn the_table_says_what_perf_says_and_the_runs() {
     );
     assert!(runs.ends_with(" ns per run"), "{text}");
     assert!(text.contains("seconds time elapsed"), "{text}");
+}
+
+/// -I with -j: each interval's runs are that interval's; together they are all of them,
+/// those of the last, partial interval (when the command ends) included.
+#[test]
+fn intervals_split_the_runs() {
+    if !privileged() {
+        return;
+    }
+    let _g = serial();
+    let targets = Targets::load();
+    let (short, _) = targets.ids();
+    let out = bperf()
+        .args([
+            "stat",
+            "-j",
+            "-I",
+            "100",
+            "-b",
+            &short.to_string(),
+            "-e",
+            "task-clock",
+        ])
+        .arg("--")
+        .args(trigger_command())
+        .env(TRIGGER_ENV, "500")
+        .env("BPERF_TEST_DELAY_MS", "350")
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let json: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let runs: Vec<u64> = json
+        .iter()
+        .filter(|v| v["event"] == "runs")
+        .map(|v| v["counter-value"].as_str().unwrap().parse::<f64>().unwrap() as u64)
+        .collect();
+    assert!(runs.len() >= 3, "{text}");
+    assert_eq!(runs.iter().sum::<u64>(), 500, "{text}");
+    assert!(
+        runs[..3].iter().all(|&r| r == 0),
+        "runs before the command made any: {text}"
+    );
+    assert!(json.iter().all(|v| v["interval"].is_number()), "{text}");
 }
 
 #[test]

@@ -58,40 +58,56 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
         Some(Ok(child)) => Some(child),
         None => None,
     };
-    let interval = a.interval.map(Duration::from_millis);
+    let mut interval = a.interval.map(Duration::from_millis);
     let mut deadline = a.timeout.map(|ms| start + Duration::from_millis(ms));
     let mut prev: Option<Vec<ProgCounts>> = None;
     let mut intervals = 0;
+    // Each interval's counts, printed; the last one when counting ends too, partial.
+    let mut print_interval = |prev: &mut Option<Vec<ProgCounts>>| -> Result<()> {
+        let now = counter.read()?;
+        let delta = since(&now, prev.as_deref());
+        print(&mut report, &events, &delta, multi, start.elapsed())
+            .with_context(|| format!("cannot write to {output}"))?;
+        *prev = Some(now);
+        Ok(())
+    };
     let code = loop {
         let next = interval.map(|i| start + i * (intervals + 1));
         let until = [next, deadline].into_iter().flatten().min();
-        match super::wait_until(&wakes, until, || Wake::Signal(libc::SIGTERM)) {
+        let code = match super::wait_until(&wakes, until, || Wake::Signal(libc::SIGTERM)) {
             None if next.is_some() && until == next => {
                 intervals += 1;
-                let now = counter.read()?;
-                let delta = since(&now, prev.as_deref());
-                print(&mut report, &events, &delta, multi, start.elapsed())
-                    .with_context(|| format!("cannot write to {output}"))?;
-                prev = Some(now);
+                print_interval(&mut prev)?;
                 if a.interval_count.is_some_and(|n| intervals as u64 >= n) {
-                    break 0;
+                    // As perf: no more intervals; a command runs to its end.
+                    interval = None;
+                    if child.is_none() {
+                        break 0;
+                    }
                 }
+                continue;
             }
             // --timeout: as perf, the command gets SIGTERM and is waited for.
             None => match &child {
                 Some(c) => {
                     c.signal(Signal::TERM);
                     deadline = None;
+                    continue;
                 }
-                None => break 0,
+                None => 0,
             },
-            Some(Wake::Exited(st)) => break process::exit_code(st),
+            Some(Wake::Exited(st)) => process::exit_code(st),
             // The command is stopped too, and counting ends once it has exited.
             Some(Wake::Signal(_)) if child.is_some() => {
                 child.iter().for_each(|c| c.signal(Signal::TERM));
+                continue;
             }
-            Some(Wake::Signal(sig)) => break 128 + sig,
+            Some(Wake::Signal(sig)) => 128 + sig,
+        };
+        if interval.is_some() {
+            print_interval(&mut prev)?;
         }
+        break code;
     };
     let elapsed = start.elapsed();
     let counts = counter.read()?;
