@@ -324,6 +324,57 @@ fn intervals_split_the_runs() {
     assert!(json.iter().all(|v| v["interval"].is_number()), "{text}");
 }
 
+/// Without a command, bperf counts until Ctrl-C, then prints, exits 130, and leaves
+/// nothing loaded.
+#[test]
+fn ctrl_c_ends_counting_and_unloads_everything() {
+    if !privileged() || !have_bpftool() {
+        return;
+    }
+    let _g = serial();
+    let targets = Targets::load();
+    let (short, _) = targets.ids();
+    let before = bpftool_programs();
+    let bperf = bperf()
+        .args([
+            "stat",
+            "-x",
+            ",",
+            "-b",
+            &short.to_string(),
+            "-e",
+            "task-clock",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Counting once the profiler is listed, or once it was refused (a fixed wait).
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(50));
+        if bpftool_programs()
+            .iter()
+            .any(|(_, n)| n.starts_with("prog_profile_ex"))
+        {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(&trigger_command()[1..])
+        .env(TRIGGER_ENV, "77")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // SAFETY: a signal to the child this test started and has not waited for.
+    unsafe { libc::kill(bperf.id() as i32, libc::SIGINT) };
+    let out = bperf.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    assert_eq!(Csv::parse(&text).line("runs")[0], "77", "{text}");
+    assert_eq!(before, bpftool_programs(), "bperf left programs loaded");
+}
+
 #[test]
 fn unknown_programs_are_one_line_errors() {
     if !privileged() {
