@@ -183,7 +183,7 @@ pub struct ListArgs {
     #[arg(long = "unit", value_name = "PMU")]
     pub unit: Option<String>,
 
-    /// Print each event's encoding too.
+    /// Print one table of every event: aliases, kind, encoding and whether it opens here.
     #[arg(long = "details")]
     pub details: bool,
 
