@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use bperf::event::Event;
-use bperf::reading::Reading;
 use bperf::output::{Format, Line, Options, Report, Value};
+use bperf::reading::Reading;
 
 fn main() {
     let args: Vec<usize> = std::env::args()

@@ -8,6 +8,7 @@ pub mod aggr;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;
+pub mod container;
 pub mod counter;
 pub mod cpus;
 pub mod data_file;
@@ -19,6 +20,8 @@ pub mod perfdata;
 pub mod reading;
 pub mod record;
 pub mod serve;
+pub mod session;
+pub mod slots;
 pub mod stat;
 pub mod sys;
 

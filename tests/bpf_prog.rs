@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{bperf, privileged, serial, stderr};
+use common::{bperf, require_root, serial, stderr};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 
@@ -192,8 +192,10 @@ fn bperf_stat(id: u32, events: &str, n: u64) -> (Csv, String) {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn run_count_and_time_match_the_kernels_and_nothing_is_left_loaded() {
-    if !privileged() || !have_bpftool() {
+    require_root();
+    if !have_bpftool() {
         return;
     }
     let _g = serial();
@@ -243,10 +245,9 @@ fn run_count_and_time_match_the_kernels_and_nothing_is_left_loaded() {
 
 /// The table: perf's header naming the programs as given, the event, then the runs.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn the_table_says_what_perf_says_and_the_runs() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let targets = Targets::load();
     let (short, _) = targets.ids();
@@ -278,10 +279,9 @@ fn the_table_says_what_perf_says_and_the_runs() {
 /// -I with -j: each interval's runs are that interval's; together they are all of them,
 /// those of the last, partial interval (when the command ends) included.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn intervals_split_the_runs() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let targets = Targets::load();
     let (short, _) = targets.ids();
@@ -327,8 +327,10 @@ fn intervals_split_the_runs() {
 /// Without a command, bperf counts until Ctrl-C, then prints, exits 130, and leaves
 /// nothing loaded.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn ctrl_c_ends_counting_and_unloads_everything() {
-    if !privileged() || !have_bpftool() {
+    require_root();
+    if !have_bpftool() {
         return;
     }
     let _g = serial();
@@ -376,10 +378,9 @@ fn ctrl_c_ends_counting_and_unloads_everything() {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn unknown_programs_are_one_line_errors() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     for (spec, says) in [
         ("4000000000", "no BPF program has id 4000000000"),
         (
@@ -408,8 +409,10 @@ fn unknown_programs_are_one_line_errors() {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn programs_are_found_by_name_and_tag() {
-    if !privileged() || !have_bpftool() {
+    require_root();
+    if !have_bpftool() {
         return;
     }
     let _g = serial();
@@ -456,8 +459,10 @@ fn programs_are_found_by_name_and_tag() {
 /// program, each including a little of the other's trampoline (0.2% apart in the 6.12
 /// guest, 9% in the 6.1 guest under TCG), so they agree within 25%.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perf_agrees_where_trampolines_load() {
-    if !privileged() || !std::path::Path::new(PERF).exists() || !have_bpftool() {
+    require_root();
+    if !std::path::Path::new(PERF).exists() || !have_bpftool() {
         return;
     }
     let _g = serial();

@@ -54,10 +54,9 @@ fn stdout(o: &Output) -> String {
 /// ping-pong's slices are its context switches; the timeline's slices add up to the
 /// same task-clock, and its picture is a well-formed SVG with a row per CPU.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn slices_add_up_to_the_kernels_accounting() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let (busy, pp) = (TestCgroup::new("rec-busy"), TestCgroup::new("rec-pp"));
     let w = workload().display().to_string();
@@ -159,10 +158,9 @@ fn slices_add_up_to_the_kernels_accounting() {
 /// by record and by report, and the totals still agree with cpu.stat (they are the
 /// counters' own).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_tiny_ring_loses_slices_and_says_so() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-tiny");
     let w = workload().display().to_string();
@@ -207,10 +205,9 @@ fn a_tiny_ring_loses_slices_and_says_so() {
 /// Without a command, record runs until SIGINT, exits 130 as perf does, and leaves a
 /// whole file and nothing loaded.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_until_ctrl_c() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let file = TempFile::new("sigint.data");
     let child = bperf()
@@ -326,36 +323,6 @@ fn report_memory_does_not_grow_with_the_slices() {
     assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
 }
 
-/// A directory of this test's own, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("bperf-rec-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn join(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-    /// The names in it, sorted.
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn c_path(p: &std::path::Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
 }
@@ -387,12 +354,11 @@ fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
 /// node (/dev/null's own, made here) stays the device and a FIFO stays the FIFO, with
 /// nothing moved to .old, and what came out of the FIFO is a recording report reads.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_writes_into_devices_and_fifos() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("nodes");
+    let dir = TempDir::new("nodes");
     let (null, fifo) = (dir.join("null"), dir.join("fifo"));
     // SAFETY: mknod(2) and mkfifo(2) of new paths in our own directory.
     unsafe {
@@ -448,12 +414,11 @@ fn record_writes_into_devices_and_fifos() {
 /// stdin: piped from one into the other, as perf's pipe mode. No file named `-`.
 /// A timeline, which reads its input twice, refuses a pipe in one line.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_to_stdout_pipes_into_report() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("pipe");
+    let dir = TempDir::new("pipe");
     let mut record = bperf()
         .current_dir(&dir.0)
         .args([
@@ -496,12 +461,11 @@ fn record_to_stdout_pipes_into_report() {
 /// does not) leaves an earlier recording where it was and .old alone; one that records
 /// keeps the earlier one as .old. bperf stat record keeps its earlier file the same way.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_failed_run_leaves_the_earlier_recording() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("failed");
+    let dir = TempDir::new("failed");
     let path = dir.join("x.data");
     let earlier = recording::bytes(10);
     std::fs::write(&path, &earlier).unwrap();
@@ -559,5 +523,60 @@ fn a_failed_run_leaves_the_earlier_recording() {
         unchanged(&dir.join("perf.data.old"), &first),
         "{:?}",
         dir.names()
+    );
+}
+
+/// The tables for people (`--sort`, `--hist`, drawn by comfy-table) hold the numbers the
+/// CSV form holds, cell by cell, under the same headings; and the breakdown's time adds
+/// up to the slices' lengths. No privilege needed: a recording written by the file
+/// module's own writer.
+#[test]
+fn people_tables_hold_the_csvs_numbers() {
+    const SLICES: u64 = 1000;
+    let file = TempFile::new("people.data");
+    std::fs::write(&file.0, recording::bytes(SLICES)).unwrap();
+    for mode in [&["--sort", "cgroup,comm"][..], &["--hist"]] {
+        let table = stdout(&report(&file, mode));
+        let csv = stdout(&report(&file, &[mode, &["-x,"]].concat()));
+        let mut lines = table.lines();
+        let heading: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let rule = lines.next().unwrap();
+        assert!(
+            !rule.is_empty() && rule.chars().all(|c| c == '─'),
+            "{table}"
+        );
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+        let mut csv_lines = csv.lines().map(|l| l.split(',').collect::<Vec<_>>());
+        assert_eq!(
+            heading,
+            csv_lines.next().unwrap(),
+            "{mode:?}:\n{table}\n{csv}"
+        );
+        let csv_rows: Vec<Vec<&str>> = csv_lines.collect();
+        assert!(!rows.is_empty(), "{mode:?}: no rows:\n{table}");
+        assert_eq!(rows, csv_rows, "{mode:?}:\n{table}\n{csv}");
+    }
+    let table = stdout(&report(&file, &["--sort", "cgroup"]));
+    let time_at = table
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .position(|c| c == "time-ms");
+    let ms: f64 = table
+        .lines()
+        .skip(2)
+        .map(|l| {
+            l.split_whitespace()
+                .nth(time_at.unwrap())
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        })
+        .sum();
+    let ns: u64 = (0..SLICES).map(recording::length_of).sum();
+    assert!(
+        within(ms, ns as f64 / 1e6, 0.01),
+        "{ms} ms of {ns} ns:\n{table}"
     );
 }

@@ -1,6 +1,6 @@
 //! `bperf record` and `bperf report`: every slice of time a CPU gives a monitored cgroup,
 //! with what each event counted in it, streamed from the BPF program through one perf
-//! ring buffer per CPU into a file (see file.rs), and read back as totals, breakdowns,
+//! ring buffer per CPU into a file (bperf.data, see bperf_data.rs), and read back as totals, breakdowns,
 //! distributions and a timeline.
 //!
 //! Recording: the counter is stat's, with a ring per CPU; one thread drains the rings
@@ -9,7 +9,7 @@
 //! the totals the file ends with.
 
 pub mod analysis;
-pub mod file;
+pub mod bperf_data;
 mod print;
 pub mod timeline;
 
@@ -26,17 +26,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use crate::cli::{RecordArgs, ReportArgs, StatArgs};
-use crate::stat::{self, Plan};
+use crate::cli::{RecordArgs, ReportArgs};
+use crate::session::{self, Open, Plan, Wake};
 use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
 use crate::UsageError;
-use file::{End, Header, RecordedCgroup};
+use bperf_data::{End, Header, RecordedCgroup};
 
 pub use print::report;
 
 /// What record counts when told nothing: time and switches, the two every slice has.
-const DEFAULT_EVENTS: &str = "task-clock,context-switches";
+pub const DEFAULT_EVENTS: &str = "task-clock,context-switches";
 
 /// Ring pages per CPU when -m is not given (bench/results/levers.md: no slice lost at
 /// the highest switch rate this VM reaches).
@@ -44,25 +44,6 @@ pub const DEFAULT_PAGES: usize = 256;
 
 /// How often the reader drains the rings even when no ring reached its mark.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
-
-/// The options of `bperf stat` that record's options stand for.
-fn stat_args(a: &RecordArgs) -> StatArgs {
-    let no_cgroups = a.for_each_cgroup.is_empty() && a.cgroup.is_empty();
-    let events = match a.events.is_empty() {
-        true => vec![DEFAULT_EVENTS.to_string()],
-        false => a.events.clone(),
-    };
-    StatArgs {
-        events,
-        all_cpus: a.all_cpus || a.cpu.is_none(),
-        cpu: a.cpu.clone(),
-        for_each_cgroup: a.for_each_cgroup.iter().chain(&a.cgroup).cloned().collect(),
-        all_cgroups: a.all_cgroups || no_cgroups,
-        verbose: a.verbose,
-        command: a.command.clone(),
-        ..StatArgs::default()
-    }
-}
 
 /// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
 /// power of two pages, as perf takes it.
@@ -120,11 +101,13 @@ fn drain_rings(mut rings: Vec<Ring>, mut out: Output, stop: Arc<AtomicBool>) -> 
         let last = stop.load(Ordering::Acquire);
         for (i, ring) in rings.iter_mut().enumerate() {
             ring.drain(&mut |r| match r {
-                Record::Sample(raw) if failed.is_none() => match file::write_slice(&mut out, raw) {
-                    Ok(true) => slices += 1,
-                    Ok(false) => {}
-                    Err(e) => failed = Some(e),
-                },
+                Record::Sample(raw) if failed.is_none() => {
+                    match bperf_data::write_slice(&mut out, raw) {
+                        Ok(true) => slices += 1,
+                        Ok(false) => {}
+                        Err(e) => failed = Some(e),
+                    }
+                }
                 Record::Sample(_) => {}
                 Record::Lost(n) => ring_lost[i] += n,
             });
@@ -204,16 +187,9 @@ fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
     }
 }
 
-/// What ended the recording.
-enum Wake {
-    Exited(std::process::ExitStatus),
-    Signal(i32),
-}
-
 /// Runs `bperf record`; returns the process exit code.
 pub fn run(a: &RecordArgs) -> Result<i32> {
-    let sa = stat_args(a);
-    let mut plan = Plan::from_args(&sa, true)?;
+    let mut plan = Plan::new(&a.request())?;
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),
@@ -226,21 +202,28 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     };
     let rings = open_rings(&plan.cpus, pages)?;
     let (tx, wakes) = mpsc::channel();
-    stat::forward_signals(tx.clone(), Wake::Signal)?;
+    session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage = MaybeUninit::uninit();
     let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
-    let mut counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true, &fds)?;
+    let how = Open {
+        inherit: true,
+        verbose: a.verbose.level,
+        name_user_only: true,
+        rings: &fds,
+        ..Open::default()
+    };
+    let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
     drop(fds);
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
     // earlier recording as it was. Its first slices wait in the rings meanwhile.
-    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+    let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
             return Ok(255);
@@ -249,7 +232,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         None => None,
     };
     let mut out = create_output(&a.output)?;
-    file::write_header(&mut out, &header(&plan, &supported, a))
+    bperf_data::write_header(&mut out, &header(&plan, &supported, a))
         .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(rings, out, stop.clone());
@@ -315,11 +298,14 @@ fn spawn_reader(
 fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process::Child>) -> i32 {
     loop {
         match wakes.recv() {
-            Ok(Wake::Exited(st)) => return crate::sys::process::exit_code(st),
+            Ok(Wake::Exited(st, _)) => return crate::sys::process::exit_code(st),
             Ok(Wake::Signal(_)) if child.is_some() => {
                 child.into_iter().for_each(|c| c.signal(Signal::TERM));
             }
             Ok(Wake::Signal(sig)) => return 128 + sig,
+            // Record sends itself no other wakes.
+            Ok(Wake::TargetsEnded | Wake::Control(_) | Wake::Cgroups) => {}
+            Ok(Wake::Request(none)) => match none {},
             Err(_) => return 255,
         }
     }
@@ -327,7 +313,7 @@ fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process
 
 /// Ends the file with `end`; the bytes written in all.
 fn finish_file(mut out: Output, end: &End, path: &Path) -> Result<u64> {
-    file::write_end(&mut out, end)
+    bperf_data::write_end(&mut out, end)
         .and_then(|_| out.flush())
         .with_context(|| format!("cannot write to {}", path.display()))?;
     Ok(out.get_ref().bytes)
@@ -349,7 +335,7 @@ fn say_written(path: &Path, bytes: u64, slices: u64, lost: u64) {
 
 /// A recording being read, one slice at a time; its errors name the file.
 pub struct Input {
-    reader: file::Reader<Box<dyn Read>>,
+    reader: bperf_data::Reader<Box<dyn Read>>,
     path: PathBuf,
 }
 
@@ -368,7 +354,7 @@ pub fn open(path: &Path) -> Result<Input> {
         }
     };
     let input = Box::new(io::BufReader::with_capacity(READ_BUFFER, input));
-    let reader = file::Reader::new(input as Box<dyn Read>, size)
+    let reader = bperf_data::Reader::new(input as Box<dyn Read>, size)
         .with_context(|| path.display().to_string())?;
     Ok(Input {
         reader,
@@ -390,12 +376,12 @@ pub fn open_again(path: &Path) -> Result<Input> {
 }
 
 impl Input {
-    pub fn header(&self) -> &file::Header {
+    pub fn header(&self) -> &bperf_data::Header {
         self.reader.header()
     }
 
     /// Gives every slice to `each`, in the file's order; the end block.
-    pub fn each_slice(&mut self, mut each: impl FnMut(&file::Slice)) -> Result<End> {
+    pub fn each_slice(&mut self, mut each: impl FnMut(&bperf_data::Slice)) -> Result<End> {
         let path = &self.path;
         while let Some(s) = self
             .reader

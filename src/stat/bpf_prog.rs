@@ -19,38 +19,34 @@ use crate::counter::bpf_prog::{ProgCounter, ProgCounts};
 use crate::event::Event;
 use crate::output::{Footer, Format, Line, Options, Report, Value};
 use crate::reading::Reading;
+use crate::session::plan::{self, PlanEvents};
+use crate::session::{self, Wake};
 use crate::sys::bpf_prog as progs;
 use crate::sys::process::{self, Workload};
 use crate::sys::{self, bpf_prog::RunStats};
-
-/// What ends or interrupts the wait between reads.
-enum Wake {
-    Exited(std::process::ExitStatus),
-    Signal(i32),
-}
 
 /// Runs `bperf stat -b LIST`: the whole session, printed; the exit status.
 pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
     let specs = progs::parse_specs(list).map_err(|e| super::usage(format!("-b: {e}")))?;
     let targets = progs::find(&specs)?;
-    let (events, uses) = super::parse_events(a)?;
-    let cpus = super::parse_cpus(a)?;
+    let (events, uses) = events_of(a)?;
+    let cpus = cpus_of(a)?;
     let (out, output) = super::open_output(a)?;
     let mut report = Report::new(options(a, list, uses), out);
-    let (tx, wakes) = mpsc::channel();
-    super::forward_signals(tx.clone(), Wake::Signal)?;
+    let (tx, wakes) = mpsc::channel::<Wake>();
+    session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage: Vec<_> = targets.iter().map(|_| MaybeUninit::uninit()).collect();
     let multi = targets.len() > 1;
-    let counter = ProgCounter::open(targets, &events, &cpus, a.verbose, &mut storage)?;
+    let counter = ProgCounter::open(targets, &events, &cpus, a.verbose.level, &mut storage)?;
     for note in &counter.notes {
         eprintln!("{note}");
     }
     let start = Instant::now();
-    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+    let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
             return Ok(255);
@@ -74,7 +70,7 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
     let code = loop {
         let next = interval.map(|i| start + i * (intervals + 1));
         let until = [next, deadline].into_iter().flatten().min();
-        let code = match super::wait_until(&wakes, until, || Wake::Signal(libc::SIGTERM)) {
+        let code = match session::wait_until(&wakes, until) {
             None if next.is_some() && until == next => {
                 intervals += 1;
                 print_interval(&mut prev)?;
@@ -96,13 +92,15 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
                 }
                 None => 0,
             },
-            Some(Wake::Exited(st)) => process::exit_code(st),
+            Some(Wake::Exited(st, _)) => process::exit_code(st),
             // The command is stopped too, and counting ends once it has exited.
             Some(Wake::Signal(_)) if child.is_some() => {
                 child.iter().for_each(|c| c.signal(Signal::TERM));
                 continue;
             }
             Some(Wake::Signal(sig)) => 128 + sig,
+            // Nothing else is asked for: no -p/-t, --control or live cgroups here.
+            Some(_) => continue,
         };
         if interval.is_some() {
             print_interval(&mut prev)?;
@@ -123,6 +121,27 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
         .summary(&events, &lines, &footer)
         .with_context(|| format!("cannot write to {output}"))?;
     Ok(code)
+}
+
+/// The events asked for (perf's defaults without -e), counted on CPUs as -a's are.
+fn events_of(a: &StatArgs) -> Result<(Vec<Event>, Vec<crate::metrics::Use>)> {
+    let mut req = a.request(false)?;
+    req.targets.all_cpus = true;
+    let parsed = PlanEvents::parse(&req, &plan::System::new())?;
+    Ok((parsed.events, parsed.metrics))
+}
+
+/// -C's CPUs, or every online one.
+fn cpus_of(a: &StatArgs) -> Result<Vec<u32>> {
+    let online = sys::online_cpus().context("reading online CPUs")?;
+    let Some(list) = &a.cpus.list else {
+        return Ok(online);
+    };
+    let cpus = crate::cpus::parse_list(list).map_err(|e| super::usage(e.to_string()))?;
+    match cpus.iter().find(|c| !online.contains(c)) {
+        Some(c) => Err(super::usage(format!("CPU {c} is not online"))),
+        None => Ok(cpus),
+    }
 }
 
 /// The report's options: perf's header names the programs as given.

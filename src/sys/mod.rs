@@ -4,6 +4,8 @@
 
 pub mod bpf_prog;
 pub mod cgroupfs;
+pub mod engine_api;
+pub mod kubelet;
 pub mod perf_event;
 pub mod perf_ring;
 pub mod process;
