@@ -106,7 +106,7 @@ pub fn find(specs: &[Spec]) -> Result<Vec<Prog>> {
         }
         for id in ids {
             if progs.iter().all(|p| p.id != id) {
-                progs.push(open(id).with_context(|| format!("BPF program {spec}"))?);
+                progs.push(open(id)?);
             }
         }
     }
