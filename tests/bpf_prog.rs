@@ -536,3 +536,42 @@ fn beside_perf(id: u32) -> Option<(f64, f64)> {
         .unwrap_or_else(|_| panic!("{perf_text}"));
     Some((bperf_ms, perf_ms))
 }
+
+/// -b overrides -C, -p/-t and --per-thread as perf 6.12's does, saying so in its words,
+/// and the programs' runs are counted on every CPU all the same.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn other_targets_are_overridden_as_perf_says() {
+    require_root();
+    let _g = serial();
+    let targets = Targets::load();
+    let (short, _) = targets.ids();
+    for (extra, said) in [
+        (&["-C", "0"][..], "BPF switch overriding CPU"),
+        (&["-p", "1"][..], "BPF switch overriding PID/TID"),
+        (&["--per-thread"][..], "BPF switch overriding THREAD"),
+    ] {
+        let out = bperf()
+            .args([
+                "stat",
+                "-x",
+                ",",
+                "-b",
+                &short.to_string(),
+                "-e",
+                "task-clock",
+            ])
+            .args(extra)
+            .arg("--")
+            .args(trigger_command())
+            .env(TRIGGER_ENV, "500")
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let text = stderr(&out);
+        assert!(out.status.success(), "{extra:?}: {text}");
+        assert_eq!(text.lines().next(), Some(said), "{extra:?}: {text}");
+        let runs: u64 = Csv::parse(&text).line("runs")[0].parse().unwrap();
+        assert_eq!(runs, 500, "{extra:?}: {text}");
+    }
+}

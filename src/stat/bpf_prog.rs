@@ -30,7 +30,10 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
     let specs = progs::parse_specs(list).map_err(|e| super::usage(format!("-b: {e}")))?;
     let targets = progs::find(&specs)?;
     let (events, uses) = events_of(a)?;
-    let cpus = cpus_of(a)?;
+    if let Some(warning) = overridden_target(a) {
+        eprintln!("{warning}");
+    }
+    let cpus = sys::online_cpus().context("reading online CPUs")?;
     let (out, output) = super::open_output(a)?;
     let mut report = Report::new(options(a, list, uses), out);
     let (tx, wakes) = mpsc::channel::<Wake>();
@@ -54,59 +57,15 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
         Some(Ok(child)) => Some(child),
         None => None,
     };
-    let mut interval = a.interval.map(Duration::from_millis);
-    let mut deadline = a.timeout.map(|ms| start + Duration::from_millis(ms));
-    let mut prev: Option<Vec<ProgCounts>> = None;
-    let mut intervals = 0;
-    // Each interval's counts, printed; the last one when counting ends too, partial.
-    let mut print_interval = |prev: &mut Option<Vec<ProgCounts>>| -> Result<()> {
-        let now = counter.read()?;
-        let delta = since(&now, prev.as_deref());
-        print(&mut report, &events, &delta, multi, start.elapsed())
-            .with_context(|| format!("cannot write to {output}"))?;
-        *prev = Some(now);
-        Ok(())
+    let session = Session {
+        a,
+        counter: &counter,
+        events: &events,
+        multi,
+        start,
+        output: &output,
     };
-    let code = loop {
-        let next = interval.map(|i| start + i * (intervals + 1));
-        let until = [next, deadline].into_iter().flatten().min();
-        let code = match session::wait_until(&wakes, until) {
-            None if next.is_some() && until == next => {
-                intervals += 1;
-                print_interval(&mut prev)?;
-                if a.interval_count.is_some_and(|n| intervals as u64 >= n) {
-                    // As perf: no more intervals; a command runs to its end.
-                    interval = None;
-                    if child.is_none() {
-                        break 0;
-                    }
-                }
-                continue;
-            }
-            // --timeout: as perf, the command gets SIGTERM and is waited for.
-            None => match &child {
-                Some(c) => {
-                    c.signal(Signal::TERM);
-                    deadline = None;
-                    continue;
-                }
-                None => 0,
-            },
-            Some(Wake::Exited(st, _)) => process::exit_code(st),
-            // The command is stopped too, and counting ends once it has exited.
-            Some(Wake::Signal(_)) if child.is_some() => {
-                child.iter().for_each(|c| c.signal(Signal::TERM));
-                continue;
-            }
-            Some(Wake::Signal(sig)) => 128 + sig,
-            // Nothing else is asked for: no -p/-t, --control or live cgroups here.
-            Some(_) => continue,
-        };
-        if interval.is_some() {
-            print_interval(&mut prev)?;
-        }
-        break code;
-    };
+    let code = session.count(&mut report, &wakes, child.as_ref())?;
     let elapsed = start.elapsed();
     let counts = counter.read()?;
     drop(counter);
@@ -123,25 +82,102 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
     Ok(code)
 }
 
+/// What perf 6.12 says when -b overrides another target (the first that applies), as
+/// its target__validate does; the programs are counted on every CPU all the same.
+fn overridden_target(a: &StatArgs) -> Option<&'static str> {
+    if a.cpus.list.is_some() {
+        Some("BPF switch overriding CPU")
+    } else if a.pid.is_some() || a.tid.is_some() {
+        Some("BPF switch overriding PID/TID")
+    } else if a.per_thread {
+        Some("BPF switch overriding THREAD")
+    } else {
+        None
+    }
+}
+
+/// A counting session over the programs: what its loop needs.
+struct Session<'a> {
+    a: &'a StatArgs,
+    counter: &'a ProgCounter<'a>,
+    events: &'a [Event],
+    multi: bool,
+    start: Instant,
+    output: &'a str,
+}
+
+impl Session<'_> {
+    /// Counts until the command ends, a signal, --timeout or -I's count: the exit status.
+    fn count(
+        &self,
+        report: &mut Report<Box<dyn std::io::Write>>,
+        wakes: &mpsc::Receiver<Wake>,
+        child: Option<&process::Child>,
+    ) -> Result<i32> {
+        let (a, start) = (self.a, self.start);
+        let mut interval = a.interval.map(Duration::from_millis);
+        let mut deadline = a.timeout.map(|ms| start + Duration::from_millis(ms));
+        let mut prev: Option<Vec<ProgCounts>> = None;
+        let mut intervals = 0;
+        // Each interval's counts, printed; the last one when counting ends too, partial.
+        let mut print_interval = |prev: &mut Option<Vec<ProgCounts>>| -> Result<()> {
+            let now = self.counter.read()?;
+            let delta = since(&now, prev.as_deref());
+            print(report, self.events, &delta, self.multi, start.elapsed())
+                .with_context(|| format!("cannot write to {}", self.output))?;
+            *prev = Some(now);
+            Ok(())
+        };
+        let code = loop {
+            let next = interval.map(|i| start + i * (intervals + 1));
+            let until = [next, deadline].into_iter().flatten().min();
+            let code = match session::wait_until(wakes, until) {
+                None if next.is_some() && until == next => {
+                    intervals += 1;
+                    print_interval(&mut prev)?;
+                    if a.interval_count.is_some_and(|n| intervals as u64 >= n) {
+                        // As perf: no more intervals; a command runs to its end.
+                        interval = None;
+                        if child.is_none() {
+                            break 0;
+                        }
+                    }
+                    continue;
+                }
+                // --timeout: as perf, the command gets SIGTERM and is waited for.
+                None => match &child {
+                    Some(c) => {
+                        c.signal(Signal::TERM);
+                        deadline = None;
+                        continue;
+                    }
+                    None => 0,
+                },
+                Some(Wake::Exited(st, _)) => process::exit_code(st),
+                // The command is stopped too, and counting ends once it has exited.
+                Some(Wake::Signal(_)) if child.is_some() => {
+                    child.iter().for_each(|c| c.signal(Signal::TERM));
+                    continue;
+                }
+                Some(Wake::Signal(sig)) => 128 + sig,
+                // Nothing else is asked for: no -p/-t, --control or live cgroups here.
+                Some(_) => continue,
+            };
+            if interval.is_some() {
+                print_interval(&mut prev)?;
+            }
+            break code;
+        };
+        Ok(code)
+    }
+}
+
 /// The events asked for (perf's defaults without -e), counted on CPUs as -a's are.
 fn events_of(a: &StatArgs) -> Result<(Vec<Event>, Vec<crate::metrics::Use>)> {
     let mut req = a.request(false)?;
     req.targets.all_cpus = true;
     let parsed = PlanEvents::parse(&req, &plan::System::new())?;
     Ok((parsed.events, parsed.metrics))
-}
-
-/// -C's CPUs, or every online one.
-fn cpus_of(a: &StatArgs) -> Result<Vec<u32>> {
-    let online = sys::online_cpus().context("reading online CPUs")?;
-    let Some(list) = &a.cpus.list else {
-        return Ok(online);
-    };
-    let cpus = crate::cpus::parse_list(list).map_err(|e| super::usage(e.to_string()))?;
-    match cpus.iter().find(|c| !online.contains(c)) {
-        Some(c) => Err(super::usage(format!("CPU {c} is not online"))),
-        None => Ok(cpus),
-    }
 }
 
 /// The report's options: perf's header names the programs as given.
