@@ -583,6 +583,7 @@ const RECORD_EXAMPLES: &[&str] = &[
     "bperf report --sort cgroup,comm",
     "bperf report --timeline timeline.json",
     "bperf report --timeline timeline.svg",
+    "bperf report --timeline timeline.perfetto-trace",
 ];
 
 const STAT_EXAMPLES: &[&str] = &[
@@ -666,8 +667,9 @@ the records and printed as bperf stat prints them (table, -x, -j), so that they 
 checked against bperf stat; when records were lost, the counters' totals instead, and a \
 note says so. --sort prints a breakdown by cgroup, CPU, process, thread or command; \
 --hist the distribution of slice lengths and of each slice's metrics; --timeline writes \
-the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU) or, for a \
-name ending in .svg, as a picture.";
+the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU), as \
+Perfetto's own protobuf trace for a name ending in .perfetto-trace or .pftrace (with \
+counter tracks per cgroup), or as a picture for a name ending in .svg.";
 
 /// What `bperf record` records and where.
 #[derive(Debug, Args, Clone)]
@@ -763,8 +765,9 @@ pub struct ReportArgs {
     #[arg(long = "hist")]
     pub hist: bool,
 
-    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON, or an SVG
-    /// picture when FILE ends in .svg.
+    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON; Perfetto's
+    /// protobuf trace when FILE ends in .perfetto-trace or .pftrace; an SVG picture when
+    /// it ends in .svg.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
 }

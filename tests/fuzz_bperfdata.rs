@@ -18,13 +18,14 @@ const SLICES: u64 = 60;
 /// Seconds one report may take on a file of a few kB.
 const TIME_LIMIT: u32 = 10;
 
-/// report's modes, spread over the copies: the totals, the distributions, and the two
+/// report's modes, spread over the copies: the totals, the distributions, and the three
 /// timelines (the output file's name picks the form).
-const MODES: [&[&str]; 4] = [
+const MODES: [&[&str]; 5] = [
     &[],
     &["--hist"],
     &["--timeline", "svg"],
     &["--timeline", "json"],
+    &["--timeline", "perfetto-trace"],
 ];
 
 /// A directory of its own for this test's files, removed on drop.
@@ -107,7 +108,7 @@ fn damaged_recordings_are_read_or_refused_never_crash() {
                 } else {
                     let _ = std::fs::remove_file(&input);
                 }
-                for ext in ["svg", "json"] {
+                for ext in ["svg", "json", "perfetto-trace"] {
                     let _ = std::fs::remove_file(dir.0.join(format!("timeline-{i}.{ext}")));
                 }
             });

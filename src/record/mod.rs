@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod file;
+pub mod perfetto;
 mod print;
 pub mod timeline;
 
