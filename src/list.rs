@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use crate::cli::ListArgs;
 use crate::event::{self, Entry, Kind, Sources};
 use crate::metrics;
+use crate::output::people::{self, Column};
 use crate::sys::{perf_event, sysfs::Sysfs};
 
 /// perf list's category words and the kind of event each selects (metric and
@@ -316,6 +317,19 @@ fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def])
 /// The listing: one line per event as perf prints it, grouped by kind, with the ones
 /// this kernel refuses marked; without a filter, the PMUs' format terms after.
 fn write_table(out: &mut dyn Write, entries: &[Entry], a: &ListArgs, sysfs: &Sysfs) -> Result<()> {
+    match a.details {
+        true => write_details(out, entries)?,
+        false => write_lines(out, entries)?,
+    }
+    if a.filter.is_empty() && a.unit.is_none() {
+        write_formats(out, sysfs)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The events as perf lists them, a line each.
+fn write_lines(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
     let mut last = None;
     for e in entries {
         // Kinds apart by a blank line; the tool events under perf's heading, which
@@ -327,20 +341,35 @@ fn write_table(out: &mut dyn Write, entries: &[Entry], a: &ListArgs, sysfs: &Sys
             writeln!(out)?;
         }
         last = Some(e.kind);
-        // Tracepoints are not opened just to list them (there are thousands); tool events
-        // are not the kernel's.
-        let refused =
-            !matches!(e.kind, Kind::Tracepoint | Kind::Tool) && !perf_event::probe(&e.attr);
-        writeln!(out, "{}", line(e, refused))?;
-        if a.details {
-            writeln!(out, "       [{}]", encoding(e))?;
-        }
-    }
-    if a.filter.is_empty() && a.unit.is_none() {
-        write_formats(out, sysfs)?;
-        writeln!(out)?;
+        writeln!(out, "{}", line(e, refused(e)))?;
     }
     Ok(())
+}
+
+/// Whether this kernel refuses to open the event. Tracepoints are not opened just to
+/// list them (there are thousands); tool events are not the kernel's.
+fn refused(e: &Entry) -> bool {
+    !matches!(e.kind, Kind::Tracepoint | Kind::Tool) && !perf_event::probe(&e.attr)
+}
+
+/// `--details`: a table for people, one row per event with its encoding (bperf's own:
+/// perf prints no such table).
+fn write_details(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
+    let columns = ["event", "aliases", "kind", "encoding", "support"].map(Column::text);
+    let rows: Vec<Vec<String>> = entries.iter().map(|e| detail_row(e, refused(e))).collect();
+    write!(out, "{}", people::draw(&columns, &rows))?;
+    Ok(())
+}
+
+/// One event's row of `--details`.
+fn detail_row(e: &Entry, refused: bool) -> Vec<String> {
+    vec![
+        e.name.clone(),
+        e.aliases.join(","),
+        e.kind.label().to_string(),
+        encoding(e),
+        if refused { "<not supported>" } else { "" }.to_string(),
+    ]
 }
 
 /// The event's perf_event_attr identity, as --details shows it.
@@ -404,6 +433,44 @@ fn line(e: &Entry, refused: bool) -> String {
 mod tests {
     use super::*;
     use crate::event::Attr;
+
+    #[test]
+    fn details_are_a_table_of_encodings() {
+        let cs = Entry {
+            name: "context-switches".into(),
+            aliases: vec!["cs".into()],
+            kind: Kind::Software,
+            attr: Attr {
+                type_: 1,
+                config: 3,
+                ..Attr::default()
+            },
+        };
+        assert_eq!(
+            detail_row(&cs, false),
+            [
+                "context-switches",
+                "cs",
+                "Software event",
+                "type=1,config=0x3",
+                ""
+            ]
+        );
+        let cache = Entry {
+            name: "L1-dcache-load-misses".into(),
+            aliases: vec![],
+            kind: Kind::Cache,
+            attr: Attr {
+                type_: 3,
+                config: 0x10000,
+                config1: 2,
+                ..Attr::default()
+            },
+        };
+        let row = detail_row(&cache, true);
+        assert_eq!(row[3], "type=3,config=0x10000,config1=0x2");
+        assert_eq!(row[4], "<not supported>");
+    }
 
     #[test]
     fn lines_look_like_perf_list() {

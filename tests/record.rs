@@ -566,3 +566,58 @@ fn a_failed_run_leaves_the_earlier_recording() {
         dir.names()
     );
 }
+
+/// The tables for people (`--sort`, `--hist`, drawn by comfy-table) hold the numbers the
+/// CSV form holds, cell by cell, under the same headings; and the breakdown's time adds
+/// up to the slices' lengths. No privilege needed: a recording written by the file
+/// module's own writer.
+#[test]
+fn people_tables_hold_the_csvs_numbers() {
+    const SLICES: u64 = 1000;
+    let file = TempFile::new("people.data");
+    std::fs::write(&file.0, recording::bytes(SLICES)).unwrap();
+    for mode in [&["--sort", "cgroup,comm"][..], &["--hist"]] {
+        let table = stdout(&report(&file, mode));
+        let csv = stdout(&report(&file, &[mode, &["-x,"]].concat()));
+        let mut lines = table.lines();
+        let heading: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let rule = lines.next().unwrap();
+        assert!(
+            !rule.is_empty() && rule.chars().all(|c| c == '─'),
+            "{table}"
+        );
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+        let mut csv_lines = csv.lines().map(|l| l.split(',').collect::<Vec<_>>());
+        assert_eq!(
+            heading,
+            csv_lines.next().unwrap(),
+            "{mode:?}:\n{table}\n{csv}"
+        );
+        let csv_rows: Vec<Vec<&str>> = csv_lines.collect();
+        assert!(!rows.is_empty(), "{mode:?}: no rows:\n{table}");
+        assert_eq!(rows, csv_rows, "{mode:?}:\n{table}\n{csv}");
+    }
+    let table = stdout(&report(&file, &["--sort", "cgroup"]));
+    let time_at = table
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .position(|c| c == "time-ms");
+    let ms: f64 = table
+        .lines()
+        .skip(2)
+        .map(|l| {
+            l.split_whitespace()
+                .nth(time_at.unwrap())
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        })
+        .sum();
+    let ns: u64 = (0..SLICES).map(recording::length_of).sum();
+    assert!(
+        within(ms, ns as f64 / 1e6, 0.01),
+        "{ms} ms of {ns} ns:\n{table}"
+    );
+}

@@ -15,6 +15,17 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/bperf.skel.rs"));
 }
 
+/// The structs the BPF program sends to user space, as the skeleton generates them from
+/// bperf.h: bperf record's slices (bperf.data) are decoded through them.
+pub mod sent {
+    pub use super::skel::types::{bperf_reading, bperf_slice};
+
+    // SAFETY: integers and arrays of integers, no padding: any bit pattern is valid.
+    unsafe impl plain::Plain for bperf_slice {}
+    // SAFETY: three u64s.
+    unsafe impl plain::Plain for bperf_reading {}
+}
+
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
@@ -101,7 +112,7 @@ pub struct Config<'a> {
     pub plain_loads: bool,
     /// What a permission error at load means in this mode.
     pub privilege_hint: &'a str,
-    /// Load the instance shared by every session (see shared.rs) rather than one for
+    /// Load the instance shared by every session (see shared/) rather than one for
     /// this counter alone: nr_events, cgroups and masks are then left to the sessions.
     pub shared: bool,
     /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;

@@ -98,13 +98,7 @@ impl<'obj> Counter<'obj> {
         if setup.verbose < 2 {
             libbpf_rs::set_print(None);
         }
-        let targets: Vec<Target> = match setup.task {
-            Some(pid) => vec![Target::Task(pid)],
-            None if !setup.threads.is_empty() => {
-                setup.threads.iter().map(|&t| Target::Thread(t)).collect()
-            }
-            None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
-        };
+        let targets = targets_of(setup);
         // With cgroups, some context-switches are read by the BPF side from the run
         // queue: no perf event for those.
         let path = (!setup.cgroups.is_empty()).then(ReadPath::of_this_kernel);
@@ -125,38 +119,10 @@ impl<'obj> Counter<'obj> {
         let bpf = match &path {
             Some(_) if all_shared => None,
             None => None,
-            Some(path) => {
-                let config = bpf::Config {
-                    nr_events,
-                    cpus: setup.cpus,
-                    cgroups: setup.cgroups,
-                    nr_slots: nr_slots(setup),
-                    live: setup.live_slots.is_some(),
-                    cgroup_v1: setup.cgroup_v1,
-                    masks,
-                    helper_only: path.helper_only,
-                    plain_loads: path.loads,
-                    privilege_hint: privilege_hint(setup),
-                    shared: false,
-                    rings: setup.rings,
-                };
-                let fds = event_fds(&opened.fds, setup.cpus);
-                Some(Bpf::load(&config, &fds, storage)?)
-            }
+            Some(path) => Some(load_bpf(setup, path, masks, &opened.fds, storage)?),
         };
         let mut supported = opened.supported;
-        let shared = match &setup.shared {
-            Some(sh) => {
-                let counts = shared_counts::Shared::join(setup, sh, &targets)?;
-                for (i, ok) in supported.iter_mut().enumerate() {
-                    if sh.events & 1 << i != 0 {
-                        *ok = counts.counts_event(i);
-                    }
-                }
-                Some(counts)
-            }
-            None => None,
-        };
+        let shared = join_shared(setup, &targets, &mut supported)?;
         let mut c = Counter {
             cpus: setup.cpus.to_vec(),
             nr_targets: targets.len(),
@@ -283,6 +249,62 @@ impl<'obj> Counter<'obj> {
         }
         Ok(s)
     }
+}
+
+/// What the counter's perf events are opened on: the task, each thread, or each CPU.
+fn targets_of(setup: &Setup) -> Vec<Target> {
+    match setup.task {
+        Some(pid) => vec![Target::Task(pid)],
+        None if !setup.threads.is_empty() => {
+            setup.threads.iter().map(|&t| Target::Thread(t)).collect()
+        }
+        None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
+    }
+}
+
+/// Loads and attaches the BPF side that charges the opened events (`fds`) to cgroups,
+/// reading them as `path` says this kernel can.
+fn load_bpf<'obj>(
+    setup: &Setup,
+    path: &ReadPath,
+    masks: ReadMasks,
+    fds: &Fds,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<Bpf<'obj>> {
+    let config = bpf::Config {
+        nr_events: setup.events.len(),
+        cpus: setup.cpus,
+        cgroups: setup.cgroups,
+        nr_slots: nr_slots(setup),
+        live: setup.live_slots.is_some(),
+        cgroup_v1: setup.cgroup_v1,
+        masks,
+        helper_only: path.helper_only,
+        plain_loads: path.loads,
+        privilege_hint: privilege_hint(setup),
+        shared: false,
+        rings: setup.rings,
+    };
+    Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
+}
+
+/// Joins the shared counters for the events the setup counts through them; an event
+/// the shared instance cannot count is marked unsupported.
+fn join_shared(
+    setup: &Setup,
+    targets: &[Target],
+    supported: &mut [bool],
+) -> Result<Option<shared_counts::Shared>> {
+    let Some(sh) = &setup.shared else {
+        return Ok(None);
+    };
+    let counts = shared_counts::Shared::join(setup, sh, targets)?;
+    for (i, ok) in supported.iter_mut().enumerate() {
+        if sh.events & 1 << i != 0 {
+            *ok = counts.counts_event(i);
+        }
+    }
+    Ok(Some(counts))
 }
 
 /// Slots in the counts: one per cgroup, or as many as live cgroups may take; one

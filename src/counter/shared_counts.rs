@@ -1,4 +1,4 @@
-//! The part of a counter that counts through the shared counters (src/bpf/shared.rs):
+//! The part of a counter that counts through the shared counters (src/bpf/shared/):
 //! which shared targets stand for the counter's targets, and where their readings go in
 //! the counter's snapshots.
 

@@ -6,6 +6,7 @@
 
 mod metric;
 mod metric_only;
+pub mod people;
 
 use std::io::{self, Write};
 use std::time::Duration;

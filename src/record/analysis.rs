@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use rustc_hash::FxHashMap;
 
-use super::file::{comm_text, End, Header, RecordedCgroup, Slice};
+use super::bperf_data::{comm_text, End, Header, RecordedCgroup, Slice};
 use crate::reading::Reading;
 
 /// For each slot, the slots a slice of it is charged to: itself and its recorded
@@ -474,7 +474,7 @@ impl Distributions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::file::comm;
+    use crate::record::bperf_data::comm;
 
     fn cg(slot: usize, path: &str) -> RecordedCgroup {
         RecordedCgroup {

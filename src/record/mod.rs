@@ -1,6 +1,6 @@
 //! `bperf record` and `bperf report`: every slice of time a CPU gives a monitored cgroup,
 //! with what each event counted in it, streamed from the BPF program through one perf
-//! ring buffer per CPU into a file (see file.rs), and read back as totals, breakdowns,
+//! ring buffer per CPU into a file (bperf.data, see bperf_data.rs), and read back as totals, breakdowns,
 //! distributions and a timeline.
 //!
 //! Recording: the counter is stat's, with a ring per CPU; one thread drains the rings
@@ -9,7 +9,7 @@
 //! the totals the file ends with.
 
 pub mod analysis;
-pub mod file;
+pub mod bperf_data;
 pub mod perfetto;
 mod print;
 pub mod timeline;
@@ -32,7 +32,7 @@ use crate::stat::{self, Plan};
 use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
 use crate::UsageError;
-use file::{End, Header, RecordedCgroup};
+use bperf_data::{End, Header, RecordedCgroup};
 
 pub use print::report;
 
@@ -121,11 +121,13 @@ fn drain_rings(mut rings: Vec<Ring>, mut out: Output, stop: Arc<AtomicBool>) -> 
         let last = stop.load(Ordering::Acquire);
         for (i, ring) in rings.iter_mut().enumerate() {
             ring.drain(&mut |r| match r {
-                Record::Sample(raw) if failed.is_none() => match file::write_slice(&mut out, raw) {
-                    Ok(true) => slices += 1,
-                    Ok(false) => {}
-                    Err(e) => failed = Some(e),
-                },
+                Record::Sample(raw) if failed.is_none() => {
+                    match bperf_data::write_slice(&mut out, raw) {
+                        Ok(true) => slices += 1,
+                        Ok(false) => {}
+                        Err(e) => failed = Some(e),
+                    }
+                }
                 Record::Sample(_) => {}
                 Record::Lost(n) => ring_lost[i] += n,
             });
@@ -250,7 +252,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         None => None,
     };
     let mut out = create_output(&a.output)?;
-    file::write_header(&mut out, &header(&plan, &supported, a))
+    bperf_data::write_header(&mut out, &header(&plan, &supported, a))
         .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(rings, out, stop.clone());
@@ -328,7 +330,7 @@ fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process
 
 /// Ends the file with `end`; the bytes written in all.
 fn finish_file(mut out: Output, end: &End, path: &Path) -> Result<u64> {
-    file::write_end(&mut out, end)
+    bperf_data::write_end(&mut out, end)
         .and_then(|_| out.flush())
         .with_context(|| format!("cannot write to {}", path.display()))?;
     Ok(out.get_ref().bytes)
@@ -350,7 +352,7 @@ fn say_written(path: &Path, bytes: u64, slices: u64, lost: u64) {
 
 /// A recording being read, one slice at a time; its errors name the file.
 pub struct Input {
-    reader: file::Reader<Box<dyn Read>>,
+    reader: bperf_data::Reader<Box<dyn Read>>,
     path: PathBuf,
 }
 
@@ -369,7 +371,7 @@ pub fn open(path: &Path) -> Result<Input> {
         }
     };
     let input = Box::new(io::BufReader::with_capacity(READ_BUFFER, input));
-    let reader = file::Reader::new(input as Box<dyn Read>, size)
+    let reader = bperf_data::Reader::new(input as Box<dyn Read>, size)
         .with_context(|| path.display().to_string())?;
     Ok(Input {
         reader,
@@ -391,12 +393,12 @@ pub fn open_again(path: &Path) -> Result<Input> {
 }
 
 impl Input {
-    pub fn header(&self) -> &file::Header {
+    pub fn header(&self) -> &bperf_data::Header {
         self.reader.header()
     }
 
     /// Gives every slice to `each`, in the file's order; the end block.
-    pub fn each_slice(&mut self, mut each: impl FnMut(&file::Slice)) -> Result<End> {
+    pub fn each_slice(&mut self, mut each: impl FnMut(&bperf_data::Slice)) -> Result<End> {
         let path = &self.path;
         while let Some(s) = self
             .reader

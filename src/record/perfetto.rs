@@ -21,7 +21,7 @@ use prost::Message;
 use rustc_hash::FxHashMap;
 
 use super::analysis::{charged_slots, slot_names};
-use super::file::{comm_text, Header, Slice};
+use super::bperf_data::{comm_text, Header, Slice};
 use super::timeline::Span;
 
 /// The types of Perfetto's trace format (proto/perfetto_trace.proto), made by build.rs.
@@ -591,7 +591,7 @@ fn child_track(parent: u64, uuid: u64, name: String, rank: usize) -> TrackDescri
 mod tests {
     use super::*;
     use crate::reading::Reading;
-    use crate::record::file::{comm, RecordedCgroup};
+    use crate::record::bperf_data::{comm, RecordedCgroup};
 
     fn header(events: &[&str]) -> Header {
         let cg = |slot: usize, name: &str, path: &str| RecordedCgroup {

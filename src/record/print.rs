@@ -9,11 +9,12 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value as Json};
 
 use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
-use super::file::{End, Header};
+use super::bperf_data::{End, Header};
 use super::perfetto::PerfettoTrace;
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::event::{self, Event};
+use crate::output::people::{self, Column};
 use crate::output::{Footer, Format, Line, Options, Report, Value};
 use crate::sys::{self, sysfs::Sysfs};
 
@@ -217,10 +218,8 @@ fn print_totals(
 
 /// Rows of text under named columns.
 struct Table {
-    columns: Vec<String>,
+    columns: Vec<Column>,
     rows: Vec<Vec<String>>,
-    /// Columns printed right-aligned (numbers).
-    numeric: Vec<bool>,
 }
 
 fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
@@ -228,11 +227,9 @@ fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
         .iter()
         .map(first_count)
         .fold(0u64, u64::saturating_add);
-    let mut columns: Vec<String> = keys.iter().map(|k| k.name().to_string()).collect();
-    columns.extend(["slices".into(), "time-ms".into(), "share".into()]);
-    columns.extend(h.events.iter().cloned());
-    let mut numeric = vec![false; keys.len()];
-    numeric.extend(vec![true; 3 + h.events.len()]);
+    let mut columns: Vec<Column> = keys.iter().map(|k| Column::text(k.name())).collect();
+    columns.extend(["slices", "time-ms", "share"].map(Column::number));
+    columns.extend(h.events.iter().map(|e| Column::number(e)));
     let rows = groups
         .iter()
         .map(|g| {
@@ -248,11 +245,7 @@ fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
             row
         })
         .collect();
-    Table {
-        columns,
-        rows,
-        numeric,
-    }
+    Table { columns, rows }
 }
 
 /// What a group is ranked by: its first event's count.
@@ -261,12 +254,8 @@ fn first_count(g: &Group) -> u64 {
 }
 
 fn hist_table(h: &Header, dists: &Distributions) -> Table {
-    let columns: Vec<String> = [
-        "cgroup", "measure", "slices", "mean", "p50", "p90", "p99", "max",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut columns = vec![Column::text("cgroup"), Column::text("measure")];
+    columns.extend(["slices", "mean", "p50", "p90", "p99", "max"].map(Column::number));
     let mut rows = Vec::new();
     for (m, per_cgroup) in dists.spreads() {
         for (cgroup, s) in per_cgroup {
@@ -283,44 +272,15 @@ fn hist_table(h: &Header, dists: &Distributions) -> Table {
             ]);
         }
     }
-    Table {
-        columns,
-        rows,
-        numeric: vec![false, false, true, true, true, true, true, true],
-    }
+    Table { columns, rows }
 }
 
 fn print_table(out: &mut dyn Write, format: &Format, t: &Table) -> io::Result<()> {
     match format {
-        Format::Table => {
-            let width: Vec<usize> = (0..t.columns.len())
-                .map(|c| {
-                    t.rows
-                        .iter()
-                        .map(|r| r[c].len())
-                        .chain([t.columns[c].len()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            let line = |cells: &[String]| {
-                let parts: Vec<String> = cells
-                    .iter()
-                    .enumerate()
-                    .map(|(c, v)| match t.numeric[c] {
-                        true => format!("{v:>w$}", w = width[c]),
-                        false => format!("{v:<w$}", w = width[c]),
-                    })
-                    .collect();
-                parts.join("  ").trim_end().to_string()
-            };
-            writeln!(out, "# {}", line(&t.columns))?;
-            for r in &t.rows {
-                writeln!(out, "  {}", line(r))?;
-            }
-        }
+        Format::Table => write!(out, "{}", people::draw(&t.columns, &t.rows))?,
         Format::Csv(sep) => {
-            writeln!(out, "{}", t.columns.join(sep))?;
+            let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+            writeln!(out, "{}", names.join(sep))?;
             for r in &t.rows {
                 writeln!(out, "{}", r.join(sep))?;
             }
@@ -328,7 +288,7 @@ fn print_table(out: &mut dyn Write, format: &Format, t: &Table) -> io::Result<()
         Format::Json => {
             for r in &t.rows {
                 let mut obj = Map::new();
-                for (c, v) in t.columns.iter().zip(r) {
+                for (c, v) in t.columns.iter().map(|c| &c.name).zip(r) {
                     let value = match v.trim_end_matches('%').parse::<f64>() {
                         Ok(n) if !v.is_empty() => serde_json::json!(n),
                         _ => Json::String(v.clone()),
@@ -349,18 +309,17 @@ mod tests {
     #[test]
     fn tables_print_in_three_forms() {
         let t = Table {
-            columns: vec!["comm".into(), "slices".into()],
+            columns: vec![Column::text("comm"), Column::number("slices")],
             rows: vec![
                 vec!["spin".into(), "12".into()],
                 vec!["x".into(), "3".into()],
             ],
-            numeric: vec![false, true],
         };
         let mut out = Vec::new();
         print_table(&mut out, &Format::Table, &t).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "# comm  slices\n  spin      12\n  x          3\n"
+            " comm  slices\n──────────────\n spin      12\n x          3\n"
         );
         let mut out = Vec::new();
         print_table(&mut out, &Format::Csv(",".into()), &t).unwrap();

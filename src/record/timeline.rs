@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value as Json};
 
 use super::analysis::slot_names;
-use super::file::{Header, Slice};
+use super::bperf_data::{Header, Slice};
 
 /// The process id every track is under in the trace.
 const TRACE_PID: u32 = 1;
@@ -299,7 +299,7 @@ impl Picture {
 mod tests {
     use super::*;
     use crate::reading::Reading;
-    use crate::record::file::{comm, RecordedCgroup};
+    use crate::record::bperf_data::{comm, RecordedCgroup};
 
     fn header() -> Header {
         let cg = |slot: usize, name: &str| RecordedCgroup {

@@ -1,11 +1,11 @@
-//! bperf.data files made without recording (no privilege needed): the file module's own
-//! writer given slices shaped as the BPF program sends them.
+//! bperf.data files made without recording (no privilege needed): src/record/bperf_data.rs's
+//! own writer given slices shaped as the BPF program sends them.
 #![allow(dead_code)]
 
 use std::io::{self, Write};
 
 use bperf::reading::Reading;
-use bperf::record::file::{self, End, Header, RecordedCgroup};
+use bperf::record::bperf_data::{self, End, Header, RecordedCgroup};
 
 /// The events every synthetic recording has.
 pub const EVENTS: [&str; 2] = ["task-clock", "context-switches"];
@@ -48,7 +48,7 @@ pub fn raw_slice(i: u64) -> Vec<u8> {
     let slot = slot_of(i) as u32;
     let length = length_of(i);
     let start = 1_000_000 + (i / 2) * 20_000;
-    let mut b = Vec::with_capacity(file::SLICE_HEAD + EVENTS.len() * 24 + 4);
+    let mut b = Vec::with_capacity(bperf_data::SLICE_HEAD + EVENTS.len() * 24 + 4);
     for v in [start, length, 100 + u64::from(slot)] {
         b.extend_from_slice(&v.to_le_bytes());
     }
@@ -97,10 +97,10 @@ fn deltas(i: u64) -> [Reading; 2] {
 /// what the slices add up to per CPU.
 pub fn write(out: &mut impl Write, slices: u64) -> io::Result<()> {
     let h = header();
-    file::write_header(out, &h)?;
+    bperf_data::write_header(out, &h)?;
     let mut totals = vec![vec![vec![Reading::default(); CPUS.len()]; EVENTS.len()]; CGROUPS.len()];
     for i in 0..slices {
-        file::write_slice(out, &raw_slice(i))?;
+        bperf_data::write_slice(out, &raw_slice(i))?;
         let (cpu, slot) = ((i % 2) as usize, slot_of(i));
         // Charged to its own slot and the recorded ancestors: the root, and web for web/api.
         let mut charged = vec![0, slot];
@@ -121,7 +121,7 @@ pub fn write(out: &mut impl Write, slices: u64) -> io::Result<()> {
         ring_lost: vec![0; CPUS.len()],
         totals,
     };
-    file::write_end(out, &end)
+    bperf_data::write_end(out, &end)
 }
 
 /// A whole recording of `slices` slices, in memory.

@@ -1,4 +1,5 @@
-//! The file bperf record writes and bperf report reads (bperf.data).
+//! bperf.data: the file bperf record writes and bperf report reads (not perf's
+//! perf.data, which `stat record` writes: see src/perfdata/).
 //!
 //! ```text
 //! magic    8 bytes  "BPERFREC"
@@ -9,7 +10,8 @@
 //!   kind 1  a slice: the BPF program's struct bperf_slice (src/bpf/bperf.h), as sent:
 //!           start u64, length u64, cgroup id u64, cpu u32, slot u32, pid u32, tid u32,
 //!           comm [16]u8, nr_events u32, flags u32, then nr_events x (counter u64,
-//!           enabled u64, running u64)
+//!           enabled u64, running u64); decoded through the skeleton's generated
+//!           struct (crate::bpf::sent), so bperf.h's layout is the file's
 //!   kind 2  the end, last in the file: End as JSON (duration, lost records per CPU,
 //!           the counters' totals)
 //! ```
@@ -19,20 +21,31 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
+use std::mem::offset_of;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value as Json};
 
+use crate::bpf::sent::{bperf_reading, bperf_slice};
 use crate::reading::Reading;
 
 pub const MAGIC: &[u8; 8] = b"BPERFREC";
 pub const VERSION: u32 = 1;
 const SLICE: u32 = 1;
 const END: u32 = 2;
-/// Bytes of a slice before its deltas.
-pub const SLICE_HEAD: usize = 64;
-const READING: usize = 24;
+/// Bytes of a slice before its deltas: struct bperf_slice up to `delta`.
+pub const SLICE_HEAD: usize = offset_of!(bperf_slice, delta);
+/// Bytes of each delta: struct bperf_reading.
+const READING: usize = size_of::<bperf_reading>();
+/// Where a slice says how many deltas follow.
+const NR_EVENTS_AT: usize = offset_of!(bperf_slice, nr_events);
+/// A slice's flag: ended by a read (BPERF_SLICE_CUT in bperf.h).
+const SLICE_CUT: u32 = 1;
+
+// Slices are written as the BPF program sends them, so bperf.h's struct is the file's
+// layout: a change to it is a new file VERSION, not a silent change of the format.
+const _: () = assert!(SLICE_HEAD == 64 && READING == 24 && NR_EVENTS_AT == 56);
 /// The largest header or end block read from a file: far more than any needs (a
 /// file's own length bounds it too).
 const MAX_BLOCK: u32 = 1 << 30;
@@ -153,7 +166,7 @@ pub fn write_header(out: &mut impl Write, h: &Header) -> io::Result<()> {
 /// Writes one slice as the BPF program sent it (`raw`, perhaps padded); false if it is
 /// too short to be one.
 pub fn write_slice(out: &mut impl Write, raw: &[u8]) -> io::Result<bool> {
-    let Some(n) = raw.get(56..60) else {
+    let Some(n) = raw.get(NR_EVENTS_AT..NR_EVENTS_AT + 4) else {
         return Ok(false);
     };
     let n = u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize;
@@ -197,10 +210,6 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// The bytes of a slice block of `nr_events` events.
 fn slice_bytes(nr_events: usize) -> usize {
     SLICE_HEAD + nr_events * READING
@@ -218,35 +227,51 @@ fn parse_slice_into(s: &mut Slice, b: &[u8], nr_events: usize) -> Result<()> {
     if b.len() < SLICE_HEAD {
         bail!("a slice of {} bytes (at least {SLICE_HEAD})", b.len());
     }
-    let n = u32_at(b, 56) as usize;
+    let head = slice_head(&b[..SLICE_HEAD]);
+    let n = u32::from_le(head.nr_events) as usize;
     if n != nr_events || b.len() != slice_bytes(n) {
         bail!(
             "a slice of {n} events in {} bytes, for {nr_events} events",
             b.len()
         );
     }
-    let comm = &b[40..56];
+    let comm = head.comm.map(|c| c as u8);
     let comm_len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
     s.comm = [0; 16];
     s.comm[..comm_len].copy_from_slice(&comm[..comm_len]);
     s.deltas.clear();
-    s.deltas.extend((0..n).map(|i| {
-        let at = SLICE_HEAD + i * READING;
-        Reading {
-            counter: u64_at(b, at),
-            enabled: u64_at(b, at + 8),
-            running: u64_at(b, at + 16),
-        }
-    }));
-    s.start = u64_at(b, 0);
-    s.length = u64_at(b, 8);
-    s.cgid = u64_at(b, 16);
-    s.cpu = u32_at(b, 24);
-    s.slot = u32_at(b, 28);
-    s.pid = u32_at(b, 32);
-    s.tid = u32_at(b, 36);
-    s.cut = u32_at(b, 60) & 1 != 0;
+    s.deltas
+        .extend(b[SLICE_HEAD..].chunks_exact(READING).map(delta));
+    s.start = u64::from_le(head.start);
+    s.length = u64::from_le(head.length);
+    s.cgid = u64::from_le(head.cgid);
+    s.cpu = u32::from_le(head.cpu);
+    s.slot = u32::from_le(head.slot);
+    s.pid = u32::from_le(head.pid);
+    s.tid = u32::from_le(head.tid);
+    s.cut = u32::from_le(head.flags) & SLICE_CUT != 0;
     Ok(())
+}
+
+/// A slice's first SLICE_HEAD bytes as struct bperf_slice (its deltas left zero: a
+/// slice holds only as many as it counted, and they are decoded one by one).
+fn slice_head(b: &[u8]) -> bperf_slice {
+    let mut head = bperf_slice::default();
+    // SAFETY: bperf_slice is plain old data (see bpf::sent).
+    let bytes = unsafe { plain::as_mut_bytes(&mut head) };
+    bytes[..b.len()].copy_from_slice(b);
+    head
+}
+
+/// One delta's bytes (struct bperf_reading) as a Reading.
+fn delta(b: &[u8]) -> Reading {
+    let mut r = bperf_reading::default();
+    plain::copy_from_bytes(&mut r, b).expect("a delta's bytes");
+    Reading {
+        counter: u64::from_le(r.counter),
+        enabled: u64::from_le(r.enabled),
+        running: u64::from_le(r.running),
+    }
 }
 
 fn parse_header(text: &[u8]) -> Result<Header> {

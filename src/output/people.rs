@@ -1,0 +1,65 @@
+//! Tables for people, drawn by comfy-table: bperf's own views (`bperf report --sort` and
+//! `--hist`, `bperf list --details`), whose shape no perf output fixes. perf's formats
+//! (stat's table, -x, -j, perf list) keep their exact widths and are written by hand.
+
+use comfy_table::{CellAlignment, LineStyle, Table, TableStyle};
+
+/// Columns apart by spaces and the header ruled off from the rows, nothing else: a
+/// row still splits on whitespace into its cells.
+const STYLE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─'));
+
+/// A column: its heading, and whether it holds numbers (right-aligned).
+pub struct Column {
+    pub name: String,
+    pub numeric: bool,
+}
+
+impl Column {
+    pub fn text(name: &str) -> Column {
+        Column {
+            name: name.into(),
+            numeric: false,
+        }
+    }
+
+    pub fn number(name: &str) -> Column {
+        Column {
+            name: name.into(),
+            numeric: true,
+        }
+    }
+}
+
+/// `rows` under `columns`, each line without trailing blanks, ending in a newline.
+pub fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
+    let mut t = Table::new();
+    t.load_style(STYLE);
+    t.set_header(columns.iter().map(|c| c.name.as_str()));
+    t.add_rows(rows.iter().map(|r| r.iter().map(String::as_str)));
+    for (i, c) in columns.iter().enumerate() {
+        if let (true, Some(col)) = (c.numeric, t.column_mut(i)) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = t.trim_fmt();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_align_right_under_a_ruled_header() {
+        let columns = [Column::text("comm"), Column::number("slices")];
+        let rows = [
+            vec!["spin".to_string(), "12".to_string()],
+            vec!["x".to_string(), "3".to_string()],
+        ];
+        assert_eq!(
+            draw(&columns, &rows),
+            " comm  slices\n──────────────\n spin      12\n x          3\n"
+        );
+    }
+}
