@@ -720,6 +720,19 @@ pub struct RecordArgs {
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<String>,
 
+    /// Compress the file with zstd at level N, 1 (the fastest, the default) to 19, as
+    /// perf record's -z.
+    #[arg(
+        short = 'z',
+        long = "compression-level",
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1",
+        value_parser = clap::value_parser!(i32).range(1..=19)
+    )]
+    pub compression_level: Option<i32>,
+
     /// Say how long each read took; libbpf's diagnostics.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -180,6 +180,64 @@ fn slices_add_up_to_the_kernels_accounting() {
     assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
 }
 
+/// record -z: what follows the header is one zstd stream, and report reads from it a
+/// ping-pong's context switches, one slice each, and task-clock that agrees with
+/// cpu.stat.
+#[test]
+fn a_compressed_recording_reads_as_a_plain_one() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let pp = TestCgroup::new("rec-zstd");
+    let w = workload().display().to_string();
+    let script = format!(
+        "echo $$ > {p} && exec taskset -c 1 {w} pingpong 20000 {p}",
+        p = pp.procs()
+    );
+    let before = pp.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let file = TempFile::new("zstd.data");
+    let o = record(
+        &file,
+        &[
+            "-z",
+            "-e",
+            "task-clock,context-switches",
+            "--for-each-cgroup",
+            &pp.name,
+        ],
+        &sh(&script),
+    );
+    let unaccounted = unaccounted_since(unaccounted);
+    let err = stderr(&o);
+    let (slices, lost) = captured(&err);
+    assert_eq!(lost, 0, "{err}");
+    let bytes = std::fs::read(&file.0).unwrap();
+    let body = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    assert!(String::from_utf8_lossy(&bytes[16..body]).contains(r#""compression":"zstd""#));
+    assert_eq!(
+        bytes[body..body + 4],
+        [0x28, 0xb5, 0x2f, 0xfd],
+        "a zstd frame"
+    );
+    assert!(
+        (bytes.len() as u64) < slices * 10,
+        "{} bytes for {slices} slices",
+        bytes.len()
+    );
+    let lines = parse_csv(&stdout(&report(&file, &["-x,"])), false);
+    let (cs, _) = rusage_totals(&err);
+    let switches = value(&lines, "context-switches", &pp.name);
+    assert!(within(switches, cs as f64, 1.0), "{switches} for {cs}");
+    let ours = value(&lines, "task-clock", &pp.name) * 1e6;
+    let kernel = (pp.usage_ns() - before) as f64;
+    assert!(
+        agrees_with_cpu_stat(ours, kernel, unaccounted),
+        "{ours} ns, cpu.stat {kernel} ns"
+    );
+}
+
 /// A one-page ring cannot keep up with a ping-pong: the slices lost are counted, said
 /// by record and by report, and the totals still agree with cpu.stat (they are the
 /// counters' own).
