@@ -4,8 +4,13 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
+
+use crate::aggr;
+use crate::session::plan::{CgroupTargets, EventRequest, Request, Targets};
+use crate::UsageError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -178,7 +183,7 @@ pub struct ListArgs {
     #[arg(long = "unit", value_name = "PMU")]
     pub unit: Option<String>,
 
-    /// Print each event's encoding too.
+    /// Print one table of every event: aliases, kind, encoding and whether it opens here.
     #[arg(long = "details")]
     pub details: bool,
 
@@ -199,20 +204,10 @@ pub struct ListArgs {
 #[derive(Debug, Args, Clone, Default)]
 // As in perf, an option given again replaces what it said before (-e and -v add up).
 #[command(trailing_var_arg = true, args_override_self = true)]
+#[command(mut_arg("all_cgroups", |a| a.conflicts_with("cgroup")))]
 pub struct StatArgs {
-    /// Event selector(s), comma-separated; may be repeated. Default: perf's default set.
-    ///
-    /// Every form perf stat counts, encoded to the same perf_event_attr fields: symbolic
-    /// hardware and software events and their aliases (cycles, task-clock, cs, ...);
-    /// hardware cache events in perf's spellings (L1-dcache-load-misses, ...); raw
-    /// events (rNNNN, hex); PMU events from /sys/bus/event_source/devices
-    /// (pmu/term=value,.../, pmu/alias/, or a bare alias such as tsc); tracepoints
-    /// (sys:name). Modifiers follow a colon: u, k, h (user, kernel, hypervisor), G, H
-    /// (guest, host), p, pp, ppp (precise), D (pinned), e (exclusive), I (exclude idle).
-    /// {a,b,...}[:modifiers] is a group, opened as one group on each CPU. An event the
-    /// machine cannot count prints <not supported>; the others are counted.
-    #[arg(short = 'e', long = "event", value_name = "EVENT")]
-    pub events: Vec<String>,
+    #[command(flatten)]
+    pub events: EventArgs,
 
     /// A tracepoint filter for the event before it (the last of the -e before it), as
     /// the kernel's tracing filters are written: 'prev_pid == 0'.
@@ -237,9 +232,8 @@ pub struct StatArgs {
     #[arg(skip)]
     pub verbose_before_events: bool,
 
-    /// Count on all CPUs (system-wide; bperf always counts per CPU).
-    #[arg(short = 'a', long = "all-cpus")]
-    pub all_cpus: bool,
+    #[command(flatten)]
+    pub cpus: CpuArgs,
 
     /// Count these processes (every thread of each), which run already: PID[,PID...].
     #[arg(short = 'p', long = "pid", value_name = "PIDS")]
@@ -255,43 +249,14 @@ pub struct StatArgs {
     #[arg(long = "per-thread")]
     pub per_thread: bool,
 
-    /// Count only on these CPUs, e.g. 0-2,5.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
-    pub cpu: Option<String>,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
 
-    /// Count every event for each of these cgroups (names relative to the cgroup mount; regex patterns allowed).
-    ///
-    /// Names are paths relative to the mount of the cgroup hierarchy that holds the
-    /// perf_event controller; / or an empty name is the root. A name must lead, after ..
-    /// and symlinks, to a cgroup on that mount. When any name holds a regular-expression
-    /// character, every name is a pattern matched against whole paths. A name given
-    /// twice is counted once. Needs -a or -C, as in perf. With patterns, cgroups created
-    /// while counting are counted too, from their creation (see --all-cgroups).
-    #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
-    pub for_each_cgroup: Vec<String>,
+    #[command(flatten)]
+    pub max_cgroups: MaxCgroupsArg,
 
-    /// Count every event for each cgroup. Cgroups created while counting are counted from
-    /// their creation; a removed cgroup's final counts are printed once (in the next
-    /// interval with -I, else at the end), then it drops out.
-    #[arg(long = "all-cgroups", conflicts_with_all = ["for_each_cgroup", "cgroup"])]
-    pub all_cgroups: bool,
-
-    /// With --all-cgroups or patterns: count at most N cgroups at once. Further cgroups
-    /// are left out (said on stderr the first time, and whenever more are left out than
-    /// said before), their time counted in their counted ancestors, until removed
-    /// cgroups free a place.
-    #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
-          value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub max_cgroups: u32,
-
-    /// Count the events before it in these cgroups, in order, as perf does.
-    ///
-    /// Each name goes to the next event of the -e options before this -G that has none
-    /// yet (an empty name skips one); while only one name was given, every event before
-    /// it takes that cgroup. Events left without one, and those -d adds, are counted
-    /// system-wide, with an empty cgroup column. Needs -a or -C.
-    #[arg(short = 'G', long = "cgroup", value_name = "CGROUPS")]
-    pub cgroup: Vec<String>,
+    #[command(flatten)]
+    pub event_cgroups: EventCgroupsArg,
 
     /// Print counts every MS milliseconds (at least 10).
     #[arg(short = 'I', long = "interval-print", value_name = "MS")]
@@ -536,6 +501,105 @@ pub struct StatArgs {
     #[arg(long = "metric-no-threshold")]
     pub metric_no_threshold: bool,
 
+    #[command(flatten)]
+    pub verbose: VerboseArg,
+
+    /// The command to run and count while it runs (after --).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+// The options stat, serve and record share, each declared once here and flattened into
+// their argument structs. Where a command's help must say something else (a default
+// of its own), its struct says so with `mut_arg`.
+
+/// -e: the events to count.
+#[derive(Debug, Args, Clone, Default)]
+pub struct EventArgs {
+    /// Event selector(s), comma-separated; may be repeated. Default: perf's default set.
+    ///
+    /// Every form perf stat counts, encoded to the same perf_event_attr fields: symbolic
+    /// hardware and software events and their aliases (cycles, task-clock, cs, ...);
+    /// hardware cache events in perf's spellings (L1-dcache-load-misses, ...); raw
+    /// events (rNNNN, hex); PMU events from /sys/bus/event_source/devices
+    /// (pmu/term=value,.../, pmu/alias/, or a bare alias such as tsc); tracepoints
+    /// (sys:name). Modifiers follow a colon: u, k, h (user, kernel, hypervisor), G, H
+    /// (guest, host), p, pp, ppp (precise), D (pinned), e (exclusive), I (exclude idle).
+    /// {a,b,...}[:modifiers] is a group, opened as one group on each CPU. An event the
+    /// machine cannot count prints <not supported>; the others are counted.
+    #[arg(id = "events", short = 'e', long = "event", value_name = "EVENT")]
+    pub list: Vec<String>,
+}
+
+/// -a and -C: the CPUs counted on.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CpuArgs {
+    /// Count on all CPUs (system-wide; bperf always counts per CPU).
+    #[arg(id = "all_cpus", short = 'a', long = "all-cpus")]
+    pub all: bool,
+
+    /// Count only on these CPUs, e.g. 0-2,5.
+    #[arg(id = "cpu", short = 'C', long = "cpu", value_name = "CPUS")]
+    pub list: Option<String>,
+}
+
+/// --for-each-cgroup and --all-cgroups: every event counted for each cgroup.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CgroupArgs {
+    /// Count every event for each of these cgroups (names relative to the cgroup mount; regex patterns allowed).
+    ///
+    /// Names are paths relative to the mount of the cgroup hierarchy that holds the
+    /// perf_event controller; / or an empty name is the root. A name must lead, after ..
+    /// and symlinks, to a cgroup on that mount. When any name holds a regular-expression
+    /// character, every name is a pattern matched against whole paths. A name given
+    /// twice is counted once. Needs -a or -C, as in perf. With patterns, cgroups created
+    /// while counting are counted too, from their creation (see --all-cgroups).
+    #[arg(
+        id = "for_each_cgroup",
+        long = "for-each-cgroup",
+        value_name = "CGROUPS"
+    )]
+    pub for_each: Vec<String>,
+
+    /// Count every event for each cgroup. Cgroups created while counting are counted from
+    /// their creation; a removed cgroup's final counts are printed once (in the next
+    /// interval with -I, else at the end), then it drops out.
+    #[arg(
+        id = "all_cgroups",
+        long = "all-cgroups",
+        conflicts_with = "for_each_cgroup"
+    )]
+    pub all: bool,
+}
+
+/// -G: the cgroups of the events before it.
+#[derive(Debug, Args, Clone, Default)]
+pub struct EventCgroupsArg {
+    /// Count the events before it in these cgroups, in order, as perf does.
+    ///
+    /// Each name goes to the next event of the -e options before this -G that has none
+    /// yet (an empty name skips one); while only one name was given, every event before
+    /// it takes that cgroup. Events left without one, and those -d adds, are counted
+    /// system-wide, with an empty cgroup column. Needs -a or -C.
+    #[arg(id = "cgroup", short = 'G', long = "cgroup", value_name = "CGROUPS")]
+    pub names: Vec<String>,
+}
+
+/// --max-cgroups: how many live cgroups are counted at once.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MaxCgroupsArg {
+    /// With --all-cgroups or patterns: count at most N cgroups at once. Further cgroups
+    /// are left out (said on stderr the first time, and whenever more are left out than
+    /// said before), their time counted in their counted ancestors, until removed
+    /// cgroups free a place.
+    #[arg(id = "max_cgroups", long = "max-cgroups", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub limit: u32,
+}
+
+/// -v: what to say on stderr.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VerboseArg {
     /// Say what perf's -v says (-vv: more).
     ///
     /// -v prints what perf 6.12's -v prints: the CPU its tables are for, the events the
@@ -543,12 +607,85 @@ pub struct StatArgs {
     /// enabled and running times (summed over CPUs) or that it could not be read. -vv
     /// also prints every perf_event_attr opened and each perf_event_open call in the
     /// layout of perf stat -vv, so that the two can be diffed, and libbpf's diagnostics.
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[arg(id = "verbose", short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub level: u8,
+}
 
-    /// The command to run and count while it runs (after --).
-    #[arg(value_name = "COMMAND")]
-    pub command: Vec<String>,
+/// serve's and record's -v: what stat's -v says does not apply.
+const VERBOSE_OF_EXPORTERS: &str = "Say how long each read took; libbpf's diagnostics";
+
+/// A help text of one line, in place of what a shared option says.
+fn help_of(arg: clap::Arg, text: &'static str) -> clap::Arg {
+    arg.help(text).long_help(None)
+}
+
+impl StatArgs {
+    /// The aggregation mode asked for, if any (--per-cache=L2 and the like).
+    pub fn aggr_mode(&self) -> Result<Option<aggr::Mode>> {
+        let mode = if self.per_socket {
+            aggr::Mode::Socket
+        } else if self.per_die {
+            aggr::Mode::Die
+        } else if self.per_cluster {
+            aggr::Mode::Cluster
+        } else if self.per_core {
+            aggr::Mode::Core
+        } else if self.per_node {
+            aggr::Mode::Node
+        } else if let Some(level) = &self.per_cache {
+            let parsed = level.trim_start_matches(['L', 'l']);
+            match (level.is_empty(), parsed.parse::<u32>()) {
+                (true, _) => aggr::Mode::Cache(None),
+                (false, Ok(l)) if l > 0 => aggr::Mode::Cache(Some(l)),
+                _ => {
+                    return Err(UsageError(format!(
+                        "invalid cache level '{level}' (--per-cache=L2, say)"
+                    ))
+                    .into())
+                }
+            }
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(mode))
+    }
+
+    /// What to count, for the plan; `record`: for `stat record`, whose rows stay as
+    /// they start (as do those of -r).
+    pub fn request(&self, record: bool) -> Result<Request> {
+        let filters = self.filter.iter().cloned();
+        Ok(Request {
+            events: EventRequest {
+                lists: self.events.list.clone(),
+                metrics: self.metrics.clone(),
+                detailed: self.detailed,
+                null_run: self.null_run,
+                filters: filters.zip(self.filter_after.iter().copied()).collect(),
+                all_user: self.all_user,
+                all_kernel: self.all_kernel,
+                names_with_pmu: self.no_aggr,
+                bpf_counters: self.bpf_counters,
+                bpf_attr_map: self.bpf_attr_map.clone(),
+            },
+            targets: Targets {
+                all_cpus: self.cpus.all,
+                cpus: self.cpus.list.clone(),
+                pids: self.pid.clone(),
+                tids: self.tid.clone(),
+                per_thread: self.per_thread,
+                command: self.command.clone(),
+                cgroups: CgroupTargets {
+                    for_each: self.cgroups.for_each.clone(),
+                    all: self.cgroups.all,
+                    per_event: self.event_cgroups.names.clone(),
+                    max: self.max_cgroups.limit,
+                },
+            },
+            aggr: self.aggr_mode()?,
+            fixed_rows: record || self.repeat.is_some_and(|r| r != 1),
+            verbose: self.verbose.level > 0,
+        })
+    }
 }
 
 /// Sections every page ends with, after what clap describes.
@@ -595,6 +732,11 @@ const STAT_EXAMPLES: &[&str] = &[
 /// What `bperf serve` counts and where it exports the counts.
 #[derive(Debug, Args, Clone)]
 #[command(args_override_self = true)]
+#[command(mut_arg("events", |a| help_of(a, "Events, as bperf stat takes them. Default: perf's default set (events this machine cannot count are left out, said once on stderr)")))]
+#[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
+#[command(mut_arg("for_each_cgroup", |a| help_of(a, "Count every event for each of these cgroups, as bperf stat does; patterns follow the tree as cgroups come and go")))]
+#[command(mut_arg("all_cgroups", |a| help_of(a, "Count every event for each cgroup, those created later included")))]
+#[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct ServeArgs {
     /// Serve /metrics over HTTP at this address (default 127.0.0.1:9464, unless only
     /// --textfile is given). Give 0.0.0.0:PORT or [::]:PORT to be scraped from elsewhere.
@@ -612,40 +754,50 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(100..))]
     pub interval: u64,
 
-    /// Events, as bperf stat takes them. Default: perf's default set (events this
-    /// machine cannot count are left out, said once on stderr).
-    #[arg(short = 'e', long = "event", value_name = "EVENT")]
-    pub events: Vec<String>,
+    #[command(flatten)]
+    pub events: EventArgs,
 
-    /// Count on all CPUs (the default, unless -C is given).
-    #[arg(short = 'a', long = "all-cpus")]
-    pub all_cpus: bool,
+    #[command(flatten)]
+    pub cpus: CpuArgs,
 
-    /// Count only on these CPUs, e.g. 0-2,5.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
-    pub cpu: Option<String>,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
 
-    /// Count every event for each of these cgroups, as bperf stat does; patterns follow
-    /// the tree as cgroups come and go.
-    #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
-    pub for_each_cgroup: Vec<String>,
-
-    /// Count every event for each cgroup, those created later included.
-    #[arg(long = "all-cgroups", conflicts_with = "for_each_cgroup")]
-    pub all_cgroups: bool,
-
-    /// With --all-cgroups or patterns: count at most N cgroups at once (see bperf stat).
-    #[arg(long = "max-cgroups", value_name = "N", default_value_t = 1024,
-          value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub max_cgroups: u32,
+    #[command(flatten)]
+    pub max_cgroups: MaxCgroupsArg,
 
     /// Export each CPU's counts (a cpu label) instead of their sum.
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
 
-    /// Say how long each read took; libbpf's diagnostics.
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbose: VerboseArg,
+}
+
+impl ServeArgs {
+    /// What to count, for the plan: every CPU unless -C says which.
+    pub fn request(&self) -> Request {
+        Request {
+            events: EventRequest {
+                lists: self.events.list.clone(),
+                names_with_pmu: self.no_aggr,
+                ..EventRequest::default()
+            },
+            targets: Targets {
+                all_cpus: self.cpus.all || self.cpus.list.is_none(),
+                cpus: self.cpus.list.clone(),
+                cgroups: CgroupTargets {
+                    for_each: self.cgroups.for_each.clone(),
+                    all: self.cgroups.all,
+                    per_event: Vec::new(),
+                    max: self.max_cgroups.limit,
+                },
+                ..Targets::default()
+            },
+            verbose: self.verbose.level > 0,
+            ..Request::default()
+        }
+    }
 }
 
 const RECORD_ABOUT: &str = "\
@@ -674,36 +826,25 @@ counter tracks per cgroup), or as a picture for a name ending in .svg.";
 /// What `bperf record` records and where.
 #[derive(Debug, Args, Clone)]
 #[command(trailing_var_arg = true, args_override_self = true)]
+#[command(mut_arg("events", |a| help_of(a, "Events, as bperf stat takes them (default: task-clock, context-switches)")))]
+#[command(mut_arg("all_cpus", |a| help_of(a, "Record on all CPUs (the default, unless -C is given)")))]
+#[command(mut_arg("cpu", |a| help_of(a, "Record only on these CPUs, e.g. 0-2,5")))]
+#[command(mut_arg("for_each_cgroup", |a| help_of(a, "Record the slices of each of these cgroups (names or patterns, as bperf stat takes them)")))]
+#[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options)").conflicts_with("cgroup")))]
+#[command(mut_arg("cgroup", |a| help_of(a, "Record these cgroups (as bperf stat's -G with one name for all events)").conflicts_with("for_each_cgroup")))]
+#[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct RecordArgs {
-    /// Events, as bperf stat takes them (default: task-clock, context-switches).
-    #[arg(short = 'e', long = "event", value_name = "EVENT")]
-    pub events: Vec<String>,
+    #[command(flatten)]
+    pub events: EventArgs,
 
-    /// Record on all CPUs (the default, unless -C is given).
-    #[arg(short = 'a', long = "all-cpus")]
-    pub all_cpus: bool,
+    #[command(flatten)]
+    pub cpus: CpuArgs,
 
-    /// Record only on these CPUs, e.g. 0-2,5.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
-    pub cpu: Option<String>,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
 
-    /// Record the slices of each of these cgroups (names or patterns, as bperf stat
-    /// takes them).
-    #[arg(long = "for-each-cgroup", value_name = "CGROUPS")]
-    pub for_each_cgroup: Vec<String>,
-
-    /// Record the slices of every cgroup (the default without cgroup options).
-    #[arg(long = "all-cgroups", conflicts_with_all = ["for_each_cgroup", "cgroup"])]
-    pub all_cgroups: bool,
-
-    /// Record these cgroups (as bperf stat's -G with one name for all events).
-    #[arg(
-        short = 'G',
-        long = "cgroup",
-        value_name = "CGROUPS",
-        conflicts_with = "for_each_cgroup"
-    )]
-    pub cgroup: Vec<String>,
+    #[command(flatten)]
+    pub event_cgroups: EventCgroupsArg,
 
     /// Write to FILE, as perf record does: an earlier recording there is kept as
     /// FILE.old once recording starts; a device, FIFO or link is written into; - is
@@ -733,13 +874,51 @@ pub struct RecordArgs {
     )]
     pub compression_level: Option<i32>,
 
-    /// Say how long each read took; libbpf's diagnostics.
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub verbose: VerboseArg,
 
     /// The command to run while recording (after --).
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+impl RecordArgs {
+    /// What to record, for the plan: every CPU unless -C says which, every cgroup
+    /// without cgroup options, -G's cgroups as --for-each-cgroup's; the rows stay as
+    /// they start.
+    pub fn request(&self) -> Request {
+        let no_cgroups = self.cgroups.for_each.is_empty() && self.event_cgroups.names.is_empty();
+        let lists = match self.events.list.is_empty() {
+            true => vec![crate::record::DEFAULT_EVENTS.to_string()],
+            false => self.events.list.clone(),
+        };
+        let for_each = self
+            .cgroups
+            .for_each
+            .iter()
+            .chain(&self.event_cgroups.names)
+            .cloned();
+        Request {
+            events: EventRequest {
+                lists,
+                ..EventRequest::default()
+            },
+            targets: Targets {
+                all_cpus: self.cpus.all || self.cpus.list.is_none(),
+                cpus: self.cpus.list.clone(),
+                command: self.command.clone(),
+                cgroups: CgroupTargets {
+                    for_each: for_each.collect(),
+                    all: self.cgroups.all || no_cgroups,
+                    ..CgroupTargets::default()
+                },
+                ..Targets::default()
+            },
+            fixed_rows: true,
+            verbose: self.verbose.level > 0,
+            ..Request::default()
+        }
+    }
 }
 
 /// What `bperf report` reads and prints.
@@ -765,8 +944,9 @@ pub struct ReportArgs {
     )]
     pub field_separator: Option<String>,
 
-    /// Print the totals as JSON, one object per line, as bperf stat -j.
-    #[arg(short = 'j', long = "json")]
+    /// Print the totals as JSON, one object per line, as bperf stat -j (--json is its
+    /// other name).
+    #[arg(short = 'j', long = "json-output", visible_alias = "json")]
     pub json: bool,
 
     /// Print a breakdown by these keys instead, largest first: cgroup, cpu, pid, tid,

@@ -20,6 +20,8 @@ pub mod perfdata;
 pub mod reading;
 pub mod record;
 pub mod serve;
+pub mod session;
+pub mod slots;
 pub mod stat;
 pub mod sys;
 

@@ -9,7 +9,6 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use bperf::cgroup::Mount;
 use common::*;
@@ -48,23 +47,11 @@ fn umount(dir: &Path) -> bool {
     st.is_ok_and(|s| s.success())
 }
 
-/// Waits up to `limit` for `done`.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    true
-}
-
 /// perf_event on a cgroup v1 hierarchy of the test's own, mounted at `dir`, with a child
 /// cgroup that holds a sleeping task: that task keeps the hierarchy alive once unmounted.
 /// Dropped: mounted again, emptied, and unmounted until perf_event is back on cgroup2.
 struct V1Hierarchy {
-    dir: PathBuf,
+    dir: TempDir,
     holder: Option<Child>,
 }
 
@@ -76,10 +63,12 @@ impl V1Hierarchy {
             eprintln!("skipped: perf_event is not on cgroup2 on this machine");
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("bperf-test-{}-v1", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new("v1");
         let mut h = V1Hierarchy { dir, holder: None };
-        assert!(mount_v1(&h.dir), "cannot mount perf_event as cgroup v1");
+        assert!(
+            mount_v1(h.dir.path()),
+            "cannot mount perf_event as cgroup v1"
+        );
         fs::create_dir(h.child()).unwrap();
         let holder = Command::new("sleep").arg("600").spawn().unwrap();
         let pid = holder.id().to_string();
@@ -95,7 +84,7 @@ impl V1Hierarchy {
 
     /// Leaves the hierarchy mounted nowhere, alive.
     fn unmount(&self) {
-        assert!(umount(&self.dir));
+        assert!(umount(self.dir.path()));
         assert!(!perf_event_mounted());
         assert_ne!(
             perf_event_hierarchy(),
@@ -106,37 +95,34 @@ impl V1Hierarchy {
 
     /// Mounts the hierarchy again where it was.
     fn remount(&self) {
-        assert!(mount_v1(&self.dir));
+        assert!(mount_v1(self.dir.path()));
     }
 }
 
 impl Drop for V1Hierarchy {
     fn drop(&mut self) {
-        if !is_mount_point(&self.dir) {
-            mount_v1(&self.dir);
+        if !is_mount_point(self.dir.path()) {
+            mount_v1(self.dir.path());
         }
         if let Some(mut h) = self.holder.take() {
             let _ = h.kill();
             let _ = h.wait();
         }
         let child = self.child();
-        wait_for(Duration::from_secs(5), || {
-            fs::remove_dir(&child).is_ok() || !child.exists()
-        });
+        wait_for(5, || fs::remove_dir(&child).is_ok() || !child.exists());
         // A hierarchy unmounted while a removed cgroup is still being freed outlives
         // its mount: mount and unmount until it is gone.
-        let restored = wait_for(Duration::from_secs(20), || {
-            umount(&self.dir);
-            if wait_for(Duration::from_secs(1), || perf_event_hierarchy() == 0) {
+        let restored = wait_for(20, || {
+            umount(self.dir.path());
+            if wait_for(1, || perf_event_hierarchy() == 0) {
                 return true;
             }
-            mount_v1(&self.dir);
+            mount_v1(self.dir.path());
             false
         });
-        if is_mount_point(&self.dir) {
-            umount(&self.dir);
+        if is_mount_point(self.dir.path()) {
+            umount(self.dir.path());
         }
-        let _ = fs::remove_dir(&self.dir);
         if !restored {
             eprintln!("warning: perf_event is still on a cgroup v1 hierarchy (not cgroup2)");
         }
@@ -215,17 +201,16 @@ fn check_shared_cpus_count() {
 /// takes the layout of the machine as it is now.
 fn settle_shared() {
     let dir = Path::new("/sys/fs/bpf/bperf");
-    wait_for(Duration::from_secs(3), || !dir.exists());
+    wait_for(3, || !dir.exists());
 }
 
 /// perf_event on a v1 hierarchy mounted nowhere: counting needs no cgroup tree, and
 /// cgroups are those of cgroup2 (as with perf 6.12's --bpf-counters), with and without
 /// shared counters.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -245,10 +230,9 @@ fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
 /// with and without shared counters (the workload is in a cgroup2 cgroup too, whose
 /// cpu.stat is the kernel's account of it).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_mounted_v1_hierarchy() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     // Made first: the tests' cgroups are found on cgroup2.
@@ -269,10 +253,9 @@ fn perf_event_on_a_mounted_v1_hierarchy() {
 /// cgroups: once it is mounted again, a session counting its v1 cgroups through them is
 /// refused, with the reason, rather than counting nothing.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn shared_counters_keep_the_hierarchy_they_started_with() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -293,9 +276,7 @@ fn shared_counters_keep_the_hierarchy_they_started_with() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let joined = wait_for(Duration::from_secs(10), || {
-        Path::new("/sys/fs/bpf/bperf/registry").exists()
-    });
+    let joined = wait_for(10, || Path::new("/sys/fs/bpf/bperf/registry").exists());
     v1.remount();
     let o = bperf()
         .args(["stat", "--bpf-counters", "-a", "-e", "task-clock"])
@@ -438,10 +419,9 @@ fn check_v1_counts(
 /// different lengths: bperf counts each as its tasks ran (their schedstat), and as perf
 /// 6.12 counts the same cgroups with -G in a run of its own.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn v1_cgroups_counted_as_perf_counts_them() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {

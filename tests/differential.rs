@@ -368,10 +368,9 @@ struct Tally {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn random_command_lines_print_what_perf_prints() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let Some(perf) = perf_612() else {
         eprintln!("skipped: no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf) to compare with");
         return;
@@ -386,8 +385,7 @@ fn random_command_lines_print_what_perf_prints() {
         .unwrap_or(DEFAULT_SEED);
     let _g = serial();
     let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
-    let dir = std::env::temp_dir().join(format!("bperf-differential-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("differential");
     let out = dir.join("out.txt");
     let cgroups = BusyCgroups::new();
     let mut rng = Rng(seed);
@@ -417,7 +415,7 @@ fn random_command_lines_print_what_perf_prints() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     eprintln!(
         "{lines} command lines (seed {seed}): {} the same, {} differ on purpose {:?}, {} differ",
         tally.same,

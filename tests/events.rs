@@ -92,10 +92,9 @@ fn perf_612() -> Option<std::path::PathBuf> {
 /// Every event string of the recorded table: perf on this machine still gives the
 /// recorded attributes, and bperf's `-vv` dump gives the same ones.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn table_matches_perf() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let table = include_str!("fixtures/perf-attrs.tsv");
     let perf = perf_612();
@@ -135,10 +134,9 @@ fn table_matches_perf() {
 /// one that spans PMUs is split as perf 6.12 splits it (msr/tsc/ leaves a group of
 /// software events), its software members still a group.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn groups_count_together() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     for list in [
         "{task-clock,page-faults}",
@@ -182,10 +180,9 @@ fn groups_count_together() {
 /// `bperf list` shows this machine's software events, msr/tsc/, and marks the hardware
 /// events the kernel refuses.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn list_shows_this_machine() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let out = run_ok(bperf().arg("list"));
     let text = String::from_utf8_lossy(&out.stdout);
     let line = |name: &str| {

@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use common::{bperf, damage, recording, stderr};
+use common::{bperf, damage, recording, stderr, TempDir};
 
 const SEED: u64 = 0x6270_6572_6664_6174;
 const COPIES: u64 = 2000;
@@ -27,23 +27,6 @@ const MODES: [&[&str]; 5] = [
     &["--timeline", "json"],
     &["--timeline", "perfetto-trace"],
 ];
-
-/// A directory of its own for this test's files, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let dir = std::env::temp_dir().join(format!("bperf-fuzz-data-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The report of `input` in mode `mode`, its timeline (if any) written into `dir`.
 fn report(input: &Path, mode: usize, dir: &Path, tag: u64) -> Command {
@@ -79,7 +62,7 @@ fn verdict(index: u64, mode: usize, input: &Path, out: &std::process::Output) ->
 
 #[test]
 fn damaged_recordings_are_read_or_refused_never_crash() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("fuzz-bperfdata");
     let v1 =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bperfdata/v1-pingpong.data");
     let goods = [

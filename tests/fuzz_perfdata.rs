@@ -10,35 +10,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use common::damage;
+use common::{damage, TempDir};
 
 const SEED: u64 = 0x2203;
 const COPIES: u64 = 2000;
 const PERF: &str = "/opt/perf-bpf/bin/perf";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/perfdata");
 
-/// A directory of this test's own, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("bperf-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A stat file recorded now by `tool` (counts per CPU, so the topology features are
 /// there too), as perf.data or (`pipe`) in perf's pipe format; or the committed one
 /// when it cannot be (not root, no perf 6.12).
 fn good_file(dir: &Path, tool: &Path, pipe: bool, fixture: &str) -> Vec<u8> {
-    if common::privileged() && tool.exists() {
+    if bperf::sys::is_root() && tool.exists() {
         let path = dir.join(format!("{fixture}.good"));
         let output = match pipe {
             true => Path::new("-"),

@@ -30,22 +30,15 @@ fn pid_in(pidfile: &TempFile) -> i32 {
 
 /// Whether `pid` is gone, or a zombie about to be reaped by init, within two seconds.
 fn ended(pid: i32) -> bool {
-    for _ in 0..200 {
-        if !bperf::sys::process::alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
+    wait_for(2, || !bperf::sys::process::alive(pid))
 }
 
 /// An output bperf cannot write to ends bperf with one line naming it, and the command
 /// it started ends with it: the full device, and a pipe whose reader has gone.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn command_ends_when_output_fails() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let pidfile = TempFile::new("pid-full");
     let t = Instant::now();
@@ -108,10 +101,9 @@ fn command_ends_when_output_fails() {
 
 /// bperf killed with SIGKILL takes the command it started with it.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn command_ends_when_bperf_is_killed() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let pidfile = TempFile::new("pid-kill");
     let mut child = bperf()
@@ -143,10 +135,9 @@ fn nest(top: &TestCgroup, levels: usize) -> Vec<TestCgroup> {
 /// A busy task 40 levels below a monitored cgroup is charged to it, and to every level
 /// between, within 2% of the top's cpu.stat.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn forty_levels_deep_charge_the_top() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let top = TestCgroup::new("deep");
     let chain = nest(&top, 40);
@@ -187,10 +178,9 @@ fn forty_levels_deep_charge_the_top() {
 /// More nested monitored cgroups than the BPF side can charge is refused in one line,
 /// never counted short.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn too_deep_a_chain_is_refused() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     // Its cgroups must not exist while another test counts --all-cgroups.
     let _g = serial();
     let top = TestCgroup::new("toodeep");
@@ -227,10 +217,9 @@ fn too_deep_a_chain_is_refused() {
 /// cgroups that churn leave no rows behind, and the parent agrees with its cpu.stat
 /// throughout.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn cgroups_that_come_and_go() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let parent = TestCgroup::new("churn");
     let gone = parent.child("gone");
@@ -343,10 +332,9 @@ fn cgroups_that_come_and_go() {
 /// Every parent counts at least what its children count, for every event and cgroup of
 /// the machine, and the root agrees with the kernel's own totals.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn parents_hold_their_children_and_the_root_everything() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let a = TestCgroup::new("consA");
     let ab = a.child("b");
@@ -472,10 +460,9 @@ fn cgroup_names_off_the_mount_are_refused() {
 /// one row, two names of one cgroup are two rows, a comma inside a pattern belongs to
 /// it; --interval-count 0 sets no limit.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn cgroup_lists_as_perf_reads_them() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let a = TestCgroup::new("list");
     let rows = |list: &str| -> Vec<String> {
@@ -621,10 +608,9 @@ const FUZZ_FLAGS: &[&str] = &[
 /// 300 random command lines over every option: none panics, none hangs, and every
 /// error is one line.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn command_line_fuzz() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let out = TempFile::new("fuzz-out");
     let mut rng = Rng(0x5eed_b9e7_2026_1123);

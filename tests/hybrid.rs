@@ -21,11 +21,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::parity::perf_612;
 use common::*;
 
 /// A fixture machine: its sysfs tree, and the shim that fakes its PMUs.
 struct FakeMachine {
-    dir: PathBuf,
+    dir: TempDir,
     /// The PMU types the shim fakes (FAKEPMU_TYPES).
     types: &'static str,
 }
@@ -35,10 +36,7 @@ impl FakeMachine {
     /// `cpus[1]`; the shim built for it. None (the test skips, saying why) without a C
     /// compiler or unshare(1).
     fn new(name: &str, types: &'static str, cpus: [u32; 2]) -> Option<FakeMachine> {
-        let dir = std::env::temp_dir().join(format!(
-            "bperf-test-{}-hybrid-{name}-{types}",
-            std::process::id()
-        ));
+        let dir = TempDir::new(&format!("hybrid-{name}-{types}"));
         let m = FakeMachine { dir, types };
         let fixture =
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/sysfs/{name}"));
@@ -119,12 +117,6 @@ impl FakeMachine {
     }
 }
 
-impl Drop for FakeMachine {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap().flatten() {
@@ -197,17 +189,6 @@ fn opens(log: &str) -> String {
     lines.sort();
     lines.dedup();
     lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
-/// A perf 6.12 to compare with live, if the machine has one.
-fn perf_612() -> Option<PathBuf> {
-    let perf = std::env::var_os("PERF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/perf-bpf/bin/perf"));
-    let version = Command::new(&perf).arg("version").output().ok()?;
-    String::from_utf8_lossy(&version.stdout)
-        .contains("perf version 6.12")
-        .then_some(perf)
 }
 
 /// (recording, fixture, PMU types faked, perf stat's arguments; FIRST_CPU: the CPU
@@ -298,10 +279,9 @@ const CASES: &[Case] = &[
 ];
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn hybrid_machines_as_perf_612_sees_them() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let online = bperf::sys::online_cpus().unwrap();
     if online.len() < 2 {
         eprintln!("one CPU: no room for two core PMUs; skipped");

@@ -54,10 +54,9 @@ fn stdout(o: &Output) -> String {
 /// ping-pong's slices are its context switches; the timeline's slices add up to the
 /// same task-clock, and its picture is a well-formed SVG with a row per CPU.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn slices_add_up_to_the_kernels_accounting() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let (busy, pp) = (TestCgroup::new("rec-busy"), TestCgroup::new("rec-pp"));
     let w = workload().display().to_string();
@@ -184,10 +183,9 @@ fn slices_add_up_to_the_kernels_accounting() {
 /// ping-pong's context switches, one slice each, and task-clock that agrees with
 /// cpu.stat.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_compressed_recording_reads_as_a_plain_one() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-zstd");
     let w = workload().display().to_string();
@@ -242,10 +240,9 @@ fn a_compressed_recording_reads_as_a_plain_one() {
 /// by record and by report, and the totals still agree with cpu.stat (they are the
 /// counters' own).
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_tiny_ring_loses_slices_and_says_so() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-tiny");
     let w = workload().display().to_string();
@@ -290,10 +287,9 @@ fn a_tiny_ring_loses_slices_and_says_so() {
 /// Without a command, record runs until SIGINT, exits 130 as perf does, and leaves a
 /// whole file and nothing loaded.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_until_ctrl_c() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let file = TempFile::new("sigint.data");
     let child = bperf()
@@ -389,36 +385,6 @@ fn report_memory_does_not_grow_with_the_slices() {
     assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
 }
 
-/// A directory of this test's own, removed on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("bperf-rec-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn join(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-    /// The names in it, sorted.
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn c_path(p: &std::path::Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
 }
@@ -450,12 +416,11 @@ fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
 /// node (/dev/null's own, made here) stays the device and a FIFO stays the FIFO, with
 /// nothing moved to .old, and what came out of the FIFO is a recording report reads.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_writes_into_devices_and_fifos() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("nodes");
+    let dir = TempDir::new("nodes");
     let (null, fifo) = (dir.join("null"), dir.join("fifo"));
     // SAFETY: mknod(2) and mkfifo(2) of new paths in our own directory.
     unsafe {
@@ -511,12 +476,11 @@ fn record_writes_into_devices_and_fifos() {
 /// stdin: piped from one into the other, as perf's pipe mode. No file named `-`.
 /// A timeline, which reads its input twice, refuses a pipe in one line.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn record_to_stdout_pipes_into_report() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("pipe");
+    let dir = TempDir::new("pipe");
     let mut record = bperf()
         .current_dir(&dir.0)
         .args([
@@ -559,12 +523,11 @@ fn record_to_stdout_pipes_into_report() {
 /// does not) leaves an earlier recording where it was and .old alone; one that records
 /// keeps the earlier one as .old. bperf stat record keeps its earlier file the same way.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_failed_run_leaves_the_earlier_recording() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let dir = Dir::new("failed");
+    let dir = TempDir::new("failed");
     let path = dir.join("x.data");
     let earlier = recording::bytes(10);
     std::fs::write(&path, &earlier).unwrap();

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -105,18 +105,6 @@ fn capture_one_request() -> (u16, std::sync::mpsc::Receiver<String>) {
     (port, rx)
 }
 
-/// Waits until `f` gives something, for up to `secs` seconds.
-fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
-
 /// bperf serve with `args`, listening on a free port once it answers.
 fn start_serve(args: &[&str]) -> (Running, u16) {
     let port = free_port();
@@ -128,7 +116,7 @@ fn start_serve(args: &[&str]) -> (Running, u16) {
         .spawn()
         .unwrap();
     let running = Running(child);
-    wait_for(20, || get(port, "/metrics", "*/*")).expect("bperf serve never answered");
+    wait_for_some(20, || get(port, "/metrics", "*/*")).expect("bperf serve never answered");
     (running, port)
 }
 
@@ -162,10 +150,9 @@ fn stop(mut serve: Running) -> String {
 /// with the task-clock rate of the one busy loop in it (1e9 ns/s), and bperf's count
 /// agrees with the cgroup's cpu.stat.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
     let dir = TempDir::new("prometheus");
@@ -220,7 +207,7 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     };
     // A rate over 10 s once Prometheus has scraped the new series for 11 s.
     let samples = format!("count_over_time({selector}[11s])");
-    let scraped = wait_for(30, || {
+    let scraped = wait_for_some(30, || {
         let n = query(&samples)?["data"]["result"][0]["value"][1]
             .as_str()?
             .parse::<f64>()
@@ -310,10 +297,9 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
 /// The textfile is written atomically in the text format promtool accepts, holds a
 /// removed cgroup's final count once, and is removed when bperf stops.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn the_textfile_passes_promtool_and_goes_at_exit() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let dir = TempDir::new("textfile");
     let file = dir.0.join("bperf.prom");
@@ -326,7 +312,7 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
         "-e",
         "task-clock,page-faults",
     ]);
-    let text = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let text = wait_for_some(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
     let check = Command::new(prometheus_tool("promtool"))
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -371,7 +357,7 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
     drop(cg);
     // Scrapes until the series is gone: the last value it had is the final count.
     let mut last = None;
-    let gone = wait_for(10, || {
+    let gone = wait_for_some(10, || {
         let (_, text) = get(port, "/metrics", "*/*")?;
         match series(&text, &prefix) {
             Some(v) => {
@@ -454,10 +440,9 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
 /// once for each error while it lasts: HTTP keeps serving, no temporary file stays, and
 /// the writes resume when the disk or the directory is back.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_textfile_that_cannot_be_written_is_retried() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let top = TempDir::new("textfile-fails");
     let dir = top.0.join("out");
@@ -472,7 +457,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
         "-e",
         "task-clock",
     ]);
-    let first = wait_for(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    let first = wait_for_some(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
     let alive = |serve: &mut Running, what: &str| {
         assert!(
             serve.0.try_wait().unwrap().is_none(),
@@ -490,7 +475,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     assert_eq!(names_in(&dir), ["bperf.prom", "filler"]);
     // Room again: the file is written again.
     std::fs::remove_file(dir.join("filler")).unwrap();
-    let again = wait_for(10, || {
+    let again = wait_for_some(10, || {
         let t = std::fs::read_to_string(&file).ok()?;
         (t != first).then_some(t)
     });
@@ -501,7 +486,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     // The directory is removed: ten ticks fail.
     drop(disk);
     // bperf may write into the directory until it is gone.
-    let removed = wait_for(10, || {
+    let removed = wait_for_some(10, || {
         let _ = std::fs::remove_dir_all(&dir);
         (!dir.exists()).then_some(())
     });
@@ -512,7 +497,7 @@ fn a_textfile_that_cannot_be_written_is_retried() {
     // The directory is back: so is the file.
     std::fs::create_dir(&dir).unwrap();
     assert!(
-        wait_for(10, || file.exists().then_some(())).is_some(),
+        wait_for_some(10, || file.exists().then_some(())).is_some(),
         "the textfile is not written when its directory is back"
     );
     let err = stop(serve);
@@ -563,24 +548,23 @@ fn inotify_watches(pid: u32) -> usize {
 /// IN_IGNORED for a removed directory, so a watch kept would grow bperf (and pin the
 /// directory's inode) for every cgroup that ever existed.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn churned_cgroups_leave_no_watch_behind() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let parent = TestCgroup::new("churn-watches");
     let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups"]);
     let pid = serve.0.id();
     let before = inotify_watches(pid);
     let children: Vec<TestCgroup> = (0..300).map(|i| parent.child(&format!("c{i}"))).collect();
-    let watched = wait_for(20, || (inotify_watches(pid) == before + 300).then_some(()));
+    let watched = wait_for_some(20, || (inotify_watches(pid) == before + 300).then_some(()));
     assert!(
         watched.is_some(),
         "{} inotify watches with 300 new cgroups, {before} before",
         inotify_watches(pid)
     );
     drop(children);
-    let unwatched = wait_for(20, || (inotify_watches(pid) == before).then_some(()));
+    let unwatched = wait_for_some(20, || (inotify_watches(pid) == before).then_some(()));
     assert!(
         unwatched.is_some(),
         "{} inotify watches after 300 cgroups came and went, {before} before",
@@ -589,7 +573,7 @@ fn churned_cgroups_leave_no_watch_behind() {
     // Still watching: a cgroup made now is counted.
     let late = parent.child("late");
     let shown = format!("cgroup=\"{}\"", late.name);
-    let seen = wait_for(20, || {
+    let seen = wait_for_some(20, || {
         get(port, "/metrics", "*/*")?
             .1
             .contains(&shown)
@@ -602,10 +586,9 @@ fn churned_cgroups_leave_no_watch_behind() {
 /// A cgroup made and removed again and again changes how many are left out each time;
 /// stderr says the number when it first is, and at a new peak, not at every change.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn left_out_cgroups_are_not_said_at_every_change() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let parent = TestCgroup::new("left-out");
     // One place, the root's: every other cgroup is left out.
@@ -615,10 +598,10 @@ fn left_out_cgroups_are_not_said_at_every_change() {
     assert!(base >= 1.0, "{base} left out with {} there", parent.name);
     for i in 0..20 {
         let child = parent.child(&format!("c{i}"));
-        let up = wait_for(10, || (left_out()? == base + 1.0).then_some(()));
+        let up = wait_for_some(10, || (left_out()? == base + 1.0).then_some(()));
         assert!(up.is_some(), "{} never left out", child.name);
         drop(child);
-        let down = wait_for(10, || (left_out()? == base).then_some(()));
+        let down = wait_for_some(10, || (left_out()? == base).then_some(()));
         assert!(down.is_some(), "c{i} still left out after its removal");
     }
     let err = stop(serve);
@@ -652,9 +635,13 @@ fn bad_listen_and_textfile_are_refused() {
         "{}",
         stderr(&o)
     );
-    if !privileged() {
-        return;
-    }
+}
+
+/// An address in use is one line, with nothing left loaded.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_listen_address_in_use_is_refused() {
+    require_root();
     let _g = serial();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
@@ -672,22 +659,4 @@ fn encode_query(q: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// A directory for one test, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

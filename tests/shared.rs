@@ -75,10 +75,9 @@ fn csv_value(err: &str, event: &str) -> f64 {
 /// A command and its children, counted through shared counters, count what the kernel
 /// says they did: their own task-clock, their rusage's switches and page faults.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_command_and_its_children_count_as_the_kernel_says() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -168,10 +167,9 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
 /// -p with one shared event and one plain: the shared task-clock agrees with the
 /// process's own, counted from when it starts its work.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_process_counts_through_the_b_modifier() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -293,10 +291,9 @@ fn usage_window(out: &str) -> f64 {
 /// one of them killed with SIGKILL: together they hold no more than E x C x 2 perf
 /// events, each counts what the kernel says its target did, and nothing is left after.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn fifty_sessions_share_counters_and_survive_a_kill() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -409,10 +406,9 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
 
 /// The last session killed with SIGKILL: its keeper removes the instance.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn the_last_session_killed_leaves_nothing() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -483,25 +479,12 @@ fn holds_bpf_map(pid: u32) -> bool {
     })
 }
 
-/// Waits up to `secs` for `done`.
-fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    true
-}
-
 /// The keeper killed first, then every session with SIGKILL: a living session starts a
 /// new keeper, which removes the instance once its sessions are gone.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_killed_keeper_is_replaced_and_nothing_is_left() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -542,16 +525,14 @@ fn a_killed_keeper_is_replaced_and_nothing_is_left() {
 
 /// A BPF file system of the test's own at a temporary directory, unmounted with
 /// everything pinned in it when dropped.
-struct PrivateBpffs(std::path::PathBuf);
+struct PrivateBpffs(TempDir);
 
 impl PrivateBpffs {
     fn mount(tag: &str) -> PrivateBpffs {
-        let dir = std::env::temp_dir().join(format!("bperf-test-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let fs = PrivateBpffs(dir);
+        let fs = PrivateBpffs(TempDir::new(tag));
         let st = Command::new("mount")
             .args(["-t", "bpf", "bpf"])
-            .arg(&fs.0)
+            .arg(fs.0.path())
             .status()
             .unwrap();
         assert!(st.success(), "cannot mount a BPF file system");
@@ -561,18 +542,17 @@ impl PrivateBpffs {
 
 impl Drop for PrivateBpffs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
+        // The directory goes after this, with the TempDir.
+        let _ = Command::new("umount").arg(self.0.path()).status();
     }
 }
 
 /// A stale directory whose `registry` is some other map: every session says which
 /// directory is wrong and what to do, and leaves it as it was.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_foreign_registry_is_named_with_what_to_do() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let fs = PrivateBpffs::mount("stale");
     let dir = fs.0.join("bperf");
     std::fs::create_dir(&dir).unwrap();
@@ -611,10 +591,9 @@ fn a_foreign_registry_is_named_with_what_to_do() {
 /// One session asking for more cgroups than the shared counters have places for is told
 /// how many it asked for and how many there are, not that others took them.
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn a_lone_request_for_too_many_slots_says_so() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();

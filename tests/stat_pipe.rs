@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use bperf::perfdata::StatFile;
-use common::{privileged, serial};
+use common::{require_root, serial};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/perfdata");
@@ -87,8 +87,10 @@ fn perfs_pipe_output_is_read_from_standard_input() {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn perfs_live_pipe_is_read_as_perf_reads_it() {
-    let Some(perf) = perf().filter(|_| privileged()) else {
+    require_root();
+    let Some(perf) = perf() else {
         return;
     };
     for args in [
@@ -125,10 +127,9 @@ fn recorded_counts(bytes: &[u8]) -> StatFile {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn bperfs_pipe_output_is_read_by_perf() {
-    if !privileged() {
-        return;
-    }
+    require_root();
     let record = |args: &[&str]| {
         let _g = serial();
         let out = Command::new(bperf())
@@ -191,12 +192,11 @@ fn bperfs_pipe_output_is_read_by_perf() {
 }
 
 #[test]
+#[ignore = "needs root (make test runs it)"]
 fn intervals_go_down_the_pipe_as_they_end() {
     use bperf::perfdata::{RoundKind, StatReader};
     use std::os::fd::OwnedFd;
-    if !privileged() {
-        return;
-    }
+    require_root();
     let _g = serial();
     let mut child = Command::new(bperf())
         .args(["stat", "record", "-I", "100", "-e", "task-clock", "-o", "-"])

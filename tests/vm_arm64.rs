@@ -18,19 +18,8 @@ struct Case {
 fn run_guest() -> Option<HashMap<String, Case>> {
     let _serial = common::serial();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/run-arm64");
-    let out = Command::new(script)
-        .output()
-        .expect("run tests/vm/run-arm64");
+    let out = common::run_vm(&mut Command::new(script))?;
     let console = String::from_utf8_lossy(&out.stdout).into_owned();
-    if out.status.code() == Some(77) {
-        assert!(
-            std::env::var_os("BPERF_REQUIRE_VM").is_none(),
-            "BPERF_REQUIRE_VM is set but the arm64 guest cannot run: {}",
-            common::stderr(&out)
-        );
-        eprintln!("skipped: {}", common::stderr(&out).trim());
-        return None;
-    }
     assert!(
         out.status.success() && console.contains("=== guest done"),
         "the arm64 guest failed ({}):\n{console}\n{}",
@@ -120,14 +109,7 @@ fn arm64_pmu() {
             .unwrap_or_else(|| panic!("no {event} line in:\n{group}"))
             .to_string()
     };
-    let count = |l: &str| {
-        l.split_whitespace()
-            .next()
-            .unwrap()
-            .replace(',', "")
-            .parse::<f64>()
-            .unwrap()
-    };
+    let count = common::table_count;
     exact(count(&line("cycles:u")), 40e6, "grouped cycles:u");
     exact(
         count(&line("instructions:u")),

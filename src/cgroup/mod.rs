@@ -13,8 +13,6 @@ use regex::Regex;
 
 use crate::UsageError;
 
-pub mod live;
-
 /// The cgroup hierarchy that holds the perf_event controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hierarchy {

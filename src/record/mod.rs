@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use crate::cli::{RecordArgs, ReportArgs, StatArgs};
-use crate::stat::{self, Plan};
+use crate::cli::{RecordArgs, ReportArgs};
+use crate::session::{self, Open, Plan, Wake};
 use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
 use crate::UsageError;
@@ -37,7 +37,7 @@ use bperf_data::{End, Header, RecordedCgroup};
 pub use print::report;
 
 /// What record counts when told nothing: time and switches, the two every slice has.
-const DEFAULT_EVENTS: &str = "task-clock,context-switches";
+pub const DEFAULT_EVENTS: &str = "task-clock,context-switches";
 
 /// Ring pages per CPU when -m is not given (bench/results/levers.md: no slice lost at
 /// the highest switch rate this VM reaches).
@@ -45,25 +45,6 @@ pub const DEFAULT_PAGES: usize = 256;
 
 /// How often the reader drains the rings even when no ring reached its mark.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
-
-/// The options of `bperf stat` that record's options stand for.
-fn stat_args(a: &RecordArgs) -> StatArgs {
-    let no_cgroups = a.for_each_cgroup.is_empty() && a.cgroup.is_empty();
-    let events = match a.events.is_empty() {
-        true => vec![DEFAULT_EVENTS.to_string()],
-        false => a.events.clone(),
-    };
-    StatArgs {
-        events,
-        all_cpus: a.all_cpus || a.cpu.is_none(),
-        cpu: a.cpu.clone(),
-        for_each_cgroup: a.for_each_cgroup.iter().chain(&a.cgroup).cloned().collect(),
-        all_cgroups: a.all_cgroups || no_cgroups,
-        verbose: a.verbose,
-        command: a.command.clone(),
-        ..StatArgs::default()
-    }
-}
 
 /// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
 /// power of two pages, as perf takes it.
@@ -209,16 +190,9 @@ fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
     }
 }
 
-/// What ended the recording.
-enum Wake {
-    Exited(std::process::ExitStatus),
-    Signal(i32),
-}
-
 /// Runs `bperf record`; returns the process exit code.
 pub fn run(a: &RecordArgs) -> Result<i32> {
-    let sa = stat_args(a);
-    let mut plan = Plan::from_args(&sa, true)?;
+    let mut plan = Plan::new(&a.request())?;
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),
@@ -231,21 +205,28 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     };
     let rings = open_rings(&plan.cpus, pages)?;
     let (tx, wakes) = mpsc::channel();
-    stat::forward_signals(tx.clone(), Wake::Signal)?;
+    session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage = MaybeUninit::uninit();
     let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
-    let mut counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true, &fds)?;
+    let how = Open {
+        inherit: true,
+        verbose: a.verbose.level,
+        name_user_only: true,
+        rings: &fds,
+        ..Open::default()
+    };
+    let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
     drop(fds);
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
     // earlier recording as it was. Its first slices wait in the rings meanwhile.
-    let child = match workload.map(|w| w.start(move |st, _| drop(tx.send(Wake::Exited(st))))) {
+    let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
             return Ok(255);
@@ -323,11 +304,14 @@ fn spawn_reader(
 fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process::Child>) -> i32 {
     loop {
         match wakes.recv() {
-            Ok(Wake::Exited(st)) => return crate::sys::process::exit_code(st),
+            Ok(Wake::Exited(st, _)) => return crate::sys::process::exit_code(st),
             Ok(Wake::Signal(_)) if child.is_some() => {
                 child.into_iter().for_each(|c| c.signal(Signal::TERM));
             }
             Ok(Wake::Signal(sig)) => return 128 + sig,
+            // Record sends itself no other wakes.
+            Ok(Wake::TargetsEnded | Wake::Control(_) | Wake::Cgroups) => {}
+            Ok(Wake::Request(none)) => match none {},
             Err(_) => return 255,
         }
     }

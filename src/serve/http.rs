@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 use tiny_http::{Header, Method, Request, Response};
 
-use super::{Format, Wake};
+use super::{Format, Scrape, Wake};
 use crate::UsageError;
 
 /// How long a scrape waits for the counting thread before it is answered 503.
@@ -146,7 +146,7 @@ fn answer(req: Request, tx: &mpsc::Sender<Wake>) {
             let format = Format::from_accept(header_value(&req, "Accept"));
             let (reply, answer) = mpsc::channel();
             let text = tx
-                .send(Wake::Scrape(format, reply))
+                .send(Wake::Request(Scrape(format, reply)))
                 .ok()
                 .and_then(|()| answer.recv_timeout(SCRAPE_TIMEOUT).ok());
             let encoding = Encoding::accepted(header_value(&req, "Accept-Encoding"));

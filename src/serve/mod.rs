@@ -18,46 +18,26 @@ use signal_hook::consts::SIGHUP;
 
 pub use exposition::{Family, Format, Kind, Sample, Value};
 
-use crate::cli::{ServeArgs, StatArgs};
+use crate::cli::ServeArgs;
 use crate::counter::Counter;
 use crate::event::Event;
 use crate::reading::{Reading, Snapshot};
-use crate::stat::live::LiveCgroups;
-use crate::stat::{self, Plan};
+use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::UsageError;
 
 /// Where bperf listens when told nothing: Prometheus's port for exporters like this,
 /// on loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
-/// What wakes the counting thread.
-pub enum Wake {
-    /// A scrape: the metrics in this format, sent back on the channel.
-    Scrape(Format, mpsc::Sender<String>),
-    /// The cgroup tree changed, or SIGHUP asked to read it again.
-    Cgroups,
-    /// SIGTERM or SIGINT: stop.
-    Stop,
-}
+/// A scrape: the metrics in this format, sent back on the channel.
+pub struct Scrape(pub Format, pub mpsc::Sender<String>);
 
-/// The options of `bperf stat` that serve's options stand for.
-fn stat_args(a: &ServeArgs) -> StatArgs {
-    StatArgs {
-        events: a.events.clone(),
-        all_cpus: a.all_cpus || a.cpu.is_none(),
-        cpu: a.cpu.clone(),
-        for_each_cgroup: a.for_each_cgroup.clone(),
-        all_cgroups: a.all_cgroups,
-        max_cgroups: a.max_cgroups,
-        no_aggr: a.no_aggr,
-        verbose: a.verbose,
-        ..StatArgs::default()
-    }
-}
+/// What wakes the counting thread: a scrape; the cgroup tree changed, or SIGHUP asked
+/// to read it again; SIGTERM or SIGINT: stop.
+pub type Wake = session::Wake<Scrape>;
 
 pub fn run(a: &ServeArgs) -> Result<i32> {
-    let sa = stat_args(a);
-    let mut plan = Plan::from_args(&sa, false)?;
+    let mut plan = Plan::new(&a.request())?;
     let listen = match (&a.listen, &a.textfile) {
         (Some(l), _) => Some(l.clone()),
         (None, Some(_)) => None,
@@ -72,9 +52,15 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         Some(addr) => Some(http::serve(addr, tx.clone())?),
         None => None,
     };
-    stat::forward_signals(tx.clone(), wake_of)?;
+    session::forward_signals(tx.clone())?;
     let mut storage = MaybeUninit::uninit();
-    let counter = stat::open_counter(&sa, &mut plan, None, &mut storage, true, &[])?;
+    let how = Open {
+        inherit: true,
+        verbose: a.verbose.level,
+        name_user_only: true,
+        ..Open::default()
+    };
+    let counter = session::open_counter(&mut plan, &how, &mut storage)?;
     for (i, e) in plan.events.iter().enumerate() {
         if !counter.supported(i) {
             eprintln!(
@@ -100,7 +86,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         counter,
         live,
         per_cpu: a.no_aggr,
-        verbose: a.verbose,
+        verbose: a.verbose.level,
         unseen: Outputs::default(),
         outputs: Outputs {
             http: server.is_some(),
@@ -150,11 +136,13 @@ impl Exporter<'_, '_> {
         let mut next_write = textfile.map(|(_, every)| Instant::now() + every);
         let mut textfile_failure = WriteFailure::default();
         loop {
-            let wake = stat::wait_until(wakes, next_write, || Wake::Stop);
-            match wake {
-                Some(Wake::Stop) => return Ok(()),
-                Some(Wake::Cgroups) => self.refresh_cgroups()?,
-                Some(Wake::Scrape(format, reply)) => {
+            match session::wait_until(wakes, next_write) {
+                // SIGHUP reads the cgroup tree again; SIGTERM and SIGINT stop serving.
+                Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => self.refresh_cgroups()?,
+                Some(Wake::Signal(_)) => return Ok(()),
+                // Serve starts no command and watches no process.
+                Some(Wake::Exited(..) | Wake::TargetsEnded | Wake::Control(_)) => {}
+                Some(Wake::Request(Scrape(format, reply))) => {
                     self.unseen.http = false;
                     let text = exposition::encode(&self.families()?, format);
                     // A scraper that gave up is no error.
@@ -376,14 +364,6 @@ impl WriteFailure {
                 Some(say)
             }
         }
-    }
-}
-
-/// SIGTERM and SIGINT stop serving; SIGHUP reads the cgroup tree again.
-fn wake_of(signal: i32) -> Wake {
-    match signal {
-        SIGHUP => Wake::Cgroups,
-        _ => Wake::Stop,
     }
 }
 

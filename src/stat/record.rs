@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::{aggr_mode, usage, Measured, Plan};
+use super::session::Measured;
+use super::usage;
 use crate::aggr;
 use crate::cli::{StatArgs, StatReportArgs};
 use crate::event::{self, Event};
 use crate::output::{Footer, Line, Options, Place, Report, Value};
 use crate::reading::Reading;
+use crate::session::Plan;
 use crate::sys::topology;
 use crate::sys::{self, sysfs::Sysfs};
 
@@ -36,7 +38,7 @@ pub(super) fn record_to(a: &StatArgs) -> Result<RecordTo> {
     let refused = [
         (
             !matches!(
-                aggr_mode(a)?,
+                a.aggr_mode()?,
                 None | Some(
                     aggr::Mode::Socket | aggr::Mode::Die | aggr::Mode::Core | aggr::Mode::Node
                 )

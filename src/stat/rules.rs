@@ -33,8 +33,8 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         return Err(usage("option `all-kernel' cannot be used with all-user"));
     }
     let sysfs = Sysfs::system();
-    let mut events_per_option = Vec::with_capacity(a.events.len());
-    for (i, list) in a.events.iter().enumerate() {
+    let mut events_per_option = Vec::with_capacity(a.events.list.len());
+    for (i, list) in a.events.list.iter().enumerate() {
         if i == 0 && a.verbose_before_events {
             say_cpuid();
         }
@@ -46,8 +46,8 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         events_per_option.push(events.len());
     }
     let mut a = a.clone();
-    if !a.cgroup.is_empty() {
-        a.cgroup = cgroups_of_events(&a, &events_per_option)?;
+    if !a.event_cgroups.names.is_empty() {
+        a.event_cgroups.names = cgroups_of_events(&a, &events_per_option)?;
     }
     check_cache_level(&a)?;
     strongest_aggregation(&mut a);
@@ -77,7 +77,7 @@ fn cgroups_of_events(a: &StatArgs, events_per_option: &[usize]) -> Result<Vec<St
     let total: usize = events_per_option.iter().sum();
     let mut names: Vec<Option<String>> = vec![None; total];
     let mut given = 0;
-    for (list, &options_before) in a.cgroup.iter().zip(&a.cgroup_after) {
+    for (list, &options_before) in a.event_cgroups.names.iter().zip(&a.cgroup_after) {
         let events_before: usize = events_per_option[..options_before].iter().sum();
         if events_before == 0 {
             return Err(usage("must define events before cgroups"));
@@ -198,7 +198,7 @@ pub fn check_after_output(a: &StatArgs) -> Result<()> {
 pub fn settle_targets(a: &StatArgs) -> StatArgs {
     let mut a = a.clone();
     if a.pid.is_some() || a.tid.is_some() {
-        let overridden = match (a.cpu.is_some(), a.all_cpus) {
+        let overridden = match (a.cpus.list.is_some(), a.cpus.all) {
             (true, _) => Some("CPU"),
             (false, true) => Some("SYSTEM"),
             _ => None,
@@ -206,12 +206,12 @@ pub fn settle_targets(a: &StatArgs) -> StatArgs {
         if let Some(what) = overridden {
             eprintln!("PID/TID switch overriding {what}");
         }
-        a.cpu = None;
-        a.all_cpus = false;
+        a.cpus.list = None;
+        a.cpus.all = false;
     }
-    let no_target = a.pid.is_none() && a.tid.is_none() && a.cpu.is_none() && !a.all_cpus;
+    let no_target = a.pid.is_none() && a.tid.is_none() && a.cpus.list.is_none() && !a.cpus.all;
     if no_target && (a.command.is_empty() || only_duration(&a)) {
-        a.all_cpus = true;
+        a.cpus.all = true;
     }
     a
 }
@@ -222,6 +222,7 @@ fn only_duration(a: &StatArgs) -> bool {
     let sysfs = Sysfs::system();
     let mut events = a
         .events
+        .list
         .iter()
         .flat_map(|list| event::parse_events(list, &sysfs).unwrap_or_default());
     let mut any = false;
@@ -238,7 +239,7 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
         return Err(invalid("Run count must be a positive number"));
     }
     let task = a.pid.is_some() || a.tid.is_some();
-    if a.per_thread && !task && (!a.all_cpus || a.cpu.is_some()) {
+    if a.per_thread && !task && (!a.cpus.all || a.cpus.list.is_some()) {
         return Err(invalid(
             "The --per-thread option is only available when monitoring via -p -t -a options or only --per-thread.",
         ));
@@ -250,8 +251,9 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
         || a.per_cache.is_some()
         || a.per_core
         || a.per_node;
-    let cgroups = !a.cgroup.is_empty() || !a.for_each_cgroup.is_empty() || a.all_cgroups;
-    if (aggregated || cgroups) && !(a.all_cpus || a.cpu.is_some()) {
+    let cgroups =
+        !a.event_cgroups.names.is_empty() || !a.cgroups.for_each.is_empty() || a.cgroups.all;
+    if (aggregated || cgroups) && !(a.cpus.all || a.cpus.list.is_some()) {
         return Err(invalid(
             "both cgroup and no-aggregation modes only available in system-wide mode",
         ));
@@ -262,7 +264,7 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
 /// What perf refuses about cgroups once its events are known: -G with
 /// --for-each-cgroup.
 pub fn check_cgroups(a: &StatArgs) -> Result<()> {
-    if !a.cgroup.is_empty() && !a.for_each_cgroup.is_empty() {
+    if !a.event_cgroups.names.is_empty() && !a.cgroups.for_each.is_empty() {
         return Err(invalid(
             "--cgroup and --for-each-cgroup cannot be used together",
         ));
@@ -290,6 +292,61 @@ pub fn check_timing(a: &StatArgs) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The shortest -I bperf takes.
+pub const MIN_INTERVAL_MS: u64 = 10;
+
+/// Refuses, as perf does on a machine without them, what needs hardware or tables bperf
+/// does not have; and what bperf does not do yet.
+pub fn check_unavailable(a: &StatArgs) -> Result<()> {
+    let fail = |msg: &str| Err(anyhow::anyhow!("{msg}"));
+    if a.topdown {
+        return fail("Topdown requested but the topdown metric groups aren't present.");
+    }
+    if a.smi_cost {
+        return fail("freeze_on_smi is not supported.");
+    }
+    if a.transaction {
+        return fail("Missing transaction metrics");
+    }
+    if a.iostat.is_some() {
+        return Err(usage("Unsupported uncore pmu configuration"));
+    }
+    if let Some(t) = &a.cputype {
+        return Err(usage(format!("--cputype {t} is not supported!")));
+    }
+    if let Some(ids) = &a.bpf_prog {
+        return fail(&format!(
+            "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
+        ));
+    }
+    Ok(())
+}
+
+/// What bperf refuses of the options about when counting runs, where perf would count
+/// nothing, or forever.
+pub fn check_own_limits(a: &StatArgs) -> Result<()> {
+    if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
+        return Err(usage(format!(
+            "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"
+        )));
+    }
+    match a.repeat {
+        Some(0) if a.interval.is_some() => return Err(usage("-r 0 with -I is not supported")),
+        Some(n) if n != 1 && a.command.is_empty() => {
+            return Err(usage("-r needs a command to run again"))
+        }
+        _ => {}
+    }
+    match a.delay {
+        Some(-1) if a.control.is_none() => Err(usage(
+            "-D -1 starts counting disabled: it needs --control to enable it",
+        )),
+        Some(-1) => Ok(()),
+        Some(ms) if ms < -1 => Err(usage(format!("invalid delay -D {ms}"))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -329,12 +386,12 @@ mod tests {
     fn targets_settle_as_perf_settles_them() {
         let a = settle_targets(&args(|a| {
             a.pid = Some("1".into());
-            a.all_cpus = true;
+            a.cpus.all = true;
         }));
-        assert!(!a.all_cpus);
+        assert!(!a.cpus.all);
         let a = settle_targets(&args(|_| {}));
-        assert!(a.all_cpus);
+        assert!(a.cpus.all);
         let a = settle_targets(&args(|a| a.command = vec!["true".into()]));
-        assert!(!a.all_cpus);
+        assert!(!a.cpus.all);
     }
 }

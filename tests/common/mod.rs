@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -46,9 +46,16 @@ pub fn serial() -> Serial {
     }
 }
 
-/// True when the test may touch the kernel (see bperf::sys::privileged).
-pub fn privileged() -> bool {
-    bperf::sys::privileged()
+/// The first line of every test that loads BPF or counts. Such a test is marked
+/// `#[ignore = "needs root (make test runs it)"]`: a run without root (plain `cargo
+/// test`) lists it as ignored, not passed, and `make test`, as root, includes the
+/// ignored tests. A test included without root fails here, saying why: it was asked
+/// for by name or with --include-ignored, and it cannot run.
+pub fn require_root() {
+    assert!(
+        bperf::sys::is_root(),
+        "needs root (CAP_BPF and CAP_PERFMON): run it as root, as make test does"
+    );
 }
 
 /// A finished command's stderr, as text.
@@ -169,6 +176,90 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.0);
     }
+}
+
+/// The one temporary directory of the tests: made empty, and removed with everything in
+/// it when dropped, whatever way the test ends.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// bperf-test-PID-TAG in the temporary directory.
+    pub fn new(tag: &str) -> TempDir {
+        TempDir::at(format!("bperf-test-{}-{tag}", std::process::id()))
+    }
+
+    /// NAME-PID in the temporary directory: for a test whose output shows the path and
+    /// is compared with one recorded under that name (tests/shapes.rs's script).
+    pub fn named(name: &str) -> TempDir {
+        TempDir::at(format!("{name}-{}", std::process::id()))
+    }
+
+    fn at(name: String) -> TempDir {
+        let dir = std::env::temp_dir().join(name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// The names in it, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `f` every 50 ms until it gives something, for up to `secs` seconds.
+pub fn wait_for_some<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `done` every 50 ms until it holds, for up to `secs` seconds: whether it did.
+pub fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    wait_for_some(secs, || done().then_some(())).is_some()
+}
+
+/// Runs a script that boots an emulated machine (tests/vm): its output, or None where the
+/// machine cannot run here (the script exits 77, saying why), which fails the test
+/// instead when BPERF_REQUIRE_VM is set (CI).
+pub fn run_vm(cmd: &mut Command) -> Option<Output> {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    if out.status.code() != Some(77) {
+        return Some(out);
+    }
+    assert!(
+        std::env::var_os("BPERF_REQUIRE_VM").is_none(),
+        "BPERF_REQUIRE_VM is set but the emulated machine cannot run: {}",
+        stderr(&out)
+    );
+    eprintln!("skipped: {}", stderr(&out).trim());
+    None
 }
 
 /// Runs a command and returns its output, failing the test with everything it printed.
@@ -362,20 +453,25 @@ pub fn loaded_bperf_programs() -> Vec<String> {
 
 /// The task-clock (ms) and elapsed seconds of a table bperf printed.
 pub fn table_clock_and_elapsed(err: &str) -> (f64, f64) {
-    let num = |l: &str| {
-        l.split_whitespace()
-            .next()
-            .unwrap()
-            .replace(',', "")
-            .parse::<f64>()
-            .unwrap()
-    };
-    let clock = err.lines().find(|l| l.contains("msec task-clock")).map(num);
+    let clock = err
+        .lines()
+        .find(|l| l.contains("msec task-clock"))
+        .map(table_count);
     let elapsed = err
         .lines()
         .find(|l| l.contains("seconds time elapsed"))
-        .map(num);
+        .map(table_count);
     (clock.unwrap_or_else(|| panic!("{err}")), elapsed.unwrap())
+}
+
+/// The number a table line starts with, without its thousands separators.
+pub fn table_count(line: &str) -> f64 {
+    line.split_whitespace()
+        .next()
+        .unwrap()
+        .replace(',', "")
+        .parse::<f64>()
+        .unwrap()
 }
 
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {

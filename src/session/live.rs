@@ -1,16 +1,16 @@
 //! Live cgroups in a counting session: the tree is read again whenever it changes, new
 //! cgroups are counted from then on, removed ones stop being counted (see
-//! cgroup::live for the slots), and the rows follow.
+//! slots::LiveSlots for their slots), and the rows follow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use super::{LivePlan, Series};
-use crate::cgroup::live::{Changes, LeftOutPeak, LiveSlots};
+use super::plan::{LivePlan, Series};
 use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::counter::Counter;
+use crate::slots::{Changes, LiveSlots};
 use crate::sys::cgroupfs::{self, Cgroupfs};
 
 /// The cgroups a session counts while the tree changes.
@@ -106,5 +106,46 @@ impl LiveCgroups {
 
     pub fn capacity(&self) -> usize {
         self.slots.capacity()
+    }
+}
+
+/// When to say that cgroups are left out: the first time, and whenever more are left
+/// out than were said before. Under churn the number changes with every cgroup made or
+/// removed; its peak is what tells how many places were missing.
+#[derive(Debug, Default)]
+pub struct LeftOutPeak {
+    said: usize,
+}
+
+impl LeftOutPeak {
+    /// True when `left_out`, the number now, is to be said.
+    pub fn rises(&mut self, left_out: usize) -> bool {
+        let rises = left_out > self.said;
+        self.said = self.said.max(left_out);
+        rises
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Churn moves the number up and down at every change of the tree: only new peaks
+    /// are said.
+    #[test]
+    fn left_out_cgroups_are_said_at_new_peaks_only() {
+        let mut peak = LeftOutPeak::default();
+        let said: Vec<usize> = [0, 0, 3, 2, 3, 1, 0, 3, 5, 4, 5, 5, 0, 2]
+            .into_iter()
+            .filter(|&n| peak.rises(n))
+            .collect();
+        assert_eq!(said, [3, 5]);
+        // 100 cgroups made and removed a second, 40 to 50 left out, for an hour: the
+        // first number (40) and the peak (50).
+        let mut peak = LeftOutPeak::default();
+        let lines = (0..360_000usize)
+            .filter(|i| peak.rises(40 + (i * 7919) % 11))
+            .count();
+        assert_eq!(lines, 2);
     }
 }

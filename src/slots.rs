@@ -1,14 +1,62 @@
-//! Live cgroups: which slot counts which cgroup while cgroups are created and removed.
+//! Slots: which slot counts which cgroup, process or thread. A slot is a row of the
+//! BPF program's counts (src/bpf/bperf.bpf.c): what a task runs is charged to the slot
+//! of its cgroup and to those of its monitored ancestors.
 //!
-//! A created cgroup takes a free slot and is counted from then on. A removed one keeps
-//! its slot, with its final counts, until the report has shown them once; the slot is
-//! then free for another cgroup, which starts from zero. At most `capacity` cgroups
-//! have slots: cgroups beyond that are left out, their time counted only in their
-//! counted ancestors, until a slot frees up.
+//! - Fixed cgroups ([`FixedSlots`]): slot i counts the i-th distinct cgroup of the
+//!   plan, for the whole session (bperf stat's cgroup options, serve and record
+//!   without patterns).
+//! - Live cgroups ([`LiveSlots`]): --all-cgroups and patterns. A created cgroup takes a
+//!   free slot and is counted from then on. A removed one keeps its slot, with its
+//!   final counts, until the report has shown them once; the slot is then free for
+//!   another cgroup, which starts from zero. At most `capacity` cgroups have slots:
+//!   cgroups beyond that are left out, their time counted only in their counted
+//!   ancestors, until a slot frees up.
+//! - Shared counters (--bpf-counters, the `b` modifier): one slot per cgroup, process
+//!   or thread any session counts, held in the shared registry on the BPF file system
+//!   (`hold_slot` in src/bpf/shared/holding.rs), since sessions of other bperf processes share
+//!   them.
+//!
+//! The BPF maps follow what is decided here: bpf::Bpf::load fills the cgroup -> slot
+//! map with the plan's cgroups (slot i: cgroups[i]), and counter::Counter::change_cgroups
+//! adds and removes live cgroups (bpf::Bpf::add_cgroup, remove_cgroup).
 
 use std::collections::{HashMap, HashSet};
 
-use super::Cgroup;
+use crate::cgroup::Cgroup;
+
+/// The slots of fixed cgroups: slot i counts cgroups[i], no two with the same id.
+#[derive(Debug, Default)]
+pub struct FixedSlots {
+    cgroups: Vec<Cgroup>,
+}
+
+impl FixedSlots {
+    /// The slot of `cg`: where its id is counted already, or a new one. Two names of one
+    /// cgroup print two rows from one slot.
+    pub fn slot_of(&mut self, cg: &Cgroup) -> usize {
+        match self.cgroups.iter().position(|c| c.id == cg.id) {
+            Some(slot) => slot,
+            None => {
+                self.cgroups.push(cg.clone());
+                self.cgroups.len() - 1
+            }
+        }
+    }
+
+    /// The cgroups, slot i counting the i-th.
+    pub fn cgroups(&self) -> &[Cgroup] {
+        &self.cgroups
+    }
+
+    /// Keeps the first `n` slots only.
+    pub fn truncate(&mut self, n: usize) {
+        self.cgroups.truncate(n);
+    }
+
+    pub fn into_cgroups(self) -> Vec<Cgroup> {
+        self.cgroups
+    }
+}
 
 /// What one slot holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,23 +174,6 @@ impl LiveSlots {
     }
 }
 
-/// When to say that cgroups are left out: the first time, and whenever more are left
-/// out than were said before. Under churn the number changes with every cgroup made or
-/// removed; its peak is what tells how many places were missing.
-#[derive(Debug, Default)]
-pub struct LeftOutPeak {
-    said: usize,
-}
-
-impl LeftOutPeak {
-    /// True when `left_out`, the number now, is to be said.
-    pub fn rises(&mut self, left_out: usize) -> bool {
-        let rises = left_out > self.said;
-        self.said = self.said.max(left_out);
-        rises
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +220,15 @@ mod tests {
     }
 
     #[test]
+    fn a_cgroup_named_twice_has_one_fixed_slot() {
+        let mut s = FixedSlots::default();
+        assert_eq!(s.slot_of(&cg("a", 2)), 0);
+        assert_eq!(s.slot_of(&cg("b", 3)), 1);
+        assert_eq!(s.slot_of(&cg("/a", 2)), 0);
+        assert_eq!(s.cgroups().len(), 2);
+    }
+
+    #[test]
     fn an_unchanged_tree_changes_nothing() {
         let start = [cg("", 1), cg("a", 2), cg("a/b", 3)];
         let mut l = LiveSlots::new(&start, 3);
@@ -229,24 +269,5 @@ mod tests {
         }
         assert_eq!(l.capacity(), 3);
         assert_eq!(l.reported().len(), 2);
-    }
-
-    /// Churn moves the number up and down at every change of the tree: only new peaks
-    /// are said.
-    #[test]
-    fn left_out_cgroups_are_said_at_new_peaks_only() {
-        let mut peak = LeftOutPeak::default();
-        let said: Vec<usize> = [0, 0, 3, 2, 3, 1, 0, 3, 5, 4, 5, 5, 0, 2]
-            .into_iter()
-            .filter(|&n| peak.rises(n))
-            .collect();
-        assert_eq!(said, [3, 5]);
-        // 100 cgroups made and removed a second, 40 to 50 left out, for an hour: the
-        // first number (40) and the peak (50).
-        let mut peak = LeftOutPeak::default();
-        let lines = (0..360_000usize)
-            .filter(|i| peak.rises(40 + (i * 7919) % 11))
-            .count();
-        assert_eq!(lines, 2);
     }
 }

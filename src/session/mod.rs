@@ -1,0 +1,115 @@
+//! What the counting commands (bperf stat, serve, record) share around their counter:
+//! the plan of what to count (plan), the cgroups that follow the tree (live), the
+//! counter opened for a plan, and the wakes that end or interrupt the wait between
+//! reads (signals, the command's end, changes of the cgroup tree).
+
+pub mod live;
+pub mod plan;
+
+use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
+use std::process::ExitStatus;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::counter::{Counter, Setup, SharedSetup};
+pub use live::LiveCgroups;
+pub use plan::{Plan, Request};
+
+/// What ends or interrupts the wait between reads. `R` is what a command is asked for
+/// besides (serve: a scrape); none for the others.
+pub enum Wake<R = std::convert::Infallible> {
+    /// The command exited: its status and resource usage.
+    Exited(ExitStatus, libc::rusage),
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal(i32),
+    /// What -p or -t count has all ended.
+    TargetsEnded,
+    /// A --control command.
+    Control(String),
+    /// The cgroup tree changed (live cgroups).
+    Cgroups,
+    /// A request of the command's own.
+    Request(R),
+}
+
+/// The next wake, or None when `until` comes first; SIGTERM when every sender is gone.
+pub fn wait_until<R>(wakes: &mpsc::Receiver<Wake<R>>, until: Option<Instant>) -> Option<Wake<R>> {
+    let gone = || Wake::Signal(SIGTERM);
+    match until {
+        Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Ok(w) => Some(w),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(gone()),
+        },
+        None => Some(wakes.recv().unwrap_or_else(|_| gone())),
+    }
+}
+
+/// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
+/// them end bperf before it prints. signal-hook says which signal came (ctrlc, used
+/// before, does not), for perf's exit status.
+pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let _ = tx.send(Wake::Signal(sig));
+        }
+    });
+    Ok(())
+}
+
+/// How a counter is opened for a plan, beyond what the plan counts.
+#[derive(Default)]
+pub struct Open<'a> {
+    /// Count this (not yet exec'd) task rather than the CPUs.
+    pub task: Option<libc::pid_t>,
+    /// The task's children too (perf's default; stat's -i turns it off).
+    pub inherit: bool,
+    /// -v: libbpf's diagnostics; -vv: every perf_event_attr opened.
+    pub verbose: u8,
+    /// Name the events perf's way when the kernel let them count user space only (the
+    /// first run of stat's -r; later runs keep the names).
+    pub name_user_only: bool,
+    /// bperf record: the ring (CPU, BPF output event) of each CPU.
+    pub rings: &'a [(u32, BorrowedFd<'a>)],
+}
+
+/// The counter of `plan`, opened as `how` says.
+pub fn open_counter<'obj>(
+    plan: &mut Plan,
+    how: &Open,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<Counter<'obj>> {
+    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
+    let threads: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
+    let setup = Setup {
+        threads: &threads,
+        events: &plan.events,
+        cpus: &plan.cpus,
+        task: how.task,
+        inherit: how.inherit,
+        cgroups: &ids,
+        live_slots: plan.live.as_ref().map(|l| l.capacity),
+        cgroup_v1: plan.cgroup_v1,
+        verbose: how.verbose,
+        shared: plan.shared.as_ref().map(|sh| SharedSetup {
+            events: sh.events,
+            dir: &sh.dir,
+            processes: if sh.by_process { &plan.watched } else { &[] },
+        }),
+        rings: how.rings,
+    };
+    let counter = Counter::open(&setup, storage)?;
+    for (i, event) in plan.events.iter_mut().enumerate() {
+        if how.name_user_only && counter.user_only(i) {
+            event.name = event.user_only_name();
+        }
+    }
+    Ok(counter)
+}

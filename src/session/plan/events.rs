@@ -1,0 +1,269 @@
+//! The events of a plan: -e's lists (perf's default set without them), -d's and -M's
+//! events, --filter, --all-user and --all-kernel, and which are counted through the
+//! shared counters.
+
+use anyhow::Result;
+
+use super::EventRequest;
+use super::{usage, Machine, Request, SharedPlan, Targets};
+use crate::event::{self, Event, Sources};
+use crate::metrics;
+
+/// The events of a request and the metrics worked out from them.
+#[derive(Default)]
+pub struct PlanEvents {
+    pub events: Vec<Event>,
+    pub metrics: Vec<metrics::Use>,
+}
+
+impl PlanEvents {
+    /// The events `req` asks for, refused when there is nothing to count.
+    pub fn parse(req: &Request, machine: &dyn Machine) -> Result<PlanEvents> {
+        let (t, e) = (&req.targets, &req.events);
+        let per_cpu = t.all_cpus || t.cpus.is_some();
+        let threads = t.pids.is_some() || t.tids.is_some();
+        // --per-thread without -p or -t counts every thread of the system.
+        if !per_cpu && !threads && !t.per_thread && t.command.is_empty() {
+            return Err(usage(
+                "nothing to count: give a command, or -a or -C to count CPUs".into(),
+            ));
+        }
+        // A null run opens no counter of its own, but counts the events asked for, as perf.
+        if e.null_run && e.lists.is_empty() && e.metrics.is_empty() {
+            return Ok(PlanEvents::default());
+        }
+        parse_events(e, t, machine.sources())
+    }
+}
+
+/// The events from -e (perf's default set without it).
+fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<PlanEvents> {
+    let asked = match a.metrics.is_empty() {
+        true => Vec::new(),
+        false => metrics::parse_list(&a.metrics.join(","))?,
+    };
+    let per_cpu = t.all_cpus || t.cpus.is_some();
+    let parse = |list: &str| event::parse_events(list, sysfs).map_err(|e| usage(e.to_string()));
+    // perf's own events: named from their attrs.
+    let builtin = |list: &str| -> Result<Vec<Event>> {
+        let mut events = parse(list)?;
+        events
+            .iter_mut()
+            .for_each(|e| e.naming = event::Naming::Builtin);
+        Ok(events)
+    };
+    let mut events = match (a.lists.is_empty(), asked.is_empty()) {
+        // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
+        (true, true) => match per_cpu {
+            true => builtin(&event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1))?,
+            false => builtin(event::DEFAULT_EVENTS)?,
+        },
+        (true, false) => Vec::new(),
+        (false, _) => parse(&a.lists.join(","))?,
+    };
+    // As perf: a null run adds no events of its own.
+    let detailed = if a.null_run { 0 } else { a.detailed as usize };
+    for extra in event::DETAILED_EVENTS.iter().take(detailed) {
+        events.extend(builtin(extra)?);
+    }
+    apply_filters(a, &mut events, sysfs)?;
+    let clock = match per_cpu {
+        true => "cpu-clock",
+        false => "task-clock",
+    };
+    let metrics = metric_events(&asked, clock, &mut events, sysfs)?;
+    if events.is_empty() {
+        return Err(usage("no events to count".into()));
+    }
+    name_events(a, &mut events, sysfs);
+    Ok(PlanEvents { events, metrics })
+}
+
+/// The names and modes perf gives the events once parsed: the PMU's name with -A;
+/// --all-user, then --all-kernel, override what each event says.
+fn name_events(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) {
+    if a.names_with_pmu {
+        // As perf 6.12 names events it does not merge across CPUs.
+        for e in events.iter_mut() {
+            e.name = e.name_with_pmu(event::pmu_name(e.attr.type_, sysfs).as_deref());
+        }
+    }
+    for e in events.iter_mut() {
+        if a.all_user {
+            (e.attr.exclude_kernel, e.attr.exclude_user) = (true, false);
+        }
+        if a.all_kernel {
+            (e.attr.exclude_kernel, e.attr.exclude_user) = (false, true);
+        }
+        if e.naming == event::Naming::Builtin {
+            e.name = Event::builtin_name(&e.name, &e.attr);
+        }
+    }
+}
+
+/// --filter: each filter goes to the last event of the -e before it, which must be a
+/// tracepoint.
+fn apply_filters(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) -> Result<()> {
+    const TRACEPOINT: u32 = 2;
+    let refused =
+        || usage("--filter option should follow a -e tracepoint or HW tracer option".into());
+    for (filter, after) in &a.filters {
+        if *after == 0 {
+            return Err(refused());
+        }
+        // The events the -e options up to that one gave.
+        let mut count = 0;
+        for list in &a.lists[..*after] {
+            count += event::parse_events(list, sysfs)
+                .map_err(|e| usage(e.to_string()))?
+                .len();
+        }
+        let target = count
+            .checked_sub(1)
+            .and_then(|i| events.get_mut(i))
+            .ok_or_else(refused)?;
+        if target.attr.type_ != TRACEPOINT {
+            return Err(refused());
+        }
+        target.filter = Some(filter.clone());
+    }
+    Ok(())
+}
+
+/// The events -M's metrics need, added to `events` where no event of the same name is
+/// counted yet (metrics share their events, as perf's do unless --metric-no-merge).
+fn metric_events(
+    asked: &[&'static metrics::Def],
+    clock: &'static str,
+    events: &mut Vec<Event>,
+    sysfs: &dyn Sources,
+) -> Result<Vec<metrics::Use>> {
+    let mut uses = Vec::new();
+    for def in asked {
+        let parsed = def
+            .events(clock)
+            .map(|name| event::parse_events(name, sysfs).map_err(|e| usage(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        // On a hybrid machine, one metric per core PMU, from that PMU's events.
+        for pmu in event::hybrid::metric_pmus(&parsed) {
+            let mut operands = Vec::new();
+            for operand in &parsed {
+                let e = event::hybrid::on_pmu(operand, pmu.as_deref())
+                    .ok_or_else(|| usage(format!("metric {}: an operand is no event", def.name)))?;
+                let index = match events.iter().position(|x| x.name == e.name) {
+                    Some(i) => i,
+                    None => {
+                        events.push(e.clone());
+                        events.len() - 1
+                    }
+                };
+                operands.push(index);
+            }
+            uses.push(metrics::Use {
+                def,
+                events: operands,
+            });
+        }
+    }
+    Ok(uses)
+}
+
+/// The events to count through the shared counters: all with --bpf-counters, else those
+/// with the `b` modifier.
+pub(super) fn shared_plan(
+    a: &EventRequest,
+    t: &Targets,
+    events: &[Event],
+) -> Result<Option<SharedPlan>> {
+    let mask = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| a.bpf_counters || e.bpf)
+        .fold(0u64, |m, (i, _)| m | 1 << i);
+    if mask == 0 {
+        return Ok(None);
+    }
+    if let Some(e) = events
+        .iter()
+        .enumerate()
+        .find(|(i, e)| mask & 1 << i != 0 && e.leader.is_some())
+    {
+        return Err(usage(format!(
+            "{}: event groups cannot be counted through the shared BPF counters",
+            e.1.name
+        )));
+    }
+    if t.per_thread {
+        return Err(usage(
+            "--per-thread cannot be used with BPF counters (--bpf-counters, :b)".into(),
+        ));
+    }
+    let dir = std::path::PathBuf::from(
+        a.bpf_attr_map
+            .as_deref()
+            .unwrap_or(crate::bpf::shared::DEFAULT_DIR),
+    );
+    crate::bpf::shared::check_dir(&dir).map_err(|e| usage(format!("--bpf-attr-map: {e}")))?;
+    Ok(Some(SharedPlan {
+        events: mask,
+        dir,
+        by_process: t.pids.is_some(),
+    }))
+}
+
+/// The CPUs an event counts on: duration_time on the first only, as perf counts it.
+fn cpus_of(e: &Event, cpus: &[u32]) -> Vec<u32> {
+    match e.tool {
+        Some(event::Tool::Duration) => vec![0],
+        _ => cpus.to_vec(),
+    }
+}
+
+/// As perf: a group member that counts on other CPUs than its leader (duration_time
+/// in a group counting CPUs) leaves the group, said on stderr once for each copy of
+/// the group (one per cgroup with --for-each-cgroup).
+pub(super) fn ungroup_other_cpus(events: &mut [Event], cpus: &[u32], copies: usize, verbose: bool) {
+    for (leader, members) in groups(events) {
+        let lead_cpus = cpus_of(&events[leader], cpus);
+        let leaving: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| m != leader && cpus_of(&events[m], cpus) != lead_cpus)
+            .collect();
+        if leaving.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = members.iter().map(|&m| events[m].name.as_str()).collect();
+        for _ in 0..copies {
+            eprintln!("WARNING: grouped events cpus do not match.\nEvents with CPUs not matching the leader will be removed from the group.\n  anon group {{ {} }}", names.join(", "));
+            if verbose {
+                for &m in &leaving {
+                    let list = |e: usize| crate::cpus::format_list(&cpus_of(&events[e], cpus));
+                    eprintln!("     {}: {}", events[leader].name, list(leader));
+                    eprintln!("     {}: {}", events[m].name, list(m));
+                }
+            }
+        }
+        for &m in &leaving {
+            events[m].leader = None;
+        }
+        if members.len() - leaving.len() < 2 {
+            events[leader].leader = None;
+        }
+    }
+}
+
+/// The groups of `events`: each leader with its members, for groups of more than one.
+pub fn groups(events: &[Event]) -> Vec<(usize, Vec<usize>)> {
+    let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Some(l) = e.leader {
+            match out.iter_mut().find(|(leader, _)| *leader == l) {
+                Some((_, members)) => members.push(i),
+                None => out.push((l, vec![i])),
+            }
+        }
+    }
+    out.retain(|(_, members)| members.len() > 1);
+    out
+}

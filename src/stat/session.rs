@@ -1,0 +1,545 @@
+//! One run of a counting session: the counter read at every interval and at the end,
+//! --control's commands carried out, live cgroups followed, until the command ends, a
+//! signal comes or the intervals are done.
+
+use std::io::{self, Write};
+use std::mem::MaybeUninit;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rustix::process::Signal;
+
+use super::lines::{event_status, Status};
+use super::record::PipeRecord;
+use super::tool::ToolTimes;
+use crate::cli::StatArgs;
+use crate::counter::Counter;
+use crate::output::{Line, Report, Value};
+use crate::reading::{Reading, Snapshot};
+use crate::session::{open_counter, wait_until, LiveCgroups, Open, Plan, Wake};
+use crate::sys;
+use crate::sys::process::{self, Child, Workload};
+use crate::UsageError;
+
+/// How counting ended.
+pub(super) enum Ended {
+    /// The command exited (its status and resource usage).
+    Command(ExitStatus, libc::rusage),
+    /// A signal stopped counting, with no command to wait for.
+    Signal(i32),
+    /// The intervals asked for were printed.
+    Done,
+}
+
+impl Ended {
+    /// bperf's exit status, as perf's: the command's, or 128 + the signal's number
+    /// (130 after Ctrl-C, 143 after SIGTERM).
+    pub(super) fn exit_code(&self) -> i32 {
+        match self {
+            Ended::Command(st, _) => process::exit_code(*st),
+            Ended::Signal(sig) => 128 + sig,
+            Ended::Done => 0,
+        }
+    }
+}
+
+/// Opens --control's files and sends each command line to the counting loop; returns
+/// the file for acknowledgements.
+pub(super) fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Option<std::fs::File>> {
+    use std::io::BufRead;
+    let (ctl, ack) =
+        sys::open_control(spec).map_err(|e| UsageError(format!("--control {spec}: {e}")))?;
+    std::thread::spawn(move || {
+        for line in io::BufReader::new(ctl).lines().map_while(|l| l.ok()) {
+            if tx.send(Wake::Control(line.trim().to_string())).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(ack)
+}
+
+/// One flush-and-read of every counter; with BPERF_TIME_READS=1, says how long it took
+/// (the benchmark reads this line).
+fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
+    let t = Instant::now();
+    let snap = counter.read()?;
+    if std::env::var_os("BPERF_TIME_READS").is_some_and(|v| v == "1") {
+        eprintln!(
+            "bperf: flush+read of {} cgroups x {} events took {} us",
+            plan.cgroups.len(),
+            plan.events.len(),
+            t.elapsed().as_micros()
+        );
+    }
+    Ok(snap)
+}
+
+/// A counting session under way: the counter, what it printed so far, and where.
+pub(super) struct Session<'a, 'obj> {
+    args: &'a StatArgs,
+    plan: &'a mut Plan,
+    /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
+    /// waits to be looked at.
+    live: Option<LiveCgroups>,
+    counter: Counter<'obj>,
+    report: &'a mut Report<Box<dyn Write>>,
+    /// A signal came: no more runs of -r.
+    interrupted: bool,
+    /// perf's tool events, timed here.
+    tools: Option<ToolTimes>,
+    /// How the kernel took each event.
+    status: Vec<Status>,
+    /// --control's acknowledgements.
+    ack: Option<&'a mut std::fs::File>,
+    /// The output's name, for errors.
+    output: String,
+    start: Instant,
+    /// The reading the last interval ended with.
+    prev: Snapshot,
+    /// stat record with -I: each interval's time and lines, for the file.
+    recorded: Option<Vec<(Duration, Vec<Line>)>>,
+    /// stat record to a pipe: where each interval's lines go instead.
+    pipe: Option<&'a mut PipeRecord>,
+}
+
+impl Session<'_, '_> {
+    /// A flush and read of every counter, the tool events' times put in.
+    fn read(&mut self) -> Result<Snapshot> {
+        let mut snap = timed_read(&mut self.counter, self.plan)?;
+        if let Some(tools) = &self.tools {
+            tools.fill(&mut snap);
+        }
+        Ok(snap)
+    }
+
+    /// The report's lines of `snap`, as perf prints them: events the kernel refused
+    /// `<not supported>`, those of groups perf cannot read `<not counted>`.
+    fn lines_of(&self, snap: &Snapshot, per_cpu_only: bool) -> Vec<Line> {
+        let status = &self.status;
+        let supported = |e: usize| status[e] != Status::Refused;
+        let mut lines = match per_cpu_only {
+            true => self.plan.cpu_lines(snap, &supported),
+            false => self
+                .plan
+                .lines(snap, &supported, self.args.no_aggr, self.args.per_thread),
+        };
+        for l in lines
+            .iter_mut()
+            .filter(|l| status[l.event] == Status::Unread)
+        {
+            l.value = Value::Counted(Reading::default());
+        }
+        lines
+    }
+
+    /// -v's lines about a read (Report::counts_read).
+    fn say_read(&mut self, lines: &[Line]) -> Result<()> {
+        let unread: Vec<bool> = self.status.iter().map(|s| *s != Status::Counted).collect();
+        self.report
+            .counts_read(&self.plan.events, lines, &unread)
+            .with_context(|| format!("cannot write to {}", self.output))
+    }
+
+    /// Prints what was counted since the last interval.
+    fn print_interval(&mut self) -> Result<()> {
+        let now = self.read()?;
+        let lines = self.lines_of(&now.since(&self.prev), false);
+        let ts = self.start.elapsed();
+        self.say_read(&lines)?;
+        self.report
+            .interval(ts, &self.plan.events, &lines)
+            .with_context(|| format!("cannot write to {}", self.output))?;
+        if self.recorded.is_some() {
+            // --per-socket and the like are recorded per CPU, as perf records them.
+            let lines = match self.plan.aggr {
+                Some(_) => self.lines_of(&now.since(&self.prev), true),
+                None => lines,
+            };
+            match (&mut self.pipe, &mut self.recorded) {
+                (Some(pipe), _) => pipe.interval(self.plan, self.args, ts, &lines)?,
+                (None, Some(recorded)) => recorded.push((ts, lines)),
+                (None, None) => {}
+            }
+        }
+        self.prev = now;
+        // Removed cgroups were reported once more: they go, and cgroups left out for
+        // want of a place may take theirs.
+        if let Some(live) = &mut self.live {
+            let waiting = live.release_gone();
+            self.plan.series = live.series(self.plan.events.len());
+            if waiting {
+                self.refresh_cgroups()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows the cgroup tree after it changed: new cgroups get rows (counted from
+    /// zero), removed ones stop counting.
+    fn refresh_cgroups(&mut self) -> Result<()> {
+        let Some(live) = &mut self.live else {
+            return Ok(());
+        };
+        let changes = live.refresh(&mut self.counter)?;
+        for (slot, _) in &changes.added {
+            self.prev.clear_slot(*slot);
+        }
+        self.plan.series = live.series(self.plan.events.len());
+        Ok(())
+    }
+
+    /// Counts until the command ends, a signal comes or, without a command, the
+    /// intervals are done; prints every interval, the last, partial one included.
+    /// `early`: a wake that came before counting started (during -D's delay).
+    fn count(
+        &mut self,
+        mut early: Option<Wake>,
+        wakes: &mpsc::Receiver<Wake>,
+        child: Option<&Child>,
+    ) -> Result<Ended> {
+        let interval = self.args.interval.map(Duration::from_millis);
+        // A command that ended during -D's delay leaves no interval to print, as in perf.
+        let ended_in_delay = matches!(early, Some(Wake::Exited(..)));
+        // --interval-count 0 is no limit, as in perf.
+        let limit = self.args.interval_count.filter(|&n| n > 0);
+        let mut ticks = 0u64;
+        // Times too far away to represent are never reached.
+        let mut next_tick = interval.and_then(|i| self.start.checked_add(i));
+        let mut timeout = self
+            .args
+            .timeout
+            .and_then(|ms| self.start.checked_add(Duration::from_millis(ms)));
+        loop {
+            let wake = match early.take() {
+                Some(w) => Some(w),
+                None => wait_until(wakes, next_tick.into_iter().chain(timeout).min()),
+            };
+            if wake.is_none() && timeout.is_some_and(|t| Instant::now() >= t) {
+                // --timeout: as perf, the command gets SIGTERM and is waited for.
+                timeout = None;
+                match child {
+                    Some(c) => c.signal(Signal::TERM),
+                    None => return Ok(Ended::Done),
+                }
+                continue;
+            }
+            let ended = match wake {
+                // Stop the command too (after Ctrl-C it has usually had SIGINT already);
+                // the summary follows once it has exited, with its status.
+                Some(Wake::Signal(_)) if child.is_some() => {
+                    self.interrupted = true;
+                    child.into_iter().for_each(|c| c.signal(Signal::TERM));
+                    continue;
+                }
+                Some(Wake::Signal(sig)) => {
+                    self.interrupted = true;
+                    Ended::Signal(sig)
+                }
+                Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
+                Some(Wake::TargetsEnded) => Ended::Done,
+                Some(Wake::Control(cmd)) => {
+                    self.control(&cmd)?;
+                    continue;
+                }
+                Some(Wake::Cgroups) => {
+                    self.refresh_cgroups()?;
+                    continue;
+                }
+                Some(Wake::Request(none)) => match none {},
+                None => {
+                    self.print_interval()?;
+                    ticks += 1;
+                    next_tick = next_tick.zip(interval).and_then(|(t, i)| t.checked_add(i));
+                    if limit.is_some_and(|n| ticks >= n) {
+                        // Like perf: no more intervals; a command runs to its end.
+                        next_tick = None;
+                        if child.is_none() {
+                            return Ok(Ended::Done);
+                        }
+                    }
+                    continue;
+                }
+            };
+            if next_tick.is_some() && !ended_in_delay {
+                self.print_interval()?;
+            }
+            return Ok(ended);
+        }
+    }
+
+    /// Carries out a --control command as perf stat does: enable and disable print an
+    /// interval with -I; all but snapshot and unknown ones are acknowledged.
+    fn control(&mut self, cmd: &str) -> Result<()> {
+        let answered = match cmd {
+            "enable" | "disable" => {
+                match cmd {
+                    "enable" => self.counter.resume()?,
+                    _ => self.counter.pause()?,
+                }
+                eprintln!("Events {cmd}d");
+                if self.args.interval.is_some() {
+                    self.print_interval()?;
+                }
+                true
+            }
+            "evlist" => {
+                self.plan
+                    .events
+                    .iter()
+                    .for_each(|e| eprintln!("{}", e.name));
+                true
+            }
+            "ping" | "stop" => true,
+            _ => false,
+        };
+        if let (true, Some(ack)) = (answered, self.ack.as_mut()) {
+            ack.write_all(b"ack\n").context("writing --control's ack")?;
+        }
+        Ok(())
+    }
+
+    /// The counts of the whole run.
+    fn finish(mut self, ended: Ended) -> Result<Measured> {
+        let elapsed = self.start.elapsed();
+        // After intervals, the whole run is what they added up to (--summary), as perf.
+        let total = match self.args.interval {
+            Some(_) => self.prev.clone(),
+            None => {
+                if let (Some(tools), Ended::Command(_, ru)) = (&mut self.tools, &ended) {
+                    tools.command_ended(ru);
+                }
+                self.read()?
+            }
+        };
+        let lines = self.lines_of(&total, false);
+        // As perf: the last read, said with -v, whether or not it is printed. After
+        // intervals, --summary reads nothing more: perf goes over the sums, which every
+        // event has, and says nothing failed.
+        match self.args.interval.is_some() && self.args.summary {
+            false => self.say_read(&lines)?,
+            true => {
+                let sums: Vec<Line> = lines
+                    .iter()
+                    .map(|l| Line {
+                        value: match l.value {
+                            Value::NotSupported => Value::Counted(Reading::default()),
+                            v => v,
+                        },
+                        ..l.clone()
+                    })
+                    .collect();
+                let unread = vec![false; self.plan.events.len()];
+                self.report
+                    .counts_read(&self.plan.events, &sums, &unread)
+                    .with_context(|| format!("cannot write to {}", self.output))?;
+            }
+        }
+        let cpu_lines = match (&self.recorded, &self.plan.aggr) {
+            (Some(_), Some(_)) => self.lines_of(&total, true),
+            _ => Vec::new(),
+        };
+        Ok(Measured {
+            lines,
+            cpu_lines,
+            elapsed,
+            ended,
+            interrupted: self.interrupted,
+            intervals: self.recorded.take().unwrap_or_default(),
+        })
+    }
+}
+
+/// What one run measured.
+pub(super) struct Measured {
+    pub(super) lines: Vec<Line>,
+    /// stat record with --per-socket and the like: the lines of each CPU.
+    pub(super) cpu_lines: Vec<Line>,
+    pub(super) elapsed: Duration,
+    pub(super) ended: Ended,
+    pub(super) interrupted: bool,
+    /// stat record with -I: each interval's time and lines.
+    pub(super) intervals: Vec<(Duration, Vec<Line>)>,
+}
+
+/// Where one run takes its wakes from and prints to.
+pub(super) struct RunIo<'a> {
+    pub(super) ack: Option<&'a mut std::fs::File>,
+    pub(super) wakes: &'a mpsc::Receiver<Wake>,
+    pub(super) tx: &'a mpsc::Sender<Wake>,
+    pub(super) report: &'a mut Report<Box<dyn Write>>,
+    pub(super) output: &'a str,
+    /// stat record: keep each interval's lines for the file.
+    pub(super) record: bool,
+    /// stat record to a pipe: write each interval's lines to it.
+    pub(super) pipe: Option<&'a mut PipeRecord>,
+}
+
+/// One run: the command started and counted (intervals printed) until it ends. None
+/// when the command could not be run (said on stderr). The first run names the events
+/// perf's way when the kernel let them count user space only.
+pub(super) fn run_once(
+    a: &StatArgs,
+    plan: &mut Plan,
+    io: RunIo,
+    first: bool,
+) -> Result<Option<Measured>> {
+    // The command is forked first and held before exec, so that a task counter can be
+    // attached to it and every counter sees it from its first instruction.
+    let workload = match a.command.is_empty() {
+        true => None,
+        false => Some(Workload::prepare(&a.command)?),
+    };
+    let mut storage = MaybeUninit::uninit();
+    let task = workload
+        .as_ref()
+        .filter(|_| plan.task_mode)
+        .map(Workload::pid);
+    let how = Open {
+        task,
+        inherit: !a.no_inherit,
+        verbose: a.verbose.level,
+        name_user_only: first,
+        rings: &[],
+    };
+    let mut counter = open_counter(plan, &how, &mut storage)?;
+    let status = event_status(plan, &counter);
+    if first && a.verbose.level > 0 {
+        say_refused(a, plan, &counter, &status, io.report, io.output)?;
+    }
+    let status = status?;
+    let Some(started) = start(a, plan, &mut counter, workload, io.wakes, io.tx)? else {
+        return Ok(None);
+    };
+    let tx = io.tx.clone();
+    let live = match &plan.live {
+        Some(lp) => Some(LiveCgroups::start(lp, &plan.cgroups, move || {
+            tx.send(Wake::Cgroups).is_ok()
+        })?),
+        None => None,
+    };
+    let nr_slots = live
+        .as_ref()
+        .map_or(plan.cgroups.len(), LiveCgroups::capacity);
+    let tool_of: Vec<_> = plan.events.iter().map(|e| e.tool).collect();
+    let thread_ids: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
+    let tools = ToolTimes::start(&tool_of, task, &thread_ids, &plan.cpus);
+    let mut session = Session {
+        args: a,
+        tools,
+        status,
+        prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
+        plan,
+        live,
+        counter,
+        report: io.report,
+        interrupted: false,
+        ack: io.ack,
+        output: io.output.to_string(),
+        start: started.start,
+        recorded: io.record.then(Vec::new),
+        pipe: io.pipe,
+    };
+    // What changed in the tree since the cgroups were first read.
+    session.refresh_cgroups()?;
+    let ended = session.count(started.early, io.wakes, started.child.as_ref())?;
+    if let Ended::Command(st, _) = &ended {
+        // As perf's psignal(3): which signal ended the command.
+        if let Some(sig) = st.signal() {
+            eprintln!("{}: {}", a.command[0], sys::signal_description(sig));
+        }
+    }
+    session.finish(ended).map(Some)
+}
+
+/// As perf's -v, once: what the kernel would not open. perf copies the events for each
+/// --for-each-cgroup cgroup, and warns for each copy (--all-cgroups, bperf's own, warns
+/// once).
+fn say_refused(
+    a: &StatArgs,
+    plan: &Plan,
+    counter: &Counter,
+    status: &Result<Vec<Status>>,
+    report: &mut Report<Box<dyn Write>>,
+    output: &str,
+) -> Result<()> {
+    report
+        .out
+        .flush()
+        .with_context(|| format!("cannot write to {output}"))?;
+    let refused = |i| {
+        status
+            .as_ref()
+            .map_or(!counter.supported(i), |s| s[i] == Status::Refused)
+    };
+    let copies = match a.cgroups.for_each.is_empty() {
+        false => plan.cgroups.len().max(1),
+        true => 1,
+    };
+    for _ in 0..copies {
+        for (_, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
+            eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
+        }
+    }
+    Ok(())
+}
+
+/// How counting started: the command, a wake that came during -D's delay, and when.
+struct Started {
+    child: Option<Child>,
+    /// A command that ends, or a signal, during the delay ends it early.
+    early: Option<Wake>,
+    start: Instant,
+}
+
+/// Starts counting: the command let go (counting runs from before, as starting it
+/// waits for its exec), -p's and -t's targets watched, and -D's delay waited out. None
+/// when the command could not be run (said on stderr).
+fn start(
+    a: &StatArgs,
+    plan: &Plan,
+    counter: &mut Counter,
+    workload: Option<Workload>,
+    wakes: &mpsc::Receiver<Wake>,
+    tx: &mpsc::Sender<Wake>,
+) -> Result<Option<Started>> {
+    let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
+    if a.delay == Some(-1) {
+        counter.start_paused();
+    }
+    if delay.is_some() || a.delay == Some(-1) {
+        eprintln!("Events disabled");
+    }
+    let mut start = Instant::now();
+    let exited = tx.clone();
+    let child =
+        match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
+            Some(Err(e)) => {
+                eprintln!("Workload failed: {e}");
+                return Ok(None);
+            }
+            Some(Ok(child)) => Some(child),
+            None => None,
+        };
+    if child.is_none() && !plan.watched.is_empty() {
+        let ids = plan.watched.clone();
+        let tx = tx.clone();
+        process::when_all_end(ids, move || drop(tx.send(Wake::TargetsEnded)))
+            .context("watching the processes counted")?;
+    }
+    let mut early = None;
+    if let Some(ms) = delay {
+        early = wait_until(wakes, Instant::now().checked_add(Duration::from_millis(ms)));
+        counter.restart()?;
+        eprintln!("Events enabled");
+        start = Instant::now();
+    }
+    Ok(Some(Started {
+        child,
+        early,
+        start,
+    }))
+}
