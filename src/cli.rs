@@ -431,9 +431,9 @@ pub struct StatArgs {
     #[arg(long = "bpf-attr-map", value_name = "PATH")]
     pub bpf_attr_map: Option<String>,
 
-    /// Count the BPF programs with these ids (perf's -b); refused: bperf does not count
-    /// BPF programs.
-    #[arg(short = 'b', long = "bpf-prog", value_name = "IDS")]
+    /// stat events on existing bpf program id: ID[,ID...], or as bpftool names programs
+    /// (id ID, name NAME, tag TAG, pinned PATH); with each program's runs and time per run.
+    #[arg(short = 'b', long = "bpf-prog", value_name = "bpf-prog-id")]
     pub bpf_prog: Option<String>,
 
     /// Add detailed events: -d L1 data cache and last-level cache loads and misses,

@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::OpenObject;
 use perf_event_open_sys::bindings as sw;
 
+pub mod bpf_prog;
 mod shared_counts;
 
 use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
