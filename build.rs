@@ -1,6 +1,8 @@
 //! Compiles the BPF programs and generates their Rust skeletons into OUT_DIR:
 //! src/bpf/bperf.bpf.c (the counters), src/bpf/prog_profile.bpf.c (counting inside a BPF
-//! program, stat -b), and tests/bpf/prog_target.bpf.c (stat -b's test targets).
+//! program, stat -b), and tests/bpf/prog_target.bpf.c (stat -b's test targets); and the
+//! Rust types of the part of Perfetto's trace format that report writes
+//! (proto/perfetto_trace.proto, through protoc: $PROTOC, else protoc on PATH).
 use std::env;
 use std::path::PathBuf;
 
@@ -24,6 +26,7 @@ const PROGRAMS: [(&str, &str, &[&str]); 3] = [
         &["src/bpf/types.h"],
     ),
 ];
+const PERFETTO_PROTO: &str = "proto/perfetto_trace.proto";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR must be set by cargo"));
@@ -37,4 +40,8 @@ fn main() {
             println!("cargo:rerun-if-changed={f}");
         }
     }
+    prost_build::Config::new()
+        .compile_protos(&[PERFETTO_PROTO], &["proto"])
+        .expect("failed to compile proto/perfetto_trace.proto (is protoc installed? scripts/setup installs Debian's protobuf-compiler)");
+    println!("cargo:rerun-if-changed={PERFETTO_PROTO}");
 }

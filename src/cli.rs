@@ -720,6 +720,7 @@ const RECORD_EXAMPLES: &[&str] = &[
     "bperf report --sort cgroup,comm",
     "bperf report --timeline timeline.json",
     "bperf report --timeline timeline.svg",
+    "bperf report --timeline timeline.perfetto-trace",
 ];
 
 const STAT_EXAMPLES: &[&str] = &[
@@ -818,8 +819,9 @@ the records and printed as bperf stat prints them (table, -x, -j), so that they 
 checked against bperf stat; when records were lost, the counters' totals instead, and a \
 note says so. --sort prints a breakdown by cgroup, CPU, process, thread or command; \
 --hist the distribution of slice lengths and of each slice's metrics; --timeline writes \
-the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU) or, for a \
-name ending in .svg, as a picture.";
+the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU), as \
+Perfetto's own protobuf trace for a name ending in .perfetto-trace or .pftrace (with \
+counter tracks per cgroup), or as a picture for a name ending in .svg.";
 
 /// What `bperf record` records and where.
 #[derive(Debug, Args, Clone)]
@@ -858,6 +860,19 @@ pub struct RecordArgs {
     /// Pages of each CPU's ring buffer: a power of two, or a size with B, K, M or G.
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<String>,
+
+    /// Compress the file with zstd at level N, 1 (the fastest, the default) to 19, as
+    /// perf record's -z.
+    #[arg(
+        short = 'z',
+        long = "compression-level",
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1",
+        value_parser = clap::value_parser!(i32).range(1..=19)
+    )]
+    pub compression_level: Option<i32>,
 
     #[command(flatten)]
     pub verbose: VerboseArg,
@@ -943,8 +958,9 @@ pub struct ReportArgs {
     #[arg(long = "hist")]
     pub hist: bool,
 
-    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON, or an SVG
-    /// picture when FILE ends in .svg.
+    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON; Perfetto's
+    /// protobuf trace when FILE ends in .perfetto-trace or .pftrace; an SVG picture when
+    /// it ends in .svg.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
 }
