@@ -970,8 +970,9 @@ pub struct ReportArgs {
     #[arg(short = 'j', long = "json-output", visible_alias = "json")]
     pub json: bool,
 
-    /// Print a breakdown by these keys instead, largest first: cgroup, cpu, pid, tid,
-    /// comm (comma-separated).
+    /// Print a breakdown by these keys instead, largest first: cgroup, container, cpu,
+    /// pid, tid, comm (comma-separated). container: the names recorded for the containers'
+    /// cgroups, `-` for other cgroups.
     #[arg(short = 's', long = "sort", value_name = "KEYS")]
     pub sort: Option<String>,
 

@@ -658,3 +658,66 @@ fn serve_labels_each_containers_series_with_its_names() {
     assert_eq!(st.code(), Some(0), "{err}");
     assert!(!err.contains("cannot list"), "{err}");
 }
+
+/// bperf record names the containers' cgroups as their runtime does when recording
+/// starts; `report --sort container` breaks the slices down by those names (agreeing
+/// with each container's cgroup total in the same report), and the timeline's slices
+/// carry them after the cgroup, with no runtime asked at report time.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn record_keeps_container_names_for_report_sort_container_and_the_timeline() {
+    require_root();
+    if !docker_available() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    let tag = std::process::id();
+    let web = format!("bperf-test-{tag}-rweb");
+    let job = format!("bperf-test-{tag}-rjob");
+    made.run_with(&web, &image, &["--cpus", "0.2"]);
+    made.run_with(&job, &image, &["--cpus", "0.1"]);
+    let oracle = [inspect(&web), inspect(&job)];
+    let data = made.dir.join("bperf.data");
+    let data = data.to_str().unwrap();
+    common::run_ok(
+        common::bperf()
+            .args(["record", "-e", "task-clock", "-o", data])
+            .args(["--for-each-container", "--", "sleep", "1"]),
+    );
+    // The daemon is gone by report time: the names come from the file.
+    docker_ok(&["rm", "-f", &web, &job]);
+    let report = |args: &[&str]| {
+        let o = common::run_ok(common::bperf().args(["report", "-i", data]).args(args));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let by_container = report(&["--sort", "container", "-x,"]);
+    let totals = report(&["-x,"]);
+    for c in &oracle {
+        let row = by_container
+            .lines()
+            .find(|l| l.split(',').next() == Some(c.name.as_str()))
+            .unwrap_or_else(|| panic!("no row for {}: {by_container}", c.name));
+        let sorted_ns: f64 = row.rsplit(',').next().unwrap().parse().unwrap();
+        let total = totals
+            .lines()
+            .find(|l| l.contains(&c.id))
+            .unwrap_or_else(|| panic!("no total for {}: {totals}", c.name));
+        let total_ns = total.split(',').next().unwrap().parse::<f64>().unwrap() * 1e6;
+        assert!(sorted_ns > 0.0, "{row}");
+        assert!(
+            common::within(sorted_ns, total_ns, 0.1),
+            "{}: --sort container {sorted_ns}, totals {total_ns}",
+            c.name
+        );
+    }
+    let trace = made.dir.join("trace.json");
+    report(&["--timeline", trace.to_str().unwrap()]);
+    let trace = fs::read_to_string(&trace).unwrap();
+    for c in &oracle {
+        let track = format!("docker/{} ({})", c.id, c.name);
+        assert!(trace.contains(&track), "no slice named {track}");
+    }
+}

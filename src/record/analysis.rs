@@ -84,6 +84,9 @@ pub fn counter_totals(end: &End) -> Vec<Vec<Reading>> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
     Cgroup,
+    /// The container whose cgroup the slice was charged to (recorded names); `-` for
+    /// cgroups that are no container's.
+    Container,
     Cpu,
     Pid,
     Tid,
@@ -94,6 +97,7 @@ impl Key {
     pub fn name(self) -> &'static str {
         match self {
             Key::Cgroup => "cgroup",
+            Key::Container => "container",
             Key::Cpu => "cpu",
             Key::Pid => "pid",
             Key::Tid => "tid",
@@ -104,7 +108,7 @@ impl Key {
     /// The slice's value of this key, as a number (a comm's 16 bytes are one).
     fn raw(self, s: &Slice) -> u128 {
         match self {
-            Key::Cgroup => s.slot.into(),
+            Key::Cgroup | Key::Container => s.slot.into(),
             Key::Cpu => s.cpu.into(),
             Key::Pid => s.pid.into(),
             Key::Tid => s.tid.into(),
@@ -113,22 +117,33 @@ impl Key {
     }
 
     /// The value `raw` of this key as the breakdown prints it.
-    fn text(self, raw: u128, names: &[String]) -> String {
+    fn text(self, raw: u128, names: &SlotNames) -> String {
         match self {
-            Key::Cgroup => names.get(raw as usize).cloned().unwrap_or_default(),
+            Key::Cgroup => names.cgroups.get(raw as usize).cloned().unwrap_or_default(),
+            Key::Container => match names.containers.get(raw as usize) {
+                Some(Some(c)) => c.clone(),
+                _ => "-".into(),
+            },
             Key::Comm => comm_text(&raw.to_le_bytes()).into_owned(),
             _ => raw.to_string(),
         }
     }
 }
 
-/// --sort's keys: a comma-separated list of cgroup, cpu, pid, tid and comm.
+/// --sort's keys: a comma-separated list of cgroup, container, cpu, pid, tid and comm.
 pub fn parse_keys(s: &str) -> Result<Vec<Key>> {
-    let all = [Key::Cgroup, Key::Cpu, Key::Pid, Key::Tid, Key::Comm];
+    let all = [
+        Key::Cgroup,
+        Key::Container,
+        Key::Cpu,
+        Key::Pid,
+        Key::Tid,
+        Key::Comm,
+    ];
     let mut keys = Vec::new();
     for word in s.split(',').map(str::trim) {
         let Some(&k) = all.iter().find(|k| k.name() == word) else {
-            bail!("unknown sort key '{word}' (the keys: cgroup, cpu, pid, tid, comm)");
+            bail!("unknown sort key '{word}' (the keys: cgroup, container, cpu, pid, tid, comm)");
         };
         if !keys.contains(&k) {
             keys.push(k);
@@ -144,6 +159,35 @@ pub fn slot_names(h: &Header) -> Vec<String> {
         names[c.slot] = c.name.clone();
     }
     names
+}
+
+/// The names of the recorded cgroups' containers by slot (None: no container's).
+fn slot_containers(h: &Header) -> Vec<Option<String>> {
+    let mut names = vec![None; charged_slots(&h.cgroups).len()];
+    for c in &h.cgroups {
+        names[c.slot] = c.container.clone();
+    }
+    names
+}
+
+/// The name of each slot's timeline track: the cgroup's, and its container's after it
+/// when it is one's (`docker/3474…1645 (web)`).
+pub fn track_names(h: &Header) -> Vec<String> {
+    let containers = slot_containers(h);
+    slot_names(h)
+        .into_iter()
+        .zip(containers)
+        .map(|(cg, c)| match c {
+            Some(c) => format!("{cg} ({c})"),
+            None => cg,
+        })
+        .collect()
+}
+
+/// What a breakdown's keys print for a slot.
+struct SlotNames {
+    cgroups: Vec<String>,
+    containers: Vec<Option<String>>,
 }
 
 /// One row of a breakdown: its key values, and the slices that have them.
@@ -180,7 +224,7 @@ impl Group {
 /// memory it takes grows with the groups, not the slices.
 pub struct Breakdown {
     keys: Vec<Key>,
-    names: Vec<String>,
+    names: SlotNames,
     nr_events: usize,
     /// By the keys' raw values, in the keys' order (unused places 0).
     groups: FxHashMap<[u128; 5], Group>,
@@ -190,7 +234,10 @@ impl Breakdown {
     pub fn new(h: &Header, keys: &[Key]) -> Breakdown {
         Breakdown {
             keys: keys.to_vec(),
-            names: slot_names(h),
+            names: SlotNames {
+                cgroups: slot_names(h),
+                containers: slot_containers(h),
+            },
             nr_events: h.events.len(),
             groups: FxHashMap::default(),
         }
@@ -482,6 +529,7 @@ mod tests {
             id: 100 + slot as u64,
             name: path.to_string(),
             path: path.to_string(),
+            container: None,
         }
     }
 
@@ -533,6 +581,52 @@ mod tests {
         assert_eq!(
             (t[0][0].counter, t[1][0].counter, t[2][0].counter),
             (10, 10, 5)
+        );
+    }
+
+    /// --sort container: slices by the recorded name of their cgroup's container, the
+    /// cgroups of no container together under `-`; timeline tracks name the container
+    /// after the cgroup.
+    #[test]
+    fn breakdowns_by_container_use_the_recorded_names() {
+        let named = |slot, path: &str, c: Option<&str>| RecordedCgroup {
+            container: c.map(String::from),
+            ..cg(slot, path)
+        };
+        let h = Header {
+            cgroups: vec![
+                named(0, "docker/aaa", Some("web")),
+                named(1, "docker/bbb", Some("db")),
+                named(2, "system.slice", None),
+                named(3, "user.slice", None),
+            ],
+            ..header()
+        };
+        let mut b = Breakdown::new(&h, &[Key::Container]);
+        for s in [
+            slice(0, 0, "x", 30, 30),
+            slice(1, 0, "y", 20, 20),
+            slice(2, 1, "z", 5, 5),
+            slice(3, 1, "z", 4, 4),
+        ] {
+            b.add(&s);
+        }
+        let got: Vec<(String, u64)> = b
+            .groups()
+            .into_iter()
+            .map(|g| (g.key[0].clone(), g.counts[0]))
+            .collect();
+        assert_eq!(
+            got,
+            [("web".into(), 30), ("db".into(), 20), ("-".into(), 9)]
+        );
+        assert_eq!(
+            parse_keys("container,comm").unwrap(),
+            [Key::Container, Key::Comm]
+        );
+        assert_eq!(
+            track_names(&h)[..3],
+            ["docker/aaa (web)", "docker/bbb (db)", "system.slice"]
         );
     }
 

@@ -5,7 +5,9 @@
 //! magic    8 bytes  "BPERFREC"
 //! version  u32      2 (this bperf writes 2, reads 1 and 2)
 //! length   u32      of the header
-//! header   JSON     Header: events, cgroups, CPUs, clock, command, start time; and
+//! header   JSON     Header: events, cgroups (each: slot, id, name, path, and a
+//!                   container's cgroup its `container` name), CPUs, clock, command,
+//!                   start time; and
 //!                   "compression": "zstd" when what follows is one zstd stream (-z)
 //! blocks            each: kind u8, length varint, then `length` bytes
 //!   kind 3  a slice, encoded against the slices before it (compact.rs): about 10
@@ -71,13 +73,16 @@ const MAX_BLOCK: u32 = 1 << 30;
 const MAX_PIPE_BLOCK: u32 = 256 << 20;
 
 /// A cgroup recorded: its slot in the slices, id, name as given and path below the
-/// mount ("" for the root).
-#[derive(Clone, Debug, PartialEq)]
+/// mount ("" for the root), and, for a container's own cgroup, the container's name as
+/// its runtime gave it when recording started (the header's optional `container`; a
+/// file without it reads as before).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordedCgroup {
     pub slot: usize,
     pub id: u64,
     pub name: String,
     pub path: String,
+    pub container: Option<String>,
 }
 
 /// What the file says about the recording before its slices.
@@ -158,7 +163,13 @@ fn header_json(h: &Header) -> Json {
     let cgroups: Vec<Json> = h
         .cgroups
         .iter()
-        .map(|c| json!({"slot": c.slot, "id": c.id, "name": c.name, "path": c.path}))
+        .map(|c| {
+            let mut j = json!({"slot": c.slot, "id": c.id, "name": c.name, "path": c.path});
+            if let Some(name) = &c.container {
+                j["container"] = json!(name);
+            }
+            j
+        })
         .collect();
     json!({
         "events": h.events,
@@ -397,6 +408,7 @@ fn parse_header(text: &[u8]) -> Result<Header> {
                 id: c["id"].as_u64().context("a cgroup without its id")?,
                 name: c["name"].as_str().unwrap_or_default().to_string(),
                 path: c["path"].as_str().unwrap_or_default().to_string(),
+                container: c["container"].as_str().map(String::from),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -824,6 +836,7 @@ mod tests {
                 id: 42,
                 name: "web".into(),
                 path: "web".into(),
+                container: Some("shop-web-1".into()),
             }],
             cpus: vec![0, 1],
             clock: "sched_clock".into(),

@@ -28,6 +28,7 @@ use anyhow::{Context, Result};
 use rustix::process::Signal;
 
 use crate::cli::{RecordArgs, ReportArgs};
+use crate::session::containers::ContainerNames;
 use crate::session::{self, Open, Plan, Wake};
 use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
@@ -162,6 +163,9 @@ fn create_output(path: &Path) -> Result<Output> {
 
 /// The header of the recording of `plan`.
 fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
+    // The containers' names as their runtimes give them now: report needs no runtime.
+    let mut containers = ContainerNames::system();
+    containers.add(&plan.cgroups);
     let cgroups = plan
         .cgroups
         .iter()
@@ -171,6 +175,7 @@ fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
             id: c.id,
             name: c.name.clone(),
             path: c.path.display().to_string(),
+            container: containers.column(c.id),
         })
         .collect();
     let started = std::time::SystemTime::now()

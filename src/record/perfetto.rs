@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use super::analysis::{charged_slots, slot_names};
+use super::analysis::{charged_slots, track_names};
 use super::bperf_data::{comm_text, Header, Slice};
 use super::timeline::Span;
 
@@ -311,7 +311,7 @@ impl<W: Write> PerfettoTrace<W> {
                 charged_seen[c] = true;
             }
         }
-        let names = slot_names(h);
+        let names = track_names(h);
         let mut interned = Interned::default();
         interned.reset(names.len());
         let mut trace = PerfettoTrace {
@@ -599,6 +599,7 @@ mod tests {
             id: slot as u64 + 10,
             name: name.into(),
             path: path.into(),
+            container: None,
         };
         Header {
             events: events.iter().map(|e| e.to_string()).collect(),

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value as Json};
 
-use super::analysis::slot_names;
+use super::analysis::track_names;
 use super::bperf_data::{Header, Slice};
 
 /// The process id every track is under in the trace.
@@ -106,7 +106,7 @@ impl<W: Write> Trace<W> {
         }
         Ok(Trace {
             out,
-            names: slot_names(h),
+            names: track_names(h),
             events: h.events.clone(),
             t0,
         })
@@ -225,7 +225,7 @@ impl Picture {
     /// Writes the picture: the rows, a time axis and a legend (blank: no recorded
     /// cgroup ran there).
     pub fn write(&self, out: &mut impl Write, h: &Header) -> io::Result<()> {
-        let names = slot_names(h);
+        let names = track_names(h);
         let dominant = self.dominant();
         let nr_rows = h.cpus.len();
         let legend_rows = names.len().div_ceil(4);
@@ -307,6 +307,7 @@ mod tests {
             id: slot as u64 + 10,
             name: name.into(),
             path: name.into(),
+            container: None,
         };
         Header {
             events: vec!["task-clock".into()],

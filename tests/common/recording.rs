@@ -31,6 +31,7 @@ fn header() -> Header {
                 id: 100 + slot as u64,
                 name: name.to_string(),
                 path: path.to_string(),
+                container: None,
             })
             .collect(),
         cpus: CPUS.into(),
