@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::event::Event;
 use crate::output::metric::{self, Kind, Siblings};
 use crate::output::{Line, Value};
-use crate::reading::Snapshot;
+use crate::reading::{Reading, Snapshot};
 
 /// How many refreshes of each figure a row keeps for its sparkline.
 pub const HISTORY: usize = 60;
@@ -92,7 +92,7 @@ pub fn figures(
     for (slot, name) in rows {
         for e in 0..events.len() {
             let value = match supported(e) {
-                true => Value::Counted(delta.total(*slot, e)),
+                true => Value::Counted(ran(delta.total(*slot, e))),
                 false => Value::NotSupported,
             };
             lines.push(Line {
@@ -124,6 +124,19 @@ pub fn figures(
             (name.clone(), values)
         })
         .collect()
+}
+
+/// A reading of a window in which the event never ran (a cgroup with nothing to run)
+/// as one that counted nothing: top shows zero there, not perf's `<not counted>`.
+fn ran(r: Reading) -> Reading {
+    match r.scaled() {
+        Some(_) => r,
+        None => Reading {
+            counter: 0,
+            enabled: 1,
+            running: 1,
+        },
+    }
 }
 
 fn rate(line: &Line, wall_ns: f64) -> Option<f64> {
@@ -283,7 +296,6 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reading::Reading;
 
     fn events() -> Vec<Event> {
         vec![
@@ -336,6 +348,8 @@ mod tests {
         let b = &f[1].1;
         assert!((b[0].unwrap() - 0.1).abs() < 1e-9);
         assert_eq!(b[4], Some(0.25));
+        // Nothing ran in b: zero switches, not none.
+        assert_eq!(b[1], Some(0.0));
         let no_hw = figures(&ev, &cols, &rows, &snap, 5e8, &|e| e < 2);
         assert_eq!(no_hw[0].1[2..], [None, None, None]);
         assert!(no_hw[0].1[0].is_some());
