@@ -78,6 +78,21 @@ fn rate(v: f64) -> String {
     }
 }
 
+/// `name` in at most `width` characters: its end, which tells cgroups of one parent
+/// apart, after a `…` where the start is cut.
+pub fn tail(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    match n <= width {
+        true => name.to_string(),
+        false => {
+            let skip = n - width.saturating_sub(1);
+            std::iter::once('…')
+                .chain(name.chars().skip(skip))
+                .collect()
+        }
+    }
+}
+
 /// The kind of each column's event.
 pub fn kinds(events: &[crate::event::Event], columns: &[Column]) -> Vec<Kind> {
     columns
@@ -172,5 +187,12 @@ mod tests {
             assert!(rate(v).len() <= 7, "{v}: {}", rate(v));
         }
         assert_eq!(rate(12345.0), "12.3K");
+    }
+
+    #[test]
+    fn long_names_keep_their_end() {
+        assert_eq!(tail("system.slice/web", 16), "system.slice/web");
+        assert_eq!(tail("system.slice/web", 8), "…ice/web");
+        assert_eq!(tail("system.slice/web", 8).chars().count(), 8);
     }
 }
