@@ -263,7 +263,17 @@ fn draw_table(
     // Numbers take their width, the name what is left (at least its head's).
     let numbers = model.columns.len() * (text::WIDTH + 1);
     let name_width = (area.width as usize).saturating_sub(numbers).max(8);
-    let rows = model.shown().into_iter().map(|r| {
+    // Only the rows that fit are made into cells: the selected one in view.
+    let shown = model.shown();
+    let fit = (area.height as usize).saturating_sub(1).max(1);
+    let selected = view.table.selected().unwrap_or(0);
+    let mut offset = view.table.offset().min(selected);
+    if selected >= offset + fit {
+        offset = selected + 1 - fit;
+    }
+    *view.table.offset_mut() = offset;
+    let visible = shown.iter().skip(offset).take(fit);
+    let rows = visible.map(|r| {
         let mut cells = vec![Cell::from(text::tail(&r.name, name_width))];
         cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
             let v = r.values.get(i).copied().flatten();
@@ -281,7 +291,8 @@ fn draw_table(
     let table = Table::new(rows, widths)
         .header(Row::new(heads).style(Style::new().add_modifier(Modifier::UNDERLINED)))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
-    f.render_stateful_widget(table, area, &mut view.table);
+    let mut state = TableState::default().with_selected(Some(selected - offset));
+    f.render_stateful_widget(table, area, &mut state);
 }
 
 /// The selected row's history of the sorted column (the first when sorted by name).
