@@ -56,6 +56,17 @@ fn window_of(header: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn batch_rows_follow_cpu_stat_busy_first() {
+    batch_against_cpu_stat(&[]);
+}
+
+/// The same through the shared counters.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn batch_with_shared_counters() {
+    batch_against_cpu_stat(&["--bpf-counters"]);
+}
+
+fn batch_against_cpu_stat(options: &[&str]) {
     require_root();
     let _s = serial();
     let busy = [TestCgroup::new("top-busy1"), TestCgroup::new("top-busy2")];
@@ -75,6 +86,7 @@ fn batch_rows_follow_cpu_stat_busy_first() {
                 "--for-each-cgroup",
                 &pattern,
             ])
+            .args(options)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -315,6 +327,21 @@ fn full_screen_in_tmux() {
     assert!(tmux.alternate());
     assert!(pane.lines().next().unwrap().contains(" 2 CPUs "), "{pane}");
     assert!(pane.contains("IPC") && pane.contains("cs/s"), "{pane}");
+    // Resized, the view fills the new size: the keys on the last line.
+    for (x, y) in [("100", "30"), ("80", "24")] {
+        let resize = Command::new("tmux")
+            .args(["resize-window", "-t", &tmux.name, "-x", x, "-y", y])
+            .status()
+            .unwrap();
+        assert!(resize.success());
+        let lines: usize = y.parse().unwrap();
+        let filled = wait_for(10, || {
+            let pane = tmux.pane();
+            let last = pane.lines().nth(lines - 1).unwrap_or("");
+            last.starts_with("j/k move") && pane.lines().count() == lines
+        });
+        assert!(filled, "{x}x{y}:\n{}", tmux.pane());
+    }
     // The filter: only the test's cgroups, the busy ones first.
     tmux.type_text("/");
     tmux.type_text(&prefix);
