@@ -187,7 +187,7 @@ pub struct ListArgs {
     #[arg(long = "unit", value_name = "PMU")]
     pub unit: Option<String>,
 
-    /// Print each event's encoding too.
+    /// Print one table of every event: aliases, kind, encoding and whether it opens here.
     #[arg(long = "details")]
     pub details: bool,
 
@@ -435,9 +435,9 @@ pub struct StatArgs {
     #[arg(long = "bpf-attr-map", value_name = "PATH")]
     pub bpf_attr_map: Option<String>,
 
-    /// Count the BPF programs with these ids (perf's -b); refused: bperf does not count
-    /// BPF programs.
-    #[arg(short = 'b', long = "bpf-prog", value_name = "IDS")]
+    /// stat events on existing bpf program id: ID[,ID...], or as bpftool names programs
+    /// (id ID, name NAME, tag TAG, pinned PATH); with each program's runs and time per run.
+    #[arg(short = 'b', long = "bpf-prog", value_name = "bpf-prog-id")]
     pub bpf_prog: Option<String>,
 
     /// Add detailed events: -d L1 data cache and last-level cache loads and misses,
@@ -724,6 +724,7 @@ const RECORD_EXAMPLES: &[&str] = &[
     "bperf report --sort cgroup,comm",
     "bperf report --timeline timeline.json",
     "bperf report --timeline timeline.svg",
+    "bperf report --timeline timeline.perfetto-trace",
 ];
 
 const STAT_EXAMPLES: &[&str] = &[
@@ -822,8 +823,9 @@ the records and printed as bperf stat prints them (table, -x, -j), so that they 
 checked against bperf stat; when records were lost, the counters' totals instead, and a \
 note says so. --sort prints a breakdown by cgroup, CPU, process, thread or command; \
 --hist the distribution of slice lengths and of each slice's metrics; --timeline writes \
-the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU) or, for a \
-name ending in .svg, as a picture.";
+the slices as a Chrome trace-event / Perfetto JSON file (one track per CPU), as \
+Perfetto's own protobuf trace for a name ending in .perfetto-trace or .pftrace (with \
+counter tracks per cgroup), or as a picture for a name ending in .svg.";
 
 /// What `bperf record` records and where.
 #[derive(Debug, Args, Clone)]
@@ -862,6 +864,19 @@ pub struct RecordArgs {
     /// Pages of each CPU's ring buffer: a power of two, or a size with B, K, M or G.
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<String>,
+
+    /// Compress the file with zstd at level N, 1 (the fastest, the default) to 19, as
+    /// perf record's -z.
+    #[arg(
+        short = 'z',
+        long = "compression-level",
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1",
+        value_parser = clap::value_parser!(i32).range(1..=19)
+    )]
+    pub compression_level: Option<i32>,
 
     #[command(flatten)]
     pub verbose: VerboseArg,
@@ -1059,8 +1074,9 @@ pub struct ReportArgs {
     #[arg(long = "hist")]
     pub hist: bool,
 
-    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON, or an SVG
-    /// picture when FILE ends in .svg.
+    /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON; Perfetto's
+    /// protobuf trace when FILE ends in .perfetto-trace or .pftrace; an SVG picture when
+    /// it ends in .svg.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
 }

@@ -1,6 +1,6 @@
-//! bperf report on damaged bperf.data files: 2000 copies of a small good recording, each
-//! damaged its own repeatable way, read by every mode of report under an address-space
-//! and a time limit. Each must be read or refused in one line naming the file; none may
+//! bperf report on damaged bperf.data files: 2000 copies of small good recordings
+//! (version 2, version 2 through zstd, and the version 1 fixture), each damaged its own
+//! repeatable way, read by every mode of report under an address-space and a time limit. Each must be read or refused in one line naming the file; none may
 //! panic, abort on an allocation, or hang. Needs no privilege.
 
 mod common;
@@ -18,13 +18,14 @@ const SLICES: u64 = 60;
 /// Seconds one report may take on a file of a few kB.
 const TIME_LIMIT: u32 = 10;
 
-/// report's modes, spread over the copies: the totals, the distributions, and the two
+/// report's modes, spread over the copies: the totals, the distributions, and the three
 /// timelines (the output file's name picks the form).
-const MODES: [&[&str]; 4] = [
+const MODES: [&[&str]; 5] = [
     &[],
     &["--hist"],
     &["--timeline", "svg"],
     &["--timeline", "json"],
+    &["--timeline", "perfetto-trace"],
 ];
 
 /// The report of `input` in mode `mode`, its timeline (if any) written into `dir`.
@@ -62,12 +63,20 @@ fn verdict(index: u64, mode: usize, input: &Path, out: &std::process::Output) ->
 #[test]
 fn damaged_recordings_are_read_or_refused_never_crash() {
     let dir = TempDir::new("fuzz-bperfdata");
-    let good = recording::bytes(SLICES);
-    let good_path = dir.0.join("good.data");
-    std::fs::write(&good_path, &good).unwrap();
-    for (mode, args) in MODES.iter().enumerate() {
-        let out = damage::run_limited(&report(&good_path, mode, &dir.0, u64::MAX), TIME_LIMIT);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let v1 =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bperfdata/v1-pingpong.data");
+    let goods = [
+        ("v2", recording::bytes(SLICES)),
+        ("v2-zstd", recording::compressed_bytes(SLICES, Some(3))),
+        ("v1", std::fs::read(v1).unwrap()),
+    ];
+    for (name, good) in &goods {
+        let good_path = dir.0.join(format!("good-{name}.data"));
+        std::fs::write(&good_path, good).unwrap();
+        for (mode, args) in MODES.iter().enumerate() {
+            let out = damage::run_limited(&report(&good_path, mode, &dir.0, u64::MAX), TIME_LIMIT);
+            assert!(out.status.success(), "{name} {args:?}: {}", stderr(&out));
+        }
     }
 
     let failures = Mutex::new(Vec::new());
@@ -81,8 +90,9 @@ fn damaged_recordings_are_read_or_refused_never_crash() {
                 if i >= COPIES {
                     return;
                 }
-                let input = dir.0.join(format!("copy-{i}.data"));
-                std::fs::write(&input, damage::damaged_copy(&good, SEED, i)).unwrap();
+                let (name, good) = &goods[(i % goods.len() as u64) as usize];
+                let input = dir.0.join(format!("copy-{i}-{name}.data"));
+                std::fs::write(&input, damage::damaged_copy(good, SEED, i)).unwrap();
                 let mode = (i % MODES.len() as u64) as usize;
                 let out = damage::run_limited(&report(&input, mode, &dir.0, i), TIME_LIMIT);
                 if let Some(bad) = verdict(i, mode, &input, &out) {
@@ -90,7 +100,7 @@ fn damaged_recordings_are_read_or_refused_never_crash() {
                 } else {
                     let _ = std::fs::remove_file(&input);
                 }
-                for ext in ["svg", "json"] {
+                for ext in ["svg", "json", "perfetto-trace"] {
                     let _ = std::fs::remove_file(dir.0.join(format!("timeline-{i}.{ext}")));
                 }
             });

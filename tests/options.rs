@@ -436,12 +436,8 @@ fn unavailable_features_are_refused_as_perf_refuses_them() {
         ("--topdown", "topdown metric groups aren't present"),
         ("--smi-cost", "freeze_on_smi is not supported"),
         ("-T", "Missing transaction metrics"),
-        ("-b", "bpf prog"),
     ] {
         let mut args = vec!["-a", opt];
-        if opt == "-b" {
-            args.push("7");
-        }
         args.extend(["--", "true"]);
         assert_refused(&args, 255, needle);
     }

@@ -137,6 +137,31 @@ fn slices_add_up_to_the_kernels_accounting() {
             cg.name
         );
     }
+    // Perfetto's own format, read with Perfetto's protos: the same tracks and slices, and
+    // each cgroup's counter tracks.
+    let pftrace = TempFile::new("rec-trace.perfetto-trace");
+    report(&file, &["--timeline", pftrace.0.to_str().unwrap()]);
+    let summary = perfetto::summary(&pftrace.0);
+    assert_eq!(summary["unbalanced"], 0, "{summary}");
+    let cpu_tracks = perfetto::root_children(&summary)
+        .iter()
+        .filter(|t| t.starts_with("CPU "))
+        .count();
+    assert_eq!(cpu_tracks, tracks);
+    let counters = perfetto::counter_tracks(&summary);
+    for cg in [&busy, &pp] {
+        let ms = summary["slices"][&cg.name]["ns"].as_f64().unwrap_or(0.0) / 1e6;
+        let tc = value(&lines, "task-clock", &cg.name);
+        assert!(
+            within(ms, tc, 2.0),
+            "{}: Perfetto slices last {ms} ms, task-clock {tc} ms",
+            cg.name
+        );
+        for metric in ["task-clock (CPUs)", "context-switches /s"] {
+            let name = format!("{} {metric}", cg.name);
+            assert!(counters.contains(&name), "no {name} in {counters:?}");
+        }
+    }
     let picture = TempFile::new("rec-trace.svg");
     report(&file, &["--timeline", picture.0.to_str().unwrap()]);
     let text = picture.read();
@@ -152,6 +177,63 @@ fn slices_add_up_to_the_kernels_accounting() {
         .count();
     assert!(painted >= 2, "nothing painted: {text}");
     assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// record -z: what follows the header is one zstd stream, and report reads from it a
+/// ping-pong's context switches, one slice each, and task-clock that agrees with
+/// cpu.stat.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_compressed_recording_reads_as_a_plain_one() {
+    require_root();
+    let _s = serial();
+    let pp = TestCgroup::new("rec-zstd");
+    let w = workload().display().to_string();
+    let script = format!(
+        "echo $$ > {p} && exec taskset -c 1 {w} pingpong 20000 {p}",
+        p = pp.procs()
+    );
+    let before = pp.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let file = TempFile::new("zstd.data");
+    let o = record(
+        &file,
+        &[
+            "-z",
+            "-e",
+            "task-clock,context-switches",
+            "--for-each-cgroup",
+            &pp.name,
+        ],
+        &sh(&script),
+    );
+    let unaccounted = unaccounted_since(unaccounted);
+    let err = stderr(&o);
+    let (slices, lost) = captured(&err);
+    assert_eq!(lost, 0, "{err}");
+    let bytes = std::fs::read(&file.0).unwrap();
+    let body = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    assert!(String::from_utf8_lossy(&bytes[16..body]).contains(r#""compression":"zstd""#));
+    assert_eq!(
+        bytes[body..body + 4],
+        [0x28, 0xb5, 0x2f, 0xfd],
+        "a zstd frame"
+    );
+    assert!(
+        (bytes.len() as u64) < slices * 10,
+        "{} bytes for {slices} slices",
+        bytes.len()
+    );
+    let lines = parse_csv(&stdout(&report(&file, &["-x,"])), false);
+    let (cs, _) = rusage_totals(&err);
+    let switches = value(&lines, "context-switches", &pp.name);
+    assert!(within(switches, cs as f64, 1.0), "{switches} for {cs}");
+    let ours = value(&lines, "task-clock", &pp.name) * 1e6;
+    let kernel = (pp.usage_ns() - before) as f64;
+    assert!(
+        agrees_with_cpu_stat(ours, kernel, unaccounted),
+        "{ours} ns, cpu.stat {kernel} ns"
+    );
 }
 
 /// A one-page ring cannot keep up with a ping-pong: the slices lost are counted, said
@@ -261,28 +343,6 @@ const LARGE_SLICES: u64 = 2_000_000;
 /// The most a report of it may take: its memory must not grow with the slices.
 const REPORT_RSS_LIMIT_KB: i64 = 64 << 10;
 
-/// The peak resident set of `cmd`, in kB (its rusage after it ended), and its output.
-// The child is reaped by wait4, which std's Child does not offer.
-#[allow(clippy::zombie_processes)]
-fn peak_rss_kb(cmd: &mut std::process::Command) -> (i64, std::process::ExitStatus, String) {
-    let mut child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as i32;
-    // SAFETY: plain wait4(2) of our own child, which nothing else waits for.
-    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(got, pid);
-    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
-    (usage.ru_maxrss, status, err)
-}
-
 /// report streams the file: every mode of it on a recording of two million slices,
 /// written by the file module's own writer, peaks far below what holding the slices
 /// would take, and its numbers are the slices' (the totals those the writer added up).
@@ -295,12 +355,14 @@ fn report_memory_does_not_grow_with_the_slices() {
         std::io::Write::flush(&mut out).unwrap();
     }
     let picture = TempFile::new("large.svg");
-    let modes: [&[&str]; 5] = [
+    let pftrace = TempFile::new("large.pftrace");
+    let modes: [&[&str]; 6] = [
         &[],
         &["--sort", "pid,comm"],
         &["--hist"],
         &["--timeline", "/dev/null"],
         &["--timeline", picture.0.to_str().unwrap()],
+        &["--timeline", pftrace.0.to_str().unwrap()],
     ];
     for args in modes {
         let (kb, status, err) = peak_rss_kb(bperf().args(["report", "-i"]).arg(&file.0).args(args));

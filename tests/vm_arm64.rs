@@ -72,6 +72,7 @@ fn exact(actual: f64, expected: f64, what: &str) {
 #[test]
 fn arm64_pmu() {
     let Some(all) = run_guest() else { return };
+    bpf_programs_count_their_loops(&all);
 
     // Per cgroup, nested: A holds its own spin and its child C's.
     let cg = csv(&all, "cgroups");
@@ -194,4 +195,43 @@ fn arm64_pmu() {
         .parse()
         .unwrap();
     exact(served, 70e6, "served instructions:u");
+}
+
+/// stat -b: each of the two target programs (examples/bpf_target.rs) ran exactly 100
+/// times in each of three counts, and its instructions per run differ by the loops'
+/// difference: 1000 more iterations of a body the arm64 JIT makes 8 instructions (mov+mul
+/// for `*= 3`, mov, add, add, mov, cmp+b.ne; tests/bpf/prog_target.bpf.c), within 1%.
+/// A timer tick inside a run counts too (about one in 400 runs of the longer program,
+/// some 20,000 instructions): the fewest of the three counts are the loops'.
+fn bpf_programs_count_their_loops(all: &HashMap<String, Case>) {
+    let per_run = |name: &str| {
+        let text = &case(all, name).text;
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.contains(','))
+            .map(|l| l.split(',').collect())
+            .collect();
+        let runs = lines
+            .iter()
+            .find(|l| l[2] == "runs")
+            .unwrap_or_else(|| panic!("no runs line in {name}:\n{text}"));
+        assert_eq!(runs[0], "100", "{name}:\n{text}");
+        let insns = lines
+            .iter()
+            .find(|l| l.last() == Some(&"instructions per run"))
+            .unwrap_or_else(|| panic!("no instructions per run in {name}:\n{text}"));
+        insns[insns.len() - 2].parse::<f64>().unwrap()
+    };
+    let fewest = |prog: &str| {
+        (1..=3)
+            .map(|i| per_run(&format!("bpf-prog-{prog}-{i}")))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (short, long) = (fewest("short"), fewest("long"));
+    let expected = 8.0 * 1000.0;
+    assert!(
+        within(long - short, expected, 1.0),
+        "instructions per run: {short} (100 iterations), {long} (1100): {} apart, not {expected}",
+        long - short
+    );
 }

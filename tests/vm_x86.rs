@@ -1,7 +1,7 @@
 //! The privileged counting tests on the kernels users run: Debian 12's 6.1 and its 6.12
 //! backport, booted under QEMU's TCG by tests/vm/run-x86 over this machine's own file
 //! system. The test binaries this `cargo test --release` run built (stat, shared, record,
-//! live, hostile) run there as they run here, as root with BPERF_REQUIRE_PRIV=1: the
+//! live, hostile, bpf_prog) run there as they run here, as root with BPERF_REQUIRE_PRIV=1: the
 //! same assertions against the guest kernel's own accounting. 6.1 has no bpf_rdonly_cast
 //! (every counter goes through the read helper) and both allow BPF trampolines, which
 //! this machine's kernel refuses.
@@ -27,6 +27,7 @@ const COUNTING: &[(&str, &[&str])] = &[
     ("record", &[]),
     ("live", &[]),
     ("hostile", &["command_line_fuzz"]),
+    ("bpf_prog", &[]),
 ];
 
 /// The newest build of test `name` beside this one (target/release/deps/NAME-HASH).

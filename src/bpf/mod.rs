@@ -2,6 +2,7 @@
 //! programs, and flushes and reads the per-cgroup counts it keeps. With src/sys/, the
 //! only code that talks to the kernel.
 
+pub mod prog_profile;
 pub mod shared;
 
 mod skel {

@@ -352,9 +352,20 @@ mod tests {
     /// A path, the runtime, pod (UID, QoS) and container's own cgroup it gives.
     type Fixture = (String, Runtime, Option<(&'static str, Qos)>, String);
 
+    /// A fixture whose path is the container's own cgroup.
+    fn same(path: String, runtime: Runtime, pod: Option<(&'static str, Qos)>) -> Fixture {
+        (path.clone(), runtime, pod, path)
+    }
+
     /// Each documented layout.
     fn fixtures() -> Vec<Fixture> {
-        let same = |p: String, r, pod| (p.clone(), r, pod, p);
+        let mut all = runtime_fixtures();
+        all.extend(kubernetes_fixtures());
+        all
+    }
+
+    /// Container runtimes on their own: Docker, Podman, containerd.
+    fn runtime_fixtures() -> Vec<Fixture> {
         vec![
             // Docker, cgroupfs driver (v2 and the v1 controllers' own paths alike; this
             // machine's dockerd shows `0::/docker/<id>` and `perf_event:/docker/<id>`)
@@ -393,6 +404,20 @@ mod tests {
             ),
             // containerd outside Kubernetes, cgroupfs: its k8s.io namespace
             same(format!("/k8s.io/{ID}"), Runtime::Containerd, None),
+            // docker --cgroup-parent=/mine (cgroupfs): the id, the runtime unsaid
+            same(format!("/mine/{ID}"), Runtime::Unknown, None),
+            // a path from the mount rather than the hierarchy's root
+            same(
+                format!("/sys/fs/cgroup/perf_event/docker/{ID}"),
+                Runtime::Docker,
+                None,
+            ),
+        ]
+    }
+
+    /// Kubernetes pods under each runtime and cgroup driver.
+    fn kubernetes_fixtures() -> Vec<Fixture> {
+        vec![
             // Kubernetes + containerd, systemd driver, each QoS class
             same(
                 format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"),
@@ -449,15 +474,6 @@ mod tests {
                 format!("/kubepods/burstable/pod6d1d9e7e4a3fb9b4ebf3bdb8ddca4b0c/{ID}"),
                 Runtime::Cri,
                 Some(("6d1d9e7e4a3fb9b4ebf3bdb8ddca4b0c", Qos::Burstable)),
-            ),
-            // docker --cgroup-parent=/mine (cgroupfs): the id, the runtime unsaid
-            same(format!("/mine/{ID}"), Runtime::Unknown, None),
-            // a path from the mount rather than the hierarchy's root
-            (
-                format!("/sys/fs/cgroup/perf_event/docker/{ID}"),
-                Runtime::Docker,
-                None,
-                format!("/sys/fs/cgroup/perf_event/docker/{ID}"),
             ),
         ]
     }

@@ -115,6 +115,9 @@ pub struct Options {
     /// The NMI watchdog is on: perf then advises turning it off when an event did not
     /// count.
     pub nmi_watchdog: bool,
+    /// Lines of the caller's own, already formatted, printed after each interval's and
+    /// the summary's counts (before the footer): stat -b's run counts.
+    pub extra_lines: Vec<String>,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -335,7 +338,15 @@ impl<W: Write> Report<W> {
         for f in &all {
             self.print(Some(ts), f)?;
         }
+        self.print_extra_lines()?;
         self.out.flush()
+    }
+
+    fn print_extra_lines(&mut self) -> io::Result<()> {
+        for line in &self.opts.extra_lines {
+            writeln!(self.out, "{line}")?;
+        }
+        Ok(())
     }
 
     /// The interval header's columns for what each line is of besides its event.
@@ -412,6 +423,7 @@ impl<W: Write> Report<W> {
                 self.print(None, f)?;
             }
         }
+        self.print_extra_lines()?;
         if table {
             self.footer(footer)?;
             self.hints(events, lines)?;
@@ -871,6 +883,7 @@ mod tests {
             cgroup_rows: false,
             forever: false,
             nmi_watchdog: false,
+            extra_lines: Vec::new(),
         }
     }
 

@@ -3,18 +3,23 @@
 //!
 //! ```text
 //! magic    8 bytes  "BPERFREC"
-//! version  u32      1
+//! version  u32      2 (this bperf writes 2, reads 1 and 2)
 //! length   u32      of the header
-//! header   JSON     Header: events, cgroups, CPUs, clock, command, start time
-//! blocks            each: kind u32, length u32, then `length` bytes
-//!   kind 1  a slice: the BPF program's struct bperf_slice (src/bpf/bperf.h), as sent:
-//!           start u64, length u64, cgroup id u64, cpu u32, slot u32, pid u32, tid u32,
-//!           comm [16]u8, nr_events u32, flags u32, then nr_events x (counter u64,
-//!           enabled u64, running u64); decoded through the skeleton's generated
-//!           struct (crate::bpf::sent), so bperf.h's layout is the file's
+//! header   JSON     Header: events, cgroups, CPUs, clock, command, start time; and
+//!                   "compression": "zstd" when what follows is one zstd stream (-z)
+//! blocks            each: kind u8, length varint, then `length` bytes
+//!   kind 3  a slice, encoded against the slices before it (compact.rs): about 10
+//!           bytes for a ping-pong's slice of two events, where version 1 took 120
 //!   kind 2  the end, last in the file: End as JSON (duration, lost records per CPU,
 //!           the counters' totals)
 //! ```
+//! Version 1 (still read): blocks of kind u32, length u32; kind 1 a slice as the BPF
+//! program sent it, struct bperf_slice (src/bpf/bperf.h): start u64, length u64,
+//! cgroup id u64, cpu u32, slot u32, pid u32, tid u32, comm [16]u8, nr_events u32,
+//! flags u32, then nr_events x (counter u64, enabled u64, running u64), decoded through
+//! the skeleton's generated struct (crate::bpf::sent); kind 2 the end. The BPF
+//! program's slices are read the same way before they are encoded.
+//!
 //! Integers are little-endian. A file without its end block is refused: the recording
 //! did not finish.
 
@@ -30,10 +35,23 @@ use serde_json::{json, Value as Json};
 use crate::bpf::sent::{bperf_reading, bperf_slice};
 use crate::reading::Reading;
 
+mod compact;
+
 pub const MAGIC: &[u8; 8] = b"BPERFREC";
-pub const VERSION: u32 = 1;
+/// The version this bperf writes; it reads V1 too.
+pub const VERSION: u32 = 2;
+const V1: u32 = 1;
+/// Version 1's blocks.
 const SLICE: u32 = 1;
 const END: u32 = 2;
+/// Version 2's.
+const COMPACT_SLICE: u8 = 3;
+const END_V2: u8 = 2;
+/// The compression a version 2 header can name.
+const ZSTD: &str = "zstd";
+/// The largest zstd window a reader accepts (2^23 bytes): what levels 1 to 19 use.
+const ZSTD_WINDOW_LOG_MAX: u32 = 23;
+
 /// Bytes of a slice before its deltas: struct bperf_slice up to `delta`.
 pub const SLICE_HEAD: usize = offset_of!(bperf_slice, delta);
 /// Bytes of each delta: struct bperf_reading.
@@ -154,33 +172,121 @@ fn header_json(h: &Header) -> Json {
     })
 }
 
-/// Writes the magic, version and header.
-pub fn write_header(out: &mut impl Write, h: &Header) -> io::Result<()> {
-    let text = header_json(h).to_string();
-    out.write_all(MAGIC)?;
-    out.write_all(&VERSION.to_le_bytes())?;
-    out.write_all(&(text.len() as u32).to_le_bytes())?;
-    out.write_all(text.as_bytes())
+/// Where a recording's blocks go: the file, or a zstd stream into it.
+enum Sink<W: Write> {
+    Plain(W),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
 }
 
-/// Writes one slice as the BPF program sent it (`raw`, perhaps padded); false if it is
-/// too short to be one.
-pub fn write_slice(out: &mut impl Write, raw: &[u8]) -> io::Result<bool> {
-    let Some(n) = raw.get(NR_EVENTS_AT..NR_EVENTS_AT + 4) else {
-        return Ok(false);
-    };
-    let n = u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize;
-    let Some(bytes) = raw.get(..SLICE_HEAD + n * READING) else {
-        return Ok(false);
-    };
-    out.write_all(&SLICE.to_le_bytes())?;
-    out.write_all(&(bytes.len() as u32).to_le_bytes())?;
-    out.write_all(bytes)?;
-    Ok(true)
+impl<W: Write> Write for Sink<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Plain(w) => w.write(buf),
+            Sink::Zstd(z) => z.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.flush(),
+            Sink::Zstd(z) => z.flush(),
+        }
+    }
 }
 
-/// Writes the end block.
-pub fn write_end(out: &mut impl Write, end: &End) -> io::Result<()> {
+/// A recording being written (version 2): the header, then each slice as the BPF
+/// program sends it, then the end.
+pub struct Writer<W: Write> {
+    sink: Sink<W>,
+    encoder: compact::Encoder,
+    nr_events: usize,
+    /// The slice being written, and its block's bytes.
+    slice: Slice,
+    block: Vec<u8>,
+}
+
+impl<W: Write> Writer<W> {
+    /// Writes the magic, version and header to `out`; what follows goes through zstd at
+    /// `zstd_level` when one is given (1 to 19: their windows are at most what a
+    /// reader accepts, ZSTD_WINDOW_LOG_MAX).
+    pub fn new(mut out: W, h: &Header, zstd_level: Option<i32>) -> io::Result<Writer<W>> {
+        let mut header = header_json(h);
+        if zstd_level.is_some() {
+            header["compression"] = ZSTD.into();
+        }
+        let text = header.to_string();
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_le_bytes())?;
+        out.write_all(&(text.len() as u32).to_le_bytes())?;
+        out.write_all(text.as_bytes())?;
+        let sink = match zstd_level {
+            None => Sink::Plain(out),
+            Some(level) => {
+                let mut z = zstd::stream::write::Encoder::new(out, level)?;
+                z.include_checksum(true)?;
+                Sink::Zstd(z)
+            }
+        };
+        Ok(Writer {
+            sink,
+            encoder: compact::Encoder::new(&h.cpus),
+            nr_events: h.events.len(),
+            slice: Slice::default(),
+            block: Vec::with_capacity(compact::max_bytes(h.events.len()) + 11),
+        })
+    }
+
+    /// Writes one slice as the BPF program sent it (`raw`, perhaps padded); false if it
+    /// is not one of this recording's (too short, other events, another CPU).
+    pub fn write_slice(&mut self, raw: &[u8]) -> io::Result<bool> {
+        let Some(n) = raw.get(NR_EVENTS_AT..NR_EVENTS_AT + 4) else {
+            return Ok(false);
+        };
+        let n = u32::from_le_bytes(n.try_into().expect("4 bytes")) as usize;
+        let Some(bytes) = raw.get(..SLICE_HEAD + n.min(self.nr_events) * READING) else {
+            return Ok(false);
+        };
+        if parse_slice_into(&mut self.slice, bytes, self.nr_events).is_err() {
+            return Ok(false);
+        }
+        let mut body = std::mem::take(&mut self.block);
+        body.clear();
+        let ours = self.encoder.encode(&self.slice, &mut body);
+        if ours {
+            write_block(&mut self.sink, COMPACT_SLICE, &body)?;
+        }
+        self.block = body;
+        Ok(ours)
+    }
+
+    /// Writes the end block (and ends the zstd stream); the writer it was given.
+    pub fn finish(mut self, end: &End) -> io::Result<W> {
+        write_block(&mut self.sink, END_V2, end_json(end).as_bytes())?;
+        match self.sink {
+            Sink::Plain(w) => Ok(w),
+            Sink::Zstd(z) => z.finish(),
+        }
+    }
+}
+
+/// A version 2 block: its kind, its length as a varint, its bytes.
+fn write_block(out: &mut impl Write, kind: u8, bytes: &[u8]) -> io::Result<()> {
+    let mut head = [0u8; 11];
+    head[0] = kind;
+    let mut len = bytes.len() as u64;
+    let mut at = 1;
+    while len >= 0x80 {
+        head[at] = len as u8 | 0x80;
+        len >>= 7;
+        at += 1;
+    }
+    head[at] = len as u8;
+    out.write_all(&head[..=at])?;
+    out.write_all(bytes)
+}
+
+/// The end block's JSON.
+fn end_json(end: &End) -> String {
     let totals: Vec<Json> = end
         .totals
         .iter()
@@ -194,16 +300,13 @@ pub fn write_end(out: &mut impl Write, end: &End) -> io::Result<()> {
                 .collect::<Vec<_>>())
         })
         .collect();
-    let text = json!({
+    json!({
         "duration_ns": end.duration_ns,
         "lost": end.lost,
         "ring_lost": end.ring_lost,
         "totals": totals,
     })
-    .to_string();
-    out.write_all(&END.to_le_bytes())?;
-    out.write_all(&(text.len() as u32).to_le_bytes())?;
-    out.write_all(text.as_bytes())
+    .to_string()
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -392,14 +495,34 @@ fn parse_end(text: &[u8]) -> Result<End> {
     })
 }
 
+/// Where a recording's blocks come from: the file, or the zstd stream in it.
+enum Source<R: Read> {
+    Plain(R),
+    Zstd(zstd::stream::read::Decoder<'static, io::BufReader<R>>),
+    /// While the input changes hands.
+    Taken,
+}
+
+impl<R: Read> Read for Source<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::Plain(r) => r.read(buf),
+            Source::Zstd(z) => z.read(buf),
+            Source::Taken => Ok(0),
+        }
+    }
+}
+
 /// A bperf.data file read one slice at a time: the memory it takes does not grow with
 /// the number of slices, and no length in the file makes it allocate more than the
-/// bytes that are really there.
-pub struct Reader<R> {
-    input: R,
-    /// The offset of the next byte.
+/// bytes that are really there (or, compressed, than its header's dimensions allow).
+pub struct Reader<R: Read> {
+    input: Source<R>,
+    version: u32,
+    /// The offset of the next byte (past the header, of the decompressed stream).
     at: u64,
-    /// The length of the input, when it is a file (a pipe's is not known).
+    /// The length of the input, when it is a file (a pipe's is not known, nor a
+    /// compressed stream's).
     size: Option<u64>,
     header: Header,
     /// The recorded CPUs, sorted: a slice comes from one of them.
@@ -407,6 +530,7 @@ pub struct Reader<R> {
     /// The block being read; a slice's bytes.
     body: Vec<u8>,
     slice: Slice,
+    decoder: compact::Decoder,
     end: Option<End>,
 }
 
@@ -427,8 +551,10 @@ impl<R: Read> Reader<R> {
         }
         read_at(&mut input, &mut head, &mut at, "the header")?;
         let version = u32_at(&head, 0);
-        if version != VERSION {
-            bail!("a version {version} bperf record file: this bperf reads version {VERSION}");
+        if version != VERSION && version != V1 {
+            bail!(
+                "a version {version} bperf record file: this bperf reads versions {V1} and {VERSION}"
+            );
         }
         let header_at = at;
         let text = read_block(&mut input, u32_at(&head, 4), &mut at, size, "the header")?;
@@ -436,16 +562,43 @@ impl<R: Read> Reader<R> {
             parse_header(&text).with_context(|| format!("the header at byte {header_at}"))?;
         let mut cpus = header.cpus.clone();
         cpus.sort_unstable();
-        Ok(Reader {
-            input,
+        let mut reader = Reader {
+            input: Source::Plain(input),
+            version,
             at,
             size,
             cpus,
             body: vec![0; slice_bytes(header.events.len())],
             slice: Slice::default(),
+            decoder: compact::Decoder::new(&header.cpus, header.cgroups.len(), header.events.len()),
             header,
             end: None,
-        })
+        };
+        if version != V1 {
+            reader
+                .decompress(&text)
+                .with_context(|| format!("the header at byte {header_at}"))?;
+        }
+        Ok(reader)
+    }
+
+    /// Reads what follows the header through the compression it names, if any.
+    fn decompress(&mut self, header: &[u8]) -> Result<()> {
+        let v: Json = serde_json::from_slice(header).context("the header is not JSON")?;
+        match &v["compression"] {
+            Json::Null => Ok(()),
+            Json::String(z) if z == ZSTD => {
+                let Source::Plain(input) = std::mem::replace(&mut self.input, Source::Taken) else {
+                    unreachable!("decompress runs once, on the plain input")
+                };
+                let mut z = zstd::stream::read::Decoder::new(input)?;
+                z.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+                self.input = Source::Zstd(z);
+                self.size = None;
+                Ok(())
+            }
+            other => bail!("it is compressed with {other}, which this bperf does not read"),
+        }
     }
 
     pub fn header(&self) -> &Header {
@@ -457,6 +610,13 @@ impl<R: Read> Reader<R> {
         if self.end.is_some() {
             return Ok(None);
         }
+        match self.version {
+            V1 => self.next_v1(),
+            _ => self.next_v2(),
+        }
+    }
+
+    fn next_v1(&mut self) -> Result<Option<&Slice>> {
         let start = self.at;
         let mut block = [0u8; 8];
         if read_some(&mut self.input, &mut block, &mut self.at, "a block header")? == 0 {
@@ -489,27 +649,101 @@ impl<R: Read> Reader<R> {
                 self.header.events.len(),
                 self.body.len()
             ),
-            END => {
-                let text = read_block(
-                    &mut self.input,
-                    len,
-                    &mut self.at,
-                    self.size,
-                    "the end block",
-                )?;
-                let end =
-                    parse_end(&text).with_context(|| format!("the end block at byte {start}"))?;
-                self.end = Some(end);
-                Ok(None)
+            END => self.read_end(len, start),
+            k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
+        }
+    }
+
+    fn next_v2(&mut self) -> Result<Option<&Slice>> {
+        let start = self.at;
+        let mut kind = [0u8];
+        if read_some(&mut self.input, &mut kind, &mut self.at, "a block")? == 0 {
+            bail!("truncated: no end block after byte {start} (the recording did not finish)");
+        }
+        let len = read_varint(&mut self.input, &mut self.at)?;
+        match kind[0] {
+            COMPACT_SLICE => {
+                let most = compact::max_bytes(self.header.events.len());
+                if len > most as u64 {
+                    bail!("bad slice at byte {start}: {len} bytes (at most {most})");
+                }
+                self.body.resize(len as usize, 0);
+                read_at(&mut self.input, &mut self.body, &mut self.at, "a slice")?;
+                self.decoder
+                    .decode(&self.body, &mut self.slice)
+                    .with_context(|| format!("bad slice at byte {start}"))?;
+                Ok(Some(&self.slice))
+            }
+            END_V2 => {
+                let most = self.max_end_block();
+                if len > most {
+                    bail!("the end block at byte {start} claims {len} bytes (at most {most}): the file is damaged");
+                }
+                self.read_end(len as u32, start)
             }
             k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
         }
+    }
+
+    /// The most bytes the end block of this header's recording can take: a reading
+    /// of each event of each cgroup on each CPU, two lost counts a CPU, and room.
+    fn max_end_block(&self) -> u64 {
+        let h = &self.header;
+        let readings = (h.cgroups.len() as u64)
+            .saturating_mul(h.events.len() as u64)
+            .saturating_mul(h.cpus.len() as u64);
+        let bytes = readings
+            .saturating_mul(3 * 21 + 4)
+            .saturating_add(2 * 21 * h.cpus.len() as u64)
+            .saturating_add(4096);
+        bytes.min(u64::from(MAX_BLOCK))
+    }
+
+    fn read_end(&mut self, len: u32, start: u64) -> Result<Option<&Slice>> {
+        let text = read_block(
+            &mut self.input,
+            len,
+            &mut self.at,
+            self.size,
+            "the end block",
+        )?;
+        let end = parse_end(&text).with_context(|| format!("the end block at byte {start}"))?;
+        if let Source::Zstd(z) = &mut self.input {
+            // The stream must end here, whole: its checksum read and checked.
+            let mut rest = [0u8; 64];
+            let extra = z
+                .read(&mut rest)
+                .context("the compressed stream after the end block")?;
+            if extra > 0 {
+                bail!("data after the end block at byte {start}: the file is damaged");
+            }
+        }
+        self.end = Some(end);
+        Ok(None)
     }
 
     /// The end block, once `next_slice` has said there are no more slices.
     pub fn end(&self) -> Option<&End> {
         self.end.as_ref()
     }
+}
+
+/// A varint block length at `*at` (at most 10 bytes, 64 bits).
+fn read_varint(input: &mut impl Read, at: &mut u64) -> Result<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let mut b = [0u8];
+        read_at(input, &mut b, at, "a block's length")?;
+        let bits = u64::from(b[0] & 0x7f);
+        if shift == 63 && bits > 1 {
+            break;
+        }
+        v |= bits << shift;
+        if b[0] & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    bail!("a block length of more than 64 bits at byte {at}: the file is damaged")
 }
 
 /// Fills `buf` at `*at`, or reads nothing at the end of the input (returns the bytes
@@ -619,26 +853,70 @@ mod tests {
         b
     }
 
-    fn file(end: bool) -> Vec<u8> {
+    /// A version 1 file as bperf wrote it: the header, the slices as sent, the end.
+    fn v1_file(h: &Header, raw: &[Vec<u8>], end: Option<&End>) -> Vec<u8> {
         let mut out = Vec::new();
-        write_header(&mut out, &header()).unwrap();
-        assert!(write_slice(&mut out, &raw_slice(5, &[1000, 1])).unwrap());
-        assert!(!write_slice(&mut out, &[0; 10]).unwrap());
-        if end {
-            let r = Reading {
-                counter: 3,
-                enabled: 4,
-                running: 5,
-            };
-            let end = End {
-                duration_ns: 9,
-                lost: vec![0, 2],
-                ring_lost: vec![0, 1],
-                totals: vec![vec![vec![r; 2]; 2]],
-            };
-            write_end(&mut out, &end).unwrap();
+        let text = header_json(h).to_string();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&V1.to_le_bytes());
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+        for r in raw {
+            let n = u32_at(r, NR_EVENTS_AT) as usize;
+            let bytes = &r[..SLICE_HEAD + n * READING];
+            out.extend_from_slice(&SLICE.to_le_bytes());
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        if let Some(end) = end {
+            let text = end_json(end);
+            out.extend_from_slice(&END.to_le_bytes());
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
         }
         out
+    }
+
+    fn end() -> End {
+        let r = Reading {
+            counter: 3,
+            enabled: 4,
+            running: 5,
+        };
+        End {
+            duration_ns: 9,
+            lost: vec![0, 2],
+            ring_lost: vec![0, 1],
+            totals: vec![vec![vec![r; 2]; 2]],
+        }
+    }
+
+    fn file(end: bool) -> Vec<u8> {
+        v1_file(
+            &header(),
+            &[raw_slice(5, &[1000, 1])],
+            end.then(self::end).as_ref(),
+        )
+    }
+
+    /// A version 2 file of `raw` slices, compressed at `zstd` if given; without its end
+    /// block unless `end`.
+    fn v2_file(raw: &[Vec<u8>], zstd: Option<i32>, end: bool) -> Vec<u8> {
+        let mut w = Writer::new(Vec::new(), &header(), zstd).unwrap();
+        for r in raw {
+            assert!(w.write_slice(r).unwrap());
+        }
+        assert!(!w.write_slice(&[0; 10]).unwrap());
+        match end {
+            true => w.finish(&self::end()).unwrap(),
+            false => {
+                w.sink.flush().unwrap();
+                match w.sink {
+                    Sink::Plain(v) => v,
+                    Sink::Zstd(z) => z.finish().unwrap(),
+                }
+            }
+        }
     }
 
     /// A whole recording read back: its header, slices and end.
@@ -694,10 +972,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a bperf record file"), "{err}");
-        let mut v2 = file(true);
-        v2[8] = 2;
-        let err = read_all(&mut &v2[..]).unwrap_err().to_string();
-        assert!(err.contains("version 2"), "{err}");
+        let mut v3 = file(true);
+        v3[8] = 3;
+        let err = read_all(&mut &v3[..]).unwrap_err().to_string();
+        assert!(err.contains("version 3"), "{err}");
         let mut bad = file(true);
         let first_block = 16 + u32_at(&bad, 12) as usize;
         bad[first_block] = 9;
@@ -709,8 +987,7 @@ mod tests {
     /// there: from a file, past its end; from a pipe, past its cap or its data.
     #[test]
     fn damaged_lengths_allocate_nothing_that_is_not_there() {
-        let mut huge_end = Vec::new();
-        write_header(&mut huge_end, &header()).unwrap();
+        let mut huge_end = v1_file(&header(), &[], None);
         huge_end.extend_from_slice(&END.to_le_bytes());
         huge_end.extend_from_slice(&u32::MAX.to_le_bytes());
         huge_end.extend_from_slice(b"{}");
@@ -732,5 +1009,89 @@ mod tests {
         huge_end[len_at..len_at + 4].copy_from_slice(&(100u32 << 20).to_le_bytes());
         let err = from_pipe(&huge_end);
         assert!(err.starts_with("truncated"), "{err}");
+    }
+
+    /// Slices as the BPF program sends them: two tasks taking turns on CPU 1, every
+    /// seventh cut, one on CPU 0 with multiplexed times.
+    fn raw_slices(n: u64) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                let mut r = raw_slice(1_000_000 + i * 4000, &[3000 + i % 900, 1]);
+                let tid = 8 + (i % 2) as u32;
+                r[36..40].copy_from_slice(&tid.to_le_bytes());
+                r[60..64].copy_from_slice(&u32::from(i % 7 == 0).to_le_bytes());
+                if i % 50 == 0 {
+                    r[24..28].copy_from_slice(&0u32.to_le_bytes());
+                    r[SLICE_HEAD + 8..SLICE_HEAD + 16].copy_from_slice(&1500u64.to_le_bytes());
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Version 2, plain and compressed, reads back the slices version 1 keeps as sent,
+    /// in a fraction of the bytes.
+    #[test]
+    fn version_2_reads_back_what_version_1_keeps() {
+        let raw = raw_slices(2000);
+        let v1 = v1_file(&header(), &raw, Some(&end()));
+        let (h1, slices1, end1) = read_all(&mut &v1[..]).unwrap();
+        for zstd in [None, Some(1), Some(19)] {
+            let v2 = v2_file(&raw, zstd, true);
+            let (h2, slices2, end2) = read_all(&mut &v2[..]).unwrap();
+            assert_eq!((&h1, &end1), (&h2, &end2));
+            assert!(slices1 == slices2, "{zstd:?}: the slices differ");
+            let per_slice = (v2.len() - 16 - header_json(&header()).to_string().len()) / raw.len();
+            assert!(per_slice <= 12, "{zstd:?}: {per_slice} bytes a slice");
+        }
+        assert_eq!(slices1.iter().filter(|s| s.cut).count(), 286);
+    }
+
+    #[test]
+    fn every_cut_short_version_2_file_is_refused() {
+        for zstd in [None, Some(3)] {
+            let whole = v2_file(&raw_slices(20), zstd, true);
+            for len in 1..whole.len() {
+                let err = read_all(&mut &whole[..len]).unwrap_err();
+                let err = format!("{err:#}");
+                let expected = match zstd {
+                    None => err.starts_with("truncated") || err.contains("not JSON"),
+                    // zstd says where its stream was cut, or fails its checksum.
+                    Some(_) => !err.is_empty(),
+                };
+                assert!(expected, "{zstd:?} {len}: {err}");
+            }
+            let err = read_all(&mut &v2_file(&raw_slices(20), zstd, false)[..]).unwrap_err();
+            assert!(format!("{err:#}").contains("no end block"), "{err:#}");
+        }
+    }
+
+    #[test]
+    fn damaged_version_2_files_are_refused_in_one_line() {
+        let good = v2_file(&raw_slices(3), None, true);
+        let body = 16 + u32_at(&good, 12) as usize;
+        let mut huge_slice = good.clone();
+        huge_slice[body + 1] = 0x7f;
+        let err = read_all(&mut &huge_slice[..]).unwrap_err().to_string();
+        assert!(err.contains("bad slice at byte"), "{err}");
+        let mut huge_end = good[..body].to_vec();
+        huge_end.extend_from_slice(&[END_V2, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let err = read_all(&mut &huge_end[..]).unwrap_err().to_string();
+        assert!(
+            err.contains("claims 4294967295 bytes (at most 4448)"),
+            "{err}"
+        );
+        let mut endless_length = good[..body].to_vec();
+        endless_length.extend_from_slice(&[COMPACT_SLICE; 1]);
+        endless_length.extend_from_slice(&[0xff; 12]);
+        let err = read_all(&mut &endless_length[..]).unwrap_err().to_string();
+        assert!(err.contains("more than 64 bits"), "{err}");
+        let mut other = good.clone();
+        let text = header_json(&header()).to_string();
+        let named = text.replacen('{', "{\"compression\":\"lz4\",", 1);
+        other.splice(16..body, named.bytes());
+        other[12..16].copy_from_slice(&(named.len() as u32).to_le_bytes());
+        let err = format!("{:#}", read_all(&mut &other[..]).unwrap_err());
+        assert!(err.contains("compressed with \"lz4\""), "{err}");
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod bperf_data;
+pub mod perfetto;
 mod print;
 pub mod timeline;
 
@@ -86,14 +87,18 @@ pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
 
 /// What the reader thread brings back.
 struct Drained {
-    out: Output,
+    out: bperf_data::Writer<Output>,
     slices: u64,
     /// Records the kernel said it dropped (PERF_RECORD_LOST), per CPU in ring order.
     ring_lost: Vec<u64>,
 }
 
 /// Drains every ring into `out` until `stop`, then once more.
-fn drain_rings(mut rings: Vec<Ring>, mut out: Output, stop: Arc<AtomicBool>) -> Result<Drained> {
+fn drain_rings(
+    mut rings: Vec<Ring>,
+    mut out: bperf_data::Writer<Output>,
+    stop: Arc<AtomicBool>,
+) -> Result<Drained> {
     let mut slices = 0u64;
     let mut ring_lost = vec![0u64; rings.len()];
     let mut failed: Option<io::Error> = None;
@@ -101,13 +106,11 @@ fn drain_rings(mut rings: Vec<Ring>, mut out: Output, stop: Arc<AtomicBool>) -> 
         let last = stop.load(Ordering::Acquire);
         for (i, ring) in rings.iter_mut().enumerate() {
             ring.drain(&mut |r| match r {
-                Record::Sample(raw) if failed.is_none() => {
-                    match bperf_data::write_slice(&mut out, raw) {
-                        Ok(true) => slices += 1,
-                        Ok(false) => {}
-                        Err(e) => failed = Some(e),
-                    }
-                }
+                Record::Sample(raw) if failed.is_none() => match out.write_slice(raw) {
+                    Ok(true) => slices += 1,
+                    Ok(false) => {}
+                    Err(e) => failed = Some(e),
+                },
                 Record::Sample(_) => {}
                 Record::Lost(n) => ring_lost[i] += n,
             });
@@ -231,9 +234,12 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         Some(Ok(child)) => Some(child),
         None => None,
     };
-    let mut out = create_output(&a.output)?;
-    bperf_data::write_header(&mut out, &header(&plan, &supported, a))
-        .with_context(|| format!("cannot write to {}", a.output.display()))?;
+    let out = bperf_data::Writer::new(
+        create_output(&a.output)?,
+        &header(&plan, &supported, a),
+        a.compression_level,
+    )
+    .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(rings, out, stop.clone());
     let start = Instant::now();
@@ -287,7 +293,7 @@ fn per_slot_totals(
 
 fn spawn_reader(
     rings: Vec<Ring>,
-    out: Output,
+    out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<Drained>> {
     std::thread::spawn(move || drain_rings(rings, out, stop))
@@ -312,9 +318,10 @@ fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process
 }
 
 /// Ends the file with `end`; the bytes written in all.
-fn finish_file(mut out: Output, end: &End, path: &Path) -> Result<u64> {
-    bperf_data::write_end(&mut out, end)
-        .and_then(|_| out.flush())
+fn finish_file(out: bperf_data::Writer<Output>, end: &End, path: &Path) -> Result<u64> {
+    let out = out
+        .finish(end)
+        .and_then(|mut out| out.flush().map(|_| out))
         .with_context(|| format!("cannot write to {}", path.display()))?;
     Ok(out.get_ref().bytes)
 }

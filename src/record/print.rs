@@ -10,6 +10,7 @@ use serde_json::{Map, Value as Json};
 
 use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
 use super::bperf_data::{End, Header};
+use super::perfetto::PerfettoTrace;
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::event::{self, Event};
@@ -79,18 +80,40 @@ fn format_of(a: &ReportArgs) -> Format {
     }
 }
 
+/// The forms of --timeline, by the output file's extension.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TimelineForm {
+    /// Chrome trace-event JSON (any other name).
+    Json,
+    /// .svg
+    Picture,
+    /// .perfetto-trace or .pftrace: Perfetto's protobuf trace.
+    Perfetto,
+}
+
+fn timeline_form(path: &Path) -> TimelineForm {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext.to_ascii_lowercase().as_str() {
+        "svg" => TimelineForm::Picture,
+        "perfetto-trace" | "pftrace" => TimelineForm::Perfetto,
+        _ => TimelineForm::Json,
+    }
+}
+
 /// Writes the timeline of `input` to `path`: a first pass finds where the slices lie
-/// in time (and checks the whole file), a second writes them.
+/// in time and which cgroups they are of (and checks the whole file), a second writes
+/// them.
 fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
-    let svg = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
     let mut first = super::open_again(input)?;
     let header = first.header().clone();
     let mut span = Span::default();
+    let mut seen = vec![false; analysis::slot_names(&header).len()];
     let mut slices = 0u64;
     let end = first.each_slice(|s| {
         span.add(s);
+        if let Some(seen) = seen.get_mut(s.slot as usize) {
+            *seen = true;
+        }
         slices += 1;
     })?;
     say_lost(&end);
@@ -98,24 +121,38 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
     let cannot_write = || format!("cannot write {}", path.display());
     let file = std::fs::File::create(path).with_context(cannot_write)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    if svg {
-        let mut picture = Picture::new(&header, span);
-        second.each_slice(|s| picture.add(s))?;
-        picture
-            .write(&mut out, &header)
-            .with_context(cannot_write)?;
-    } else {
-        let mut trace = Trace::begin(&mut out, &header, span.t0()).with_context(cannot_write)?;
-        let mut failed = None;
-        second.each_slice(|s| {
-            if failed.is_none() {
-                failed = trace.add(s).err();
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e).with_context(cannot_write);
+    let mut failed = None;
+    match timeline_form(path) {
+        TimelineForm::Picture => {
+            let mut picture = Picture::new(&header, span);
+            second.each_slice(|s| picture.add(s))?;
+            picture
+                .write(&mut out, &header)
+                .with_context(cannot_write)?;
         }
-        trace.finish().with_context(cannot_write)?;
+        TimelineForm::Json => {
+            let mut trace =
+                Trace::begin(&mut out, &header, span.t0()).with_context(cannot_write)?;
+            second.each_slice(|s| {
+                if failed.is_none() {
+                    failed = trace.add(s).err();
+                }
+            })?;
+            trace.finish().with_context(cannot_write)?;
+        }
+        TimelineForm::Perfetto => {
+            let mut trace =
+                PerfettoTrace::begin(&mut out, &header, span, &seen).with_context(cannot_write)?;
+            second.each_slice(|s| {
+                if failed.is_none() {
+                    failed = trace.add(s).err();
+                }
+            })?;
+            trace.finish().with_context(cannot_write)?;
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e).with_context(cannot_write);
     }
     out.flush().with_context(cannot_write)?;
     eprintln!(

@@ -38,7 +38,7 @@ impl Span {
     }
 
     /// From the first start to the last end, at least 1 ns.
-    fn length(&self) -> u64 {
+    pub fn length(&self) -> u64 {
         self.last.saturating_sub(self.t0()).max(1)
     }
 }

@@ -18,6 +18,7 @@ use crate::UsageError;
 use record::{record_to, write_record, PipeRecord, RecordTo};
 use repeats::{print_runs, Done, Runs};
 
+mod bpf_prog;
 mod lines;
 mod record;
 mod repeats;
@@ -51,6 +52,9 @@ fn plan_of(a: &StatArgs, record: bool) -> Result<Plan> {
 pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let a = &rules::as_perf_reads(a)?;
     rules::check_before_output(a)?;
+    if let Some(list) = &a.bpf_prog {
+        return bpf_prog::run(a, list);
+    }
     // stat record: -o names the perf.data file; the counts are printed as without it.
     let counting;
     let (a, recording) = match record {
@@ -190,6 +194,7 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         quiet: a.quiet,
         cgroup_rows: a.cgroups.all || !a.cgroups.for_each.is_empty(),
         nmi_watchdog: sys::nmi_watchdog(),
+        extra_lines: Vec::new(),
         forever: false,
     })
 }

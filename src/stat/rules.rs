@@ -316,11 +316,6 @@ pub fn check_unavailable(a: &StatArgs) -> Result<()> {
     if let Some(t) = &a.cputype {
         return Err(usage(format!("--cputype {t} is not supported!")));
     }
-    if let Some(ids) = &a.bpf_prog {
-        return fail(&format!(
-            "Failed to open fd for bpf prog {ids}: bperf does not count BPF programs (-b)"
-        ));
-    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! except the BPF loader's (src/bpf/). The rest of the crate is plain Rust on the data
 //! these functions return.
 
+pub mod bpf_prog;
 pub mod cgroupfs;
 pub mod engine_api;
 pub mod kubelet;

@@ -118,7 +118,13 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
 /// it again; a PMU that rejects the guest/host bits is asked again without them.
 pub fn probe(attr: &Attr) -> bool {
     // The flags of a CPU's counter: no inherit, enabled.
-    let raw = counting_attr(attr, Target::Cpu(0), Role::Single);
+    let mut raw = counting_attr(attr, Target::Cpu(0), Role::Single);
+    if open_with_fallback(raw, Target::Task(0), None, false).is_ok() {
+        return true;
+    }
+    // Under perf_event_paranoid 2 a user may count only user space: an event that opens
+    // without the kernel's part is supported for that user too (perf asks again alike).
+    raw.set_exclude_kernel(1);
     open_with_fallback(raw, Target::Task(0), None, false).is_ok()
 }
 

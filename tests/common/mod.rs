@@ -4,6 +4,7 @@
 
 pub mod damage;
 pub mod parity;
+pub mod perfetto;
 pub mod recording;
 
 use std::fs;
@@ -475,4 +476,26 @@ pub fn table_count(line: &str) -> f64 {
 
 pub fn within(actual: f64, expected: f64, pct: f64) -> bool {
     (actual - expected).abs() <= expected.abs() * pct / 100.0
+}
+
+/// The peak resident set of `cmd`, in kB (its rusage after it ended), and its output.
+// The child is reaped by wait4, which std's Child does not offer.
+#[allow(clippy::zombie_processes)]
+pub fn peak_rss_kb(cmd: &mut std::process::Command) -> (i64, std::process::ExitStatus, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    // SAFETY: plain wait4(2) of our own child, which nothing else waits for.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    (usage.ru_maxrss, status, err)
 }

@@ -96,11 +96,19 @@ fn deltas(i: u64) -> [Reading; 2] {
 /// Writes a whole recording of `slices` slices to `out`; the totals in its end block are
 /// what the slices add up to per CPU.
 pub fn write(out: &mut impl Write, slices: u64) -> io::Result<()> {
+    write_compressed(out, slices, None)
+}
+
+/// As `write`, compressed by zstd at `zstd` if given (bperf record -z).
+pub fn write_compressed(out: &mut impl Write, slices: u64, zstd: Option<i32>) -> io::Result<()> {
     let h = header();
-    bperf_data::write_header(out, &h)?;
+    let mut writer = bperf_data::Writer::new(out, &h, zstd)?;
     let mut totals = vec![vec![vec![Reading::default(); CPUS.len()]; EVENTS.len()]; CGROUPS.len()];
     for i in 0..slices {
-        bperf_data::write_slice(out, &raw_slice(i))?;
+        assert!(
+            writer.write_slice(&raw_slice(i))?,
+            "slice {i} is not one of the recording's"
+        );
         let (cpu, slot) = ((i % 2) as usize, slot_of(i));
         // Charged to its own slot and the recorded ancestors: the root, and web for web/api.
         let mut charged = vec![0, slot];
@@ -121,12 +129,17 @@ pub fn write(out: &mut impl Write, slices: u64) -> io::Result<()> {
         ring_lost: vec![0; CPUS.len()],
         totals,
     };
-    bperf_data::write_end(out, &end)
+    writer.finish(&end).map(drop)
 }
 
 /// A whole recording of `slices` slices, in memory.
 pub fn bytes(slices: u64) -> Vec<u8> {
+    compressed_bytes(slices, None)
+}
+
+/// A whole recording of `slices` slices, in memory, compressed by zstd at `zstd`.
+pub fn compressed_bytes(slices: u64, zstd: Option<i32>) -> Vec<u8> {
     let mut out = Vec::new();
-    write(&mut out, slices).expect("writing to memory");
+    write_compressed(&mut out, slices, zstd).expect("writing to memory");
     out
 }
