@@ -177,6 +177,8 @@ fn refuses_without_a_terminal() {
 /// dropped.
 struct Tmux {
     name: String,
+    /// How many times the shell was seen to have its terminal back.
+    restores: std::cell::Cell<u32>,
 }
 
 impl Tmux {
@@ -194,7 +196,10 @@ impl Tmux {
                 return None;
             }
         }
-        let t = Tmux { name };
+        let t = Tmux {
+            name,
+            restores: Default::default(),
+        };
         assert!(wait_for(10, || t.pane().contains("prompt$")));
         Some(t)
     }
@@ -258,10 +263,14 @@ impl Tmux {
         assert!(wait_for(10, || !self.alternate()), "{}", self.pane());
         // Keys typed before bperf is gone could still go to its input thread.
         assert!(wait_for(10, || self.child_of_shell().is_none()));
-        self.type_text("echo restored-$((20+22))");
+        // A number of the shell's making, new each time.
+        let n = self.restores.get() + 1;
+        self.restores.set(n);
+        self.type_text(&format!("echo restored-$(({n}+1000))"));
         self.keys(&["Enter"]);
+        let said = format!("\nrestored-{}\n", n + 1000);
         assert!(
-            wait_for(10, || self.pane().contains("\nrestored-42\n")),
+            wait_for(10, || self.pane().contains(&said)),
             "the shell did not read a line:\n{}",
             self.pane()
         );
@@ -365,7 +374,7 @@ fn full_screen_in_tmux() {
     tmux.wait_restored();
 }
 
-/// SIGTERM and a panic also give the shell its terminal back.
+/// SIGTERM, Ctrl-C and a panic also give the shell its terminal back.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn sigterm_and_panic_restore_the_terminal() {
@@ -385,6 +394,12 @@ fn sigterm_and_panic_restore_the_terminal() {
     let pid = tmux.child_of_shell().expect("bperf top's pid");
     // SAFETY: plain kill(2) of the process this test started in the pane.
     unsafe { libc::kill(pid, libc::SIGTERM) };
+    tmux.wait_restored();
+    // Ctrl-C: a key in raw mode.
+    tmux.type_text(&format!("{bin} top -d 0.2"));
+    tmux.keys(&["Enter"]);
+    assert!(wait_for(15, || tmux.alternate() && tmux.pane().contains("CGROUP")));
+    tmux.keys(&["C-c"]);
     tmux.wait_restored();
     tmux.type_text(&format!("BPERF_TOP_TEST_PANIC=1 {bin} top -d 0.2"));
     tmux.keys(&["Enter"]);
