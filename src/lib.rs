@@ -24,6 +24,7 @@ pub mod session;
 pub mod slots;
 pub mod stat;
 pub mod sys;
+pub mod top;
 
 /// Bad input from the user: perf exits 129 for these, as for a usage error.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! Each line is first turned into `Fields` (strings and numbers in perf's units), then
 //! printed by the printer of the chosen format.
 
-mod metric;
+pub mod metric;
 mod metric_only;
 pub mod people;
 

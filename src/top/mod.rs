@@ -1,0 +1,198 @@
+//! `bperf top`: a live view of every cgroup's counters. The counter and the live
+//! cgroups are serve's (session module); every `-d` the counts since the last refresh
+//! become the model's rows (model.rs), printed as text (`--batch`) or drawn full-screen
+//! (screen.rs).
+
+pub mod model;
+mod screen;
+mod text;
+
+use std::io::{IsTerminal, Write};
+use std::mem::MaybeUninit;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use signal_hook::consts::SIGHUP;
+
+use crate::cli::TopArgs;
+use crate::counter::Counter;
+use crate::reading::Snapshot;
+use crate::serve::cgroup_label;
+use crate::session::{self, LiveCgroups, Open, Plan};
+use crate::UsageError;
+use model::Model;
+
+/// What wakes top besides the counting session's wakes: the terminal's input.
+pub type Wake = session::Wake<screen::Input>;
+
+pub fn run(a: &TopArgs) -> Result<i32> {
+    if !a.batch && !std::io::stdout().is_terminal() {
+        return Err(UsageError(
+            "bperf top: stdout is not a terminal; use bperf top --batch, or bperf stat -a --all-cgroups -I 1000"
+                .into(),
+        )
+        .into());
+    }
+    let mut plan = Plan::new(&a.request())?;
+    let (tx, wakes) = mpsc::channel();
+    session::forward_signals(tx.clone())?;
+    let mut storage = MaybeUninit::uninit();
+    let how = Open {
+        inherit: true,
+        verbose: a.verbose.level,
+        name_user_only: true,
+        ..Open::default()
+    };
+    let counter = session::open_counter(&mut plan, &how, &mut storage)?;
+    let live = match &plan.live {
+        Some(lp) => {
+            let tx = tx.clone();
+            Some(LiveCgroups::start(lp, &plan.cgroups, move || {
+                tx.send(Wake::Cgroups).is_ok()
+            })?)
+        }
+        None => None,
+    };
+    let columns = model::columns(&plan.events);
+    let mut top = Top {
+        prev: Snapshot::new(0, 0, 0),
+        prev_at: Instant::now(),
+        window: Duration::ZERO,
+        model: Model::new(columns),
+        plan: &plan,
+        verbose: a.verbose.level,
+        counter,
+        live,
+    };
+    top.prev = top.counter.read()?;
+    top.prev_at = Instant::now();
+    top.refresh_cgroups()?;
+    match a.batch {
+        true => top.batch(&wakes, a.delay, a.iterations),
+        false => screen::run(&mut top, tx, &wakes, a.delay, a.iterations),
+    }
+}
+
+/// The counter, the cgroups it follows and the rows made of its counts.
+pub struct Top<'a, 'obj> {
+    plan: &'a Plan,
+    counter: Counter<'obj>,
+    live: Option<LiveCgroups>,
+    /// The reading the last refresh ended with, and when it was taken.
+    prev: Snapshot,
+    prev_at: Instant,
+    /// The wall time the last refresh covered.
+    window: Duration,
+    pub model: Model,
+    verbose: u8,
+}
+
+impl Top<'_, '_> {
+    /// Reads the counters: the model's rows become what was counted since the last
+    /// refresh, per second of it.
+    pub fn refresh(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let now = self.counter.read()?;
+        let at = Instant::now();
+        if self.verbose > 0 {
+            eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
+        }
+        self.window = at - self.prev_at;
+        let delta = now.since(&self.prev);
+        let rows = self.rows();
+        let counter = &self.counter;
+        let figures = model::figures(
+            &self.plan.events,
+            &self.model.columns,
+            &rows,
+            &delta,
+            self.window.as_nanos() as f64,
+            &|e| counter.supported(e),
+        );
+        self.model.update(figures);
+        self.prev = now;
+        self.prev_at = at;
+        // Removed cgroups were shown once more with their final counts: they go, and
+        // cgroups left out for want of a place may take theirs.
+        if let Some(live) = &mut self.live {
+            if live.release_gone() {
+                self.refresh_cgroups()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows the cgroup tree after it changed: new cgroups are counted from zero.
+    pub fn refresh_cgroups(&mut self) -> Result<()> {
+        if let Some(live) = &mut self.live {
+            let changes = live.refresh(&mut self.counter)?;
+            for (slot, _) in &changes.added {
+                self.prev.clear_slot(*slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows counted: (slot, the cgroup's path, `/` for the root).
+    fn rows(&self) -> Vec<(usize, String)> {
+        match &self.live {
+            Some(live) => live
+                .reported()
+                .into_iter()
+                .map(|(slot, cg)| (slot, cgroup_label(&cg.path)))
+                .collect(),
+            None => self
+                .plan
+                .cgroups
+                .iter()
+                .enumerate()
+                .map(|(slot, cg)| (slot, cgroup_label(&cg.path)))
+                .collect(),
+        }
+    }
+
+    /// The kind of each column's event.
+    pub fn kinds(&self) -> Vec<crate::output::metric::Kind> {
+        text::kinds(&self.plan.events, &self.model.columns)
+    }
+
+    /// The header's facts: the window, CPUs and cgroups.
+    pub fn header(&self) -> text::Header {
+        text::Header {
+            window: self.window,
+            cpus: self.plan.cpus.len(),
+            cgroups: self.model.nr_rows(),
+            left_out: self.live.as_ref().map_or(0, |l| l.left_out()),
+        }
+    }
+
+    /// --batch: `iterations` refreshes (or until a signal), each printed as text.
+    fn batch(
+        &mut self,
+        wakes: &mpsc::Receiver<Wake>,
+        every: Duration,
+        iterations: Option<u64>,
+    ) -> Result<i32> {
+        let mut out = std::io::stdout().lock();
+        let mut next = Instant::now() + every;
+        let mut done = 0;
+        while iterations.is_none_or(|n| done < n) {
+            match session::wait_until(wakes, Some(next)) {
+                Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => self.refresh_cgroups()?,
+                Some(Wake::Signal(_)) => break,
+                Some(_) => {}
+                None => {
+                    self.refresh()?;
+                    let page = text::page(&self.header(), &self.model, &self.kinds());
+                    out.write_all(page.as_bytes())
+                        .and_then(|()| out.flush())
+                        .context("cannot write to stdout")?;
+                    done += 1;
+                    next = (next + every).max(Instant::now());
+                }
+            }
+        }
+        Ok(0)
+    }
+}

@@ -1,0 +1,335 @@
+//! The full-screen view: ratatui draws it through crossterm on the alternate screen in
+//! raw mode. The header says when, how many CPUs and cgroups; the table has a row per
+//! cgroup; under it, the selected row's sparkline of the sorted column; keys select,
+//! sort, filter, pause and quit. The terminal is restored on every way out: q and
+//! Ctrl-C (a key in raw mode), SIGTERM and SIGINT (wakes from session::forward_signals),
+//! an error (a guard dropped) and a panic (a hook that restores before the message).
+
+use std::io::{stdout, Stdout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use ratatui::crossterm::{cursor, execute};
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, TableState};
+use ratatui::{Frame, Terminal};
+use signal_hook::consts::SIGHUP;
+
+use super::model::{SortKey, HISTORY};
+use super::{text, Top, Wake};
+use crate::session;
+
+/// The terminal's input, read on a thread of its own.
+pub enum Input {
+    Key(KeyEvent),
+    /// The terminal changed size: drawn again at once.
+    Resize,
+}
+
+/// Whether the view has the terminal (raw mode, the alternate screen).
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Puts the terminal back as it was: raw mode off, the main screen, the cursor shown.
+/// Once only: leaving the alternate screen again would put the cursor back where it was
+/// when the view started, over what was printed since (a panic's message).
+fn restore() {
+    if TAKEN.swap(false, Ordering::SeqCst) {
+        let _ = disable_raw_mode();
+        let _ = execute!(stdout(), LeaveAlternateScreen, cursor::Show);
+    }
+}
+
+/// Restores the terminal when dropped, whichever way the view ends.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Raw mode and the alternate screen, with a panic hook that restores the terminal
+/// before the panic's message is printed (else it would be lost with the alternate
+/// screen, and the shell left in raw mode).
+fn take_terminal() -> Result<(Terminal<CrosstermBackend<Stdout>>, Restore)> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        hook(info);
+    }));
+    TAKEN.store(true, Ordering::SeqCst);
+    enable_raw_mode().context("cannot put the terminal in raw mode")?;
+    let guard = Restore;
+    execute!(stdout(), EnterAlternateScreen).context("cannot use the alternate screen")?;
+    let terminal = Terminal::new(CrosstermBackend::new(stdout())).context("terminal")?;
+    Ok((terminal, guard))
+}
+
+/// Sends the terminal's keys and resizes as wakes, until the receiver is gone.
+fn read_input(tx: mpsc::Sender<Wake>) {
+    std::thread::spawn(move || loop {
+        let input = match event::read() {
+            Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Input::Key(k),
+            Ok(Event::Resize(..)) => Input::Resize,
+            Ok(_) => continue,
+            Err(_) => return,
+        };
+        if tx.send(Wake::Request(input)).is_err() {
+            return;
+        }
+    });
+}
+
+/// What the view shows besides the model: the selection, the filter being typed, pause.
+#[derive(Default)]
+struct View {
+    table: TableState,
+    /// `/` was typed: keys go to the filter until Enter or Esc.
+    editing: bool,
+    paused: bool,
+}
+
+/// What a key asks for.
+#[derive(PartialEq)]
+enum Then {
+    Draw,
+    Quit,
+}
+
+pub fn run(
+    top: &mut Top,
+    tx: mpsc::Sender<Wake>,
+    wakes: &mpsc::Receiver<Wake>,
+    every: Duration,
+    iterations: Option<u64>,
+) -> Result<i32> {
+    let (mut terminal, _restore) = take_terminal()?;
+    read_input(tx);
+    let mut view = View::default();
+    view.table.select(Some(0));
+    let kinds = top.kinds();
+    let mut next = Instant::now() + every;
+    let mut done = 0;
+    loop {
+        terminal
+            .draw(|f| draw(f, top, &mut view, &kinds))
+            .context("cannot draw")?;
+        if iterations.is_some_and(|n| done >= n) {
+            return Ok(0);
+        }
+        match session::wait_until(wakes, Some(next)) {
+            Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => top.refresh_cgroups()?,
+            Some(Wake::Signal(_)) => return Ok(0),
+            Some(Wake::Request(Input::Key(k))) => {
+                if key(k, top, &mut view) == Then::Quit {
+                    return Ok(0);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if !view.paused {
+                    top.refresh()?;
+                    done += 1;
+                    if std::env::var_os("BPERF_TOP_TEST_PANIC").is_some() {
+                        panic!("BPERF_TOP_TEST_PANIC is set");
+                    }
+                }
+                next = (next + every).max(Instant::now());
+            }
+        }
+    }
+}
+
+/// Acts on a key.
+fn key(k: KeyEvent, top: &mut Top, view: &mut View) -> Then {
+    let ctrl_c = k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c');
+    if ctrl_c {
+        return Then::Quit;
+    }
+    let model = &mut top.model;
+    if view.editing {
+        match k.code {
+            KeyCode::Enter => view.editing = false,
+            KeyCode::Esc => {
+                view.editing = false;
+                model.filter.clear();
+            }
+            KeyCode::Backspace => {
+                model.filter.pop();
+            }
+            KeyCode::Char(c) if model.filter.len() < 256 => model.filter.push(c),
+            _ => {}
+        }
+        view.table.select(Some(0));
+        return Then::Draw;
+    }
+    let at = view.table.selected().unwrap_or(0);
+    match k.code {
+        KeyCode::Char('q') => return Then::Quit,
+        KeyCode::Up | KeyCode::Char('k') => view.table.select(Some(at.saturating_sub(1))),
+        KeyCode::Down | KeyCode::Char('j') => view.table.select(Some(at + 1)),
+        KeyCode::PageUp => view.table.select(Some(at.saturating_sub(10))),
+        KeyCode::PageDown => view.table.select(Some(at + 10)),
+        KeyCode::Home | KeyCode::Char('g') => view.table.select(Some(0)),
+        KeyCode::End | KeyCode::Char('G') => view.table.select(Some(usize::MAX)),
+        KeyCode::Char('s' | '>') => model.next_sort(true),
+        KeyCode::Char('<') => model.next_sort(false),
+        KeyCode::Char('r') => model.descending = !model.descending,
+        KeyCode::Char('p') => view.paused = !view.paused,
+        KeyCode::Char('/') => view.editing = true,
+        KeyCode::Esc => model.filter.clear(),
+        _ => {}
+    }
+    Then::Draw
+}
+
+/// The whole screen: header, table, sparkline, keys.
+fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metric::Kind]) {
+    let [header, table, spark, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(4),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let model = &top.model;
+    let rows = model.shown();
+    let last = rows.len().saturating_sub(1);
+    match view.table.selected() {
+        Some(s) if s > last => view.table.select(Some(last)),
+        Some(_) => {}
+        None => view.table.select(Some(0)),
+    }
+    let mut head = top.header().line();
+    let order = match model.descending {
+        true => "largest first",
+        false => "smallest first",
+    };
+    head += &format!("  by {}, {order}", model.sort_title());
+    if view.paused {
+        head += "  PAUSED";
+    }
+    f.render_widget(
+        Paragraph::new(head).style(Style::new().add_modifier(Modifier::BOLD)),
+        header,
+    );
+    draw_table(f, table, top, view, kinds);
+    let selected = view.table.selected().and_then(|s| rows.get(s));
+    draw_sparkline(f, spark, top, selected.copied());
+    let keys = match (view.editing, model.filter.is_empty()) {
+        (true, _) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
+        (false, false) => format!(
+            "filter: {}  / edit  Esc clear  s/</> sort  r reverse  p pause  q quit",
+            model.filter
+        ),
+        (false, true) => "j/k move  s/</> sort  r reverse  / filter  p pause  q quit".into(),
+    };
+    f.render_widget(
+        Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
+        footer,
+    );
+}
+
+fn draw_table(
+    f: &mut Frame,
+    area: Rect,
+    top: &Top,
+    view: &mut View,
+    kinds: &[crate::output::metric::Kind],
+) {
+    let model = &top.model;
+    let right = |s: String| Cell::from(Line::from(s).alignment(Alignment::Right));
+    let mut heads = vec![Cell::from(text::head(
+        "CGROUP",
+        model.sort == SortKey::Name,
+        model.descending,
+    ))];
+    heads.extend(model.columns.iter().enumerate().map(|(i, c)| {
+        right(text::head(
+            &c.title,
+            model.sort == SortKey::Column(i),
+            model.descending,
+        ))
+    }));
+    // Numbers take their width, the name what is left (at least its head's).
+    let numbers = model.columns.len() * (text::WIDTH + 1);
+    let name_width = (area.width as usize).saturating_sub(numbers).max(8);
+    // Only the rows that fit are made into cells: the selected one in view.
+    let shown = model.shown();
+    let fit = (area.height as usize).saturating_sub(1).max(1);
+    let selected = view.table.selected().unwrap_or(0);
+    let mut offset = view.table.offset().min(selected);
+    if selected >= offset + fit {
+        offset = selected + 1 - fit;
+    }
+    *view.table.offset_mut() = offset;
+    let visible = shown.iter().skip(offset).take(fit);
+    let rows = visible.map(|r| {
+        let mut cells = vec![Cell::from(text::tail(&r.name, name_width))];
+        cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
+            let v = r.values.get(i).copied().flatten();
+            right(text::cell(c, kinds[i], v))
+        }));
+        Row::new(cells)
+    });
+    let mut widths = vec![Constraint::Fill(1)];
+    widths.extend(
+        model
+            .columns
+            .iter()
+            .map(|_| Constraint::Length(text::WIDTH as u16)),
+    );
+    let table = Table::new(rows, widths)
+        .header(Row::new(heads).style(Style::new().add_modifier(Modifier::UNDERLINED)))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected(Some(selected - offset));
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+/// The selected row's history of the sorted column (the first when sorted by name).
+fn draw_sparkline(f: &mut Frame, area: Rect, top: &Top, row: Option<&super::model::Row>) {
+    let model = &top.model;
+    let column = match model.sort {
+        SortKey::Column(c) => c,
+        SortKey::Name => 0,
+    };
+    let Some(row) = row.filter(|_| !model.columns.is_empty()) else {
+        f.render_widget(Block::new().borders(Borders::TOP), area);
+        return;
+    };
+    let history: Vec<Option<f64>> = row.history(column).collect();
+    let max = history.iter().flatten().fold(0.0f64, |m, v| m.max(*v));
+    // Sparkline takes integers: the history scaled to its own largest figure.
+    let bars: Vec<Option<u64>> = history
+        .iter()
+        .map(|v| {
+            v.map(|v| {
+                if max > 0.0 {
+                    (v / max * 1000.0) as u64
+                } else {
+                    0
+                }
+            })
+        })
+        .collect();
+    let title = format!(
+        " {}: {}, last {} refreshes (max {:.3}) ",
+        row.name, model.columns[column].title, HISTORY, max
+    );
+    f.render_widget(
+        Sparkline::default()
+            .block(Block::new().borders(Borders::TOP).title(title))
+            .data(bars)
+            .max(1000),
+        area,
+    );
+}

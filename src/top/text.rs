@@ -1,0 +1,198 @@
+//! The words and digits of bperf top, shared by --batch and the full-screen view: the
+//! header's facts and each figure as a column shows it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::model::{Column, Figure, Model, SortKey};
+use crate::output::metric::{self, Kind};
+
+/// What the header says besides the time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    /// The wall time the last refresh covered.
+    pub window: Duration,
+    pub cpus: usize,
+    pub cgroups: usize,
+    /// Cgroups not counted for want of a place (--max-cgroups).
+    pub left_out: usize,
+}
+
+impl Header {
+    /// `bperf top 19:34:13  0.501 s  2 CPUs  7 cgroups`.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "bperf top {}  {:.3} s  {} CPUs  {} cgroups",
+            clock_now(),
+            self.window.as_secs_f64(),
+            self.cpus,
+            self.cgroups
+        );
+        if self.left_out > 0 {
+            s += &format!(" ({} left out)", self.left_out);
+        }
+        s
+    }
+}
+
+/// The local time of day, HH:MM:SS.
+fn clock_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as libc::time_t;
+    // SAFETY: localtime_r fills the tm it is given from a valid time_t.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        tm
+    };
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+/// How wide every figure's column is.
+pub const WIDTH: usize = 8;
+
+/// A figure as its column shows it: CPUs with three decimals, IPC two, miss rates in
+/// percent, rates with K, M, G; `-` for none.
+pub fn cell(c: &Column, kind: Kind, v: Option<f64>) -> String {
+    let Some(v) = v else {
+        return "-".into();
+    };
+    match (c.figure, kind) {
+        (Figure::Metric, Kind::Clock) => format!("{v:.3}"),
+        (Figure::Metric, Kind::Instructions) => format!("{v:.2}"),
+        (Figure::Metric, _) => format!("{v:.2}%"),
+        (Figure::Rate, _) => rate(v),
+    }
+}
+
+/// A rate in at most 7 characters.
+fn rate(v: f64) -> String {
+    match v {
+        v if v >= 1e15 => format!("{v:.1e}"),
+        v if v >= 1e12 => format!("{:.1}T", v / 1e12),
+        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e4 => format!("{:.1}K", v / 1e3),
+        v if v >= 100.0 => format!("{v:.0}"),
+        v => format!("{v:.1}"),
+    }
+}
+
+/// `name` in at most `width` characters: its end, which tells cgroups of one parent
+/// apart, after a `…` where the start is cut.
+pub fn tail(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    match n <= width {
+        true => name.to_string(),
+        false => {
+            let skip = n - width.saturating_sub(1);
+            std::iter::once('…')
+                .chain(name.chars().skip(skip))
+                .collect()
+        }
+    }
+}
+
+/// The kind of each column's event.
+pub fn kinds(events: &[crate::event::Event], columns: &[Column]) -> Vec<Kind> {
+    columns
+        .iter()
+        .map(|c| metric::kind(&events[c.event].attr))
+        .collect()
+}
+
+/// A column's head, marked when the table is sorted by it.
+pub fn head(title: &str, sorted: bool, descending: bool) -> String {
+    match (sorted, descending) {
+        (false, _) => title.to_string(),
+        (true, true) => format!("{title}v"),
+        (true, false) => format!("{title}^"),
+    }
+}
+
+/// One refresh as --batch prints it: the header, the column heads and a line per row,
+/// then an empty line.
+pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
+    let rows = model.shown();
+    let name_width = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let mut s = header.line() + "\n";
+    s += &format!(
+        "{:<name_width$}",
+        head("CGROUP", model.sort == SortKey::Name, model.descending)
+    );
+    for (i, c) in model.columns.iter().enumerate() {
+        let sorted = model.sort == SortKey::Column(i);
+        s += &format!(" {:>WIDTH$}", head(&c.title, sorted, model.descending));
+    }
+    s += "\n";
+    for r in rows {
+        s += &format!("{:<name_width$}", r.name);
+        for (i, c) in model.columns.iter().enumerate() {
+            let v = r.values.get(i).copied().flatten();
+            s += &format!(" {:>WIDTH$}", cell(c, kinds[i], v));
+        }
+        s += "\n";
+    }
+    s + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::top::model::Model;
+
+    #[test]
+    fn a_page_is_a_header_heads_and_rows_sorted() {
+        let events = vec![
+            crate::event::Event::plain("task-clock", 1, 1),
+            crate::event::Event::plain("cycles", 0, 0),
+            crate::event::Event::plain("instructions", 0, 1),
+        ];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        let mut m = Model::new(columns);
+        m.update(vec![
+            ("idle".into(), vec![Some(0.0), None, None, None]),
+            (
+                "a/web".into(),
+                vec![Some(0.98765), Some(2.5e9), Some(3e9), Some(1.2)],
+            ),
+        ]);
+        let h = Header {
+            window: Duration::from_millis(500),
+            cpus: 2,
+            cgroups: 2,
+            left_out: 0,
+        };
+        let page = page(&h, &m, &kinds);
+        let lines: Vec<&str> = page.lines().collect();
+        assert!(lines[0].starts_with("bperf top "), "{page}");
+        assert!(lines[0].ends_with("  0.500 s  2 CPUs  2 cgroups"), "{page}");
+        assert_eq!(lines[1], "CGROUP    CPUsv cycles/s   insn/s      IPC");
+        assert_eq!(lines[2], "a/web     0.988    2.50G    3.00G     1.20");
+        assert_eq!(lines[3], "idle      0.000        -        -        -");
+        assert_eq!(lines[4], "");
+    }
+
+    #[test]
+    fn rates_fit_their_column() {
+        for v in [
+            0.0, 5.55, 99.9, 123.0, 9999.0, 12345.0, 999_999.0, 1.5e6, 7.7e12,
+        ] {
+            assert!(rate(v).len() <= 7, "{v}: {}", rate(v));
+        }
+        assert_eq!(rate(12345.0), "12.3K");
+    }
+
+    #[test]
+    fn long_names_keep_their_end() {
+        assert_eq!(tail("system.slice/web", 16), "system.slice/web");
+        assert_eq!(tail("system.slice/web", 8), "…ice/web");
+        assert_eq!(tail("system.slice/web", 8).chars().count(), 8);
+    }
+}

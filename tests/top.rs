@@ -1,0 +1,425 @@
+//! bperf top on real cgroups: --batch's figures against the kernel's cpu.stat, and the
+//! full-screen view driven through tmux (send-keys, capture-pane). Needs root.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use common::*;
+
+/// A child process killed and reaped when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The workload spinning for `ms` in `cg`, once it is there.
+fn spinner(cg: &TestCgroup, ms: u32) -> Running {
+    let child = Command::new(workload())
+        .args(["spin", &ms.to_string(), &cg.procs()])
+        .spawn()
+        .unwrap();
+    assert!(wait_for(10, || !std::fs::read_to_string(cg.procs())
+        .unwrap_or_default()
+        .trim()
+        .is_empty()));
+    Running(child)
+}
+
+/// One refresh of --batch as the test saw it: the window bperf says it covered, the
+/// rows (name, CPUs), and, read as its header arrived, each cgroup's cpu.stat usage,
+/// what cpu.stat leaves out, and the time.
+struct Page {
+    window_s: f64,
+    rows: Vec<(String, f64)>,
+    usage: Vec<u64>,
+    unaccounted: f64,
+    at: Instant,
+}
+
+/// The window of a header line `bperf top HH:MM:SS  0.501 s  2 CPUs  3 cgroups`.
+fn window_of(header: &str) -> f64 {
+    let words: Vec<&str> = header.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "s").expect(header);
+    words[at - 1].parse().expect(header)
+}
+
+/// --batch -n 3 -d 0.5 with two cgroups spinning and one idle: the busy ones come first,
+/// sorted by CPUs, each refresh's CPUs within 5% of what cpu.stat says the cgroup used
+/// between the refreshes; the idle one last, at about zero.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn batch_rows_follow_cpu_stat_busy_first() {
+    batch_against_cpu_stat(&[]);
+}
+
+/// The same through the shared counters.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn batch_with_shared_counters() {
+    batch_against_cpu_stat(&["--bpf-counters"]);
+}
+
+fn batch_against_cpu_stat(options: &[&str]) {
+    require_root();
+    let _s = serial();
+    let busy = [TestCgroup::new("top-busy1"), TestCgroup::new("top-busy2")];
+    let idle = TestCgroup::new("top-idle");
+    let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 30_000)).collect();
+    let cgs = [&busy[0], &busy[1], &idle];
+    let pattern = format!("bperf-test-{}-top-.*", std::process::id());
+    let mut top = Running(
+        bperf()
+            .args([
+                "top",
+                "--batch",
+                "-n",
+                "3",
+                "-d",
+                "0.5",
+                "--for-each-cgroup",
+                &pattern,
+            ])
+            .args(options)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(top.0.stdout.take().unwrap());
+    let mut pages: Vec<Page> = Vec::new();
+    for line in out.lines() {
+        let line = line.unwrap();
+        if line.starts_with("bperf top ") {
+            pages.push(Page {
+                window_s: window_of(&line),
+                rows: Vec::new(),
+                usage: cgs.iter().map(|c| c.usage_ns()).collect(),
+                unaccounted: unaccounted_ns(),
+                at: Instant::now(),
+            });
+        } else if let Some(page) = pages.last_mut() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() > 1 && words[0] != "CGROUP" {
+                page.rows
+                    .push((words[0].to_string(), words[1].parse().expect(&line)));
+            }
+        }
+    }
+    assert!(top.0.wait().unwrap().success());
+    assert_eq!(pages.len(), 3);
+    for (k, page) in pages.iter().enumerate() {
+        let names: Vec<&str> = page.rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names[..2].contains(&busy[0].name.as_str()), "{names:?}");
+        assert!(names[..2].contains(&busy[1].name.as_str()), "{names:?}");
+        assert_eq!(names[2], idle.name);
+        assert!(
+            page.rows[0].1 >= page.rows[1].1,
+            "sorted by CPUs: {:?}",
+            page.rows
+        );
+        assert!(page.rows[2].1 < 0.01, "idle: {:?}", page.rows);
+        assert!(
+            (page.window_s - 0.5).abs() < 0.1,
+            "window {}",
+            page.window_s
+        );
+        if k == 0 {
+            continue;
+        }
+        // Each refresh against cpu.stat between the arrivals of its page and the one
+        // before.
+        let before = &pages[k - 1];
+        let wall = (page.at - before.at).as_secs_f64();
+        let unaccounted = page.unaccounted - before.unaccounted + 1e7;
+        for (i, cg) in busy.iter().enumerate() {
+            let cpus = page.rows.iter().find(|(n, _)| *n == cg.name).unwrap().1;
+            let kernel_ns = (page.usage[i] - before.usage[i]) as f64;
+            let ours_ns = cpus * wall * 1e9;
+            eprintln!(
+                "refresh {k}, {}: {cpus} CPUs, cpu.stat {:.4}",
+                cg.name,
+                kernel_ns / wall / 1e9
+            );
+            let ok = ours_ns >= kernel_ns * 0.95 && ours_ns <= kernel_ns * 1.05 + unaccounted;
+            assert!(
+                ok,
+                "refresh {k}, {}: {cpus} CPUs over {wall:.3} s against cpu.stat's {:.3} CPUs",
+                cg.name,
+                kernel_ns / wall / 1e9
+            );
+        }
+    }
+}
+
+/// Without a terminal on stdout, bperf top refuses in one line that says what to use,
+/// before it loads anything (so without root).
+#[test]
+fn refuses_without_a_terminal() {
+    let o = bperf().args(["top"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(o.status.code(), Some(129));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--batch") && err.contains("bperf stat"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+}
+
+/// A detached tmux session of 80x24 running a shell with a known prompt; killed when
+/// dropped.
+struct Tmux {
+    name: String,
+    /// How many times the shell was seen to have its terminal back.
+    restores: std::cell::Cell<u32>,
+}
+
+impl Tmux {
+    /// None where tmux is not installed (scripts/setup --test installs it).
+    fn start(tag: &str) -> Option<Tmux> {
+        let name = format!("bperf-top-{}-{tag}", std::process::id());
+        let started = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &name, "-x", "80", "-y", "24"])
+            .args(["env", "PS1=prompt$ ", "sh"])
+            .status();
+        match started {
+            Ok(s) if s.success() => {}
+            _ => {
+                eprintln!("tmux not installed: skipped (scripts/setup --test installs it)");
+                return None;
+            }
+        }
+        let t = Tmux {
+            name,
+            restores: Default::default(),
+        };
+        assert!(wait_for(10, || t.pane().contains("prompt$")));
+        Some(t)
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, text: &str) {
+        self.keys(&["-l", text]);
+    }
+
+    fn pane(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Whether the pane shows the alternate screen.
+    fn alternate(&self) -> bool {
+        let o = Command::new("tmux")
+            .args(["display", "-p", "-t", &self.name, "#{alternate_on}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim() == "1"
+    }
+
+    /// The names of the table's rows, top down: the test's own cgroups by what follows
+    /// `mark` (the view cuts long names at the start), others as shown.
+    fn rows(&self, mark: &str) -> Vec<String> {
+        self.pane()
+            .lines()
+            .skip_while(|l| !l.starts_with("CGROUP"))
+            .skip(1)
+            .take_while(|l| !l.starts_with(' ') && !l.is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|n| match n.split_once(mark) {
+                Some((_, ours)) => ours.to_string(),
+                None => n.to_string(),
+            })
+            .collect()
+    }
+
+    /// Waits until the table's rows are `want`, in order.
+    fn wait_rows(&self, mark: &str, want: &[&str]) {
+        let ok = wait_for(10, || self.rows(mark) == want);
+        assert!(ok, "want {want:?}, pane:\n{}", self.pane());
+    }
+
+    /// Waits for the shell to have its terminal back: out of the alternate screen, the
+    /// prompt shown, and a line typed read as a line (the terminal is not raw).
+    fn wait_restored(&self) {
+        assert!(wait_for(10, || !self.alternate()), "{}", self.pane());
+        // Keys typed before bperf is gone could still go to its input thread.
+        assert!(wait_for(10, || self.child_of_shell().is_none()));
+        // A number of the shell's making, new each time.
+        let n = self.restores.get() + 1;
+        self.restores.set(n);
+        self.type_text(&format!("echo restored-$(({n}+1000))"));
+        self.keys(&["Enter"]);
+        let said = format!("\nrestored-{}\n", n + 1000);
+        assert!(
+            wait_for(10, || self.pane().contains(&said)),
+            "the shell did not read a line:\n{}",
+            self.pane()
+        );
+        assert!(
+            self.pane().lines().any(|l| l.trim() == "prompt$"),
+            "{}",
+            self.pane()
+        );
+    }
+
+    /// The pid of what the pane's shell runs.
+    fn child_of_shell(&self) -> Option<i32> {
+        let o = Command::new("tmux")
+            .args(["display", "-p", "-t", &self.name, "#{pane_pid}"])
+            .output()
+            .unwrap();
+        let shell = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+/// The full-screen view at 80x24 in tmux: the busy cgroups on top (after the root, which
+/// holds everything, idle time included), sorted by CPUs; `r` and `<` change the order;
+/// `/` and a name filter the rows; a cgroup made while it runs appears; `q` gives the
+/// shell its terminal back.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn full_screen_in_tmux() {
+    require_root();
+    let _s = serial();
+    let Some(tmux) = Tmux::start("view") else {
+        return;
+    };
+    let busy = [TestCgroup::new("top-busy1"), TestCgroup::new("top-busy2")];
+    let _idle = TestCgroup::new("top-idle");
+    let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 60_000)).collect();
+    let prefix = format!("bperf-test-{}-top-", std::process::id());
+    let mark = format!("{}-top-", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_bperf");
+    tmux.type_text(&format!("{bin} top -d 0.5"));
+    tmux.keys(&["Enter"]);
+    // Unfiltered: the root first (it holds everything, idle time included), then the
+    // busy ones.
+    let on_top = wait_for(15, || {
+        let rows = tmux.rows(&mark);
+        rows.len() > 3
+            && rows[0] == "/"
+            && rows[1..3].contains(&"busy1".to_string())
+            && rows[1..3].contains(&"busy2".to_string())
+    });
+    let pane = tmux.pane();
+    assert!(on_top, "{pane}");
+    assert!(tmux.alternate());
+    assert!(pane.lines().next().unwrap().contains(" 2 CPUs "), "{pane}");
+    assert!(pane.contains("IPC") && pane.contains("cs/s"), "{pane}");
+    // Resized, the view fills the new size: the keys on the last line.
+    for (x, y) in [("100", "30"), ("80", "24")] {
+        let resize = Command::new("tmux")
+            .args(["resize-window", "-t", &tmux.name, "-x", x, "-y", y])
+            .status()
+            .unwrap();
+        assert!(resize.success());
+        let lines: usize = y.parse().unwrap();
+        let filled = wait_for(10, || {
+            let pane = tmux.pane();
+            let last = pane.lines().nth(lines - 1).unwrap_or("");
+            last.starts_with("j/k move") && pane.lines().count() == lines
+        });
+        assert!(filled, "{x}x{y}:\n{}", tmux.pane());
+    }
+    // The filter: only the test's cgroups, the busy ones first.
+    tmux.type_text("/");
+    tmux.type_text(&prefix);
+    tmux.keys(&["Enter"]);
+    let filtered = wait_for(10, || {
+        let rows = tmux.rows(&mark);
+        rows.len() == 3 && rows[2] == "idle"
+    });
+    assert!(filtered, "{}", tmux.pane());
+    // Reversed: the idle one first.
+    tmux.keys(&["r"]);
+    let reversed = wait_for(10, || tmux.rows(&mark).first().is_some_and(|r| r == "idle"));
+    assert!(reversed, "{}", tmux.pane());
+    // By name, largest first.
+    tmux.keys(&["r", "<"]);
+    tmux.wait_rows(&mark, &["idle", "busy2", "busy1"]);
+    // A cgroup made now appears.
+    let _new = TestCgroup::new("top-new");
+    tmux.wait_rows(&mark, &["new", "idle", "busy2", "busy1"]);
+    tmux.keys(&["q"]);
+    tmux.wait_restored();
+}
+
+/// SIGTERM, Ctrl-C and a panic also give the shell its terminal back.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn sigterm_and_panic_restore_the_terminal() {
+    require_root();
+    let _s = serial();
+    let Some(tmux) = Tmux::start("exits") else {
+        return;
+    };
+    let bin = env!("CARGO_BIN_EXE_bperf");
+    tmux.type_text(&format!("{bin} top -d 0.2"));
+    tmux.keys(&["Enter"]);
+    assert!(
+        wait_for(15, || tmux.pane().contains("CGROUP")),
+        "{}",
+        tmux.pane()
+    );
+    let pid = tmux.child_of_shell().expect("bperf top's pid");
+    // SAFETY: plain kill(2) of the process this test started in the pane.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    tmux.wait_restored();
+    // Ctrl-C: a key in raw mode.
+    tmux.type_text(&format!("{bin} top -d 0.2"));
+    tmux.keys(&["Enter"]);
+    assert!(wait_for(15, || tmux.alternate() && tmux.pane().contains("CGROUP")));
+    tmux.keys(&["C-c"]);
+    tmux.wait_restored();
+    tmux.type_text(&format!("BPERF_TOP_TEST_PANIC=1 {bin} top -d 0.2"));
+    tmux.keys(&["Enter"]);
+    assert!(
+        wait_for(15, || tmux.pane().contains("BPERF_TOP_TEST_PANIC is set")),
+        "{}",
+        tmux.pane()
+    );
+    tmux.wait_restored();
+    // The panic's message is left whole, on lines of its own, above the prompt.
+    let pane = tmux.pane();
+    let lines: Vec<&str> = pane.lines().collect();
+    let message = lines
+        .iter()
+        .position(|l| l.contains("panicked at src/top/screen.rs"));
+    let prompt = lines
+        .iter()
+        .rposition(|l| l.starts_with("prompt$ echo restored"));
+    assert!(
+        message.is_some_and(|m| prompt.is_some_and(|p| m < p)),
+        "{pane}"
+    );
+}
