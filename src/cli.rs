@@ -977,6 +977,7 @@ pub const TOP_DEFAULT_EVENTS: &str =
 #[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Show each of these cgroups (names or patterns, as bperf stat takes them)")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Show every cgroup, those created later included (the default without cgroup options)")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included (by cgroup; no container column yet)")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct TopArgs {
     /// Seconds between refreshes (fractions allowed).
@@ -1046,7 +1047,9 @@ impl TopArgs {
                 cpus: self.cpus.list.clone(),
                 cgroups: CgroupTargets {
                     for_each: self.cgroups.for_each.clone(),
-                    all: self.cgroups.all || self.cgroups.for_each.is_empty(),
+                    all: self.cgroups.all
+                        || (self.cgroups.for_each.is_empty() && !self.cgroups.containers),
+                    containers: self.cgroups.containers,
                     per_event: Vec::new(),
                     max: self.max_cgroups.limit,
                 },

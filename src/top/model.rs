@@ -98,6 +98,7 @@ pub fn figures(
             lines.push(Line {
                 event: e,
                 cgroup: Some(name.clone()),
+                container: None,
                 cpu: None,
                 place: None,
                 value,
