@@ -724,3 +724,130 @@ fn record_keeps_container_names_for_report_sort_container_and_the_timeline() {
         assert!(trace.contains(&track), "no slice named {track}");
     }
 }
+
+/// perf_event mounted as a cgroup v1 hierarchy where runc looks for it (beside the other
+/// v1 controllers in /sys/fs/cgroup's tmpfs), unmounted and removed when dropped, with
+/// the `docker` cgroup dockerd leaves in it.
+struct PerfEventV1(PathBuf);
+
+impl PerfEventV1 {
+    /// None (saying why) where /sys/fs/cgroup is not a hybrid layout of v1 controllers
+    /// or perf_event is mounted already.
+    fn mount() -> Option<PerfEventV1> {
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+        let hybrid = mounts
+            .lines()
+            .any(|l| l.starts_with("tmpfs /sys/fs/cgroup "))
+            && mounts
+                .lines()
+                .any(|l| l.contains(" cgroup ") && l.contains("cpuacct"));
+        let taken = mounts
+            .lines()
+            .any(|l| l.split(' ').nth(2) == Some("cgroup") && l.contains("perf_event"));
+        if !hybrid || taken {
+            eprintln!("skipped: no v1 layout to mount perf_event in (or it is mounted)");
+            return None;
+        }
+        let dir = PathBuf::from("/sys/fs/cgroup/perf_event");
+        fs::create_dir(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "cgroup", "-o", "perf_event", "cgroup"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        if !st.success() {
+            let _ = fs::remove_dir(&dir);
+            eprintln!("skipped: perf_event cannot be mounted as v1 here");
+            return None;
+        }
+        Some(PerfEventV1(dir))
+    }
+}
+
+impl Drop for PerfEventV1 {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(self.0.join("docker"));
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = fs::remove_dir(&self.0);
+    }
+}
+
+/// cpuacct.usage of a v1 cgroup at its start and end, in ns: from `cat A; sleep; cat A`.
+fn cpuacct_window(text: &str) -> f64 {
+    let v: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(v.len(), 2, "{text}");
+    v[1] - v[0]
+}
+
+/// cgroup v1: with perf_event mounted as its own hierarchy, Docker puts a container in it,
+/// and bperf (--for-each-container) and perf 6.12 (-G docker/ID) each count it within 2%
+/// of what the kernel's cpuacct charged it over the same window.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_container_in_a_v1_perf_event_hierarchy_is_counted_as_cpuacct_charges_it() {
+    require_root();
+    if !docker_available() {
+        return;
+    }
+    let _serial = common::serial();
+    let Some(_v1) = PerfEventV1::mount() else {
+        return;
+    };
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    let name = format!("bperf-test-{}-v1", std::process::id());
+    made.run_with(&name, &image, &[]);
+    let c = inspect(&name);
+    let cgroup = format!("docker/{}", c.id);
+    assert!(
+        Path::new("/sys/fs/cgroup/perf_event")
+            .join(&cgroup)
+            .is_dir(),
+        "dockerd did not put {name} in the v1 perf_event hierarchy"
+    );
+    let usage = format!("/sys/fs/cgroup/cpuacct/{cgroup}/cpuacct.usage");
+    let script = format!("cat {usage}; sleep 1; cat {usage}");
+    let count = |tool: &mut Command| {
+        let o = common::run_ok(tool.args(["--", "sh", "-c", &script]));
+        let kernel = cpuacct_window(&String::from_utf8_lossy(&o.stdout));
+        (common::stderr(&o), kernel)
+    };
+    let (err, kernel) = count(common::bperf().args([
+        "stat",
+        "-a",
+        "-j",
+        "-e",
+        "task-clock",
+        "--for-each-container",
+    ]));
+    let rows = json_rows(&err);
+    let row = rows
+        .iter()
+        .find(|r| field(r, "container") == c.name)
+        .unwrap_or_else(|| panic!("no row for {name}: {err}"));
+    assert_eq!(field(row, "cgroup"), cgroup, "{err}");
+    let ours = field(row, "counter-value").parse::<f64>().unwrap() * 1e6;
+    eprintln!("bperf {ours:.0} ns, cpuacct {kernel:.0} ns");
+    assert!(
+        common::within(ours, kernel, 2.0),
+        "bperf {ours}, cpuacct {kernel}"
+    );
+    let Some(perf) = common::parity::perf_612() else {
+        eprintln!("perf 6.12 not here: bperf checked against cpuacct only");
+        return;
+    };
+    let (err, kernel) =
+        count(Command::new(perf).args(["stat", "-a", "-x,", "-e", "task-clock", "-G", &cgroup]));
+    let theirs = err
+        .lines()
+        .find(|l| l.contains(",task-clock,"))
+        .and_then(|l| l.split(',').next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("perf: {err}"))
+        * 1e6;
+    eprintln!("perf {theirs:.0} ns, cpuacct {kernel:.0} ns");
+    assert!(
+        common::within(theirs, kernel, 2.0),
+        "perf {theirs}, cpuacct {kernel}"
+    );
+}
