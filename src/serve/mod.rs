@@ -71,15 +71,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
             );
         }
     }
-    let live = match &plan.live {
-        Some(lp) => {
-            let tx = tx.clone();
-            Some(LiveCgroups::start(lp, &plan.cgroups, move || {
-                tx.send(Wake::Cgroups).is_ok()
-            })?)
-        }
-        None => None,
-    };
+    let live = session::follow_cgroups(&plan, &tx)?;
     if let Some(s) = &server {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
     }

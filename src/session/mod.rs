@@ -81,6 +81,20 @@ pub struct Open<'a> {
     pub rings: &'a [(u32, BorrowedFd<'a>)],
 }
 
+/// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
+/// changes, each change sent as `Wake::Cgroups`; None when the plan's cgroups are fixed.
+pub fn follow_cgroups<R: Send + 'static>(
+    plan: &Plan,
+    tx: &mpsc::Sender<Wake<R>>,
+) -> Result<Option<LiveCgroups>> {
+    let Some(lp) = &plan.live else {
+        return Ok(None);
+    };
+    let tx = tx.clone();
+    let changed = move || tx.send(Wake::Cgroups).is_ok();
+    LiveCgroups::start(lp, &plan.cgroups, changed).map(Some)
+}
+
 /// The counter of `plan`, opened as `how` says.
 pub fn open_counter<'obj>(
     plan: &mut Plan,

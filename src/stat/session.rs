@@ -459,13 +459,7 @@ pub(super) fn run_once(
     let Some(started) = start(a, plan, &mut counter, workload, io.wakes, io.tx)? else {
         return Ok(None);
     };
-    let tx = io.tx.clone();
-    let live = match &plan.live {
-        Some(lp) => Some(LiveCgroups::start(lp, &plan.cgroups, move || {
-            tx.send(Wake::Cgroups).is_ok()
-        })?),
-        None => None,
-    };
+    let live = crate::session::follow_cgroups(plan, io.tx)?;
     let nr_slots = live
         .as_ref()
         .map_or(plan.cgroups.len(), LiveCgroups::capacity);

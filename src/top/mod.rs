@@ -45,15 +45,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         ..Open::default()
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;
-    let live = match &plan.live {
-        Some(lp) => {
-            let tx = tx.clone();
-            Some(LiveCgroups::start(lp, &plan.cgroups, move || {
-                tx.send(Wake::Cgroups).is_ok()
-            })?)
-        }
-        None => None,
-    };
+    let live = session::follow_cgroups(&plan, &tx)?;
     let columns = model::columns(&plan.events);
     let mut top = Top {
         prev: Snapshot::new(0, 0, 0),
