@@ -94,7 +94,20 @@ impl Drop for Made {
             wait_for(20, || d.try_wait().ok().flatten().is_some());
             let _ = d.kill();
             let _ = d.wait();
+            remove_docker_parents();
         }
+    }
+}
+
+/// The `docker` parent cgroup the daemon this test started made in each hierarchy, now
+/// that its containers are gone (rmdir leaves one that still holds anything).
+fn remove_docker_parents() {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for dir in mounts.lines().filter_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() > 2 && f[2].starts_with("cgroup")).then(|| Path::new(f[1]).join("docker"))
+    }) {
+        let _ = fs::remove_dir(dir);
     }
 }
 
@@ -255,10 +268,12 @@ fn docker_containers_are_recognised_from_their_cgroups_and_named_as_docker_inspe
     let oracle = [inspect(&web), inspect(&job)];
 
     // Each container's cgroup, in every hierarchy its task is in (cgroup2 and the v1
-    // controllers), is recognised as that container's own.
+    // controllers), is recognised as that container's own. A v1 hierarchy the runtime
+    // does not manage (one mounted nowhere, or where runc does not look) leaves the
+    // task in its root, which is no container's.
     for c in &oracle {
         let text = fs::read_to_string(format!("/proc/{}/cgroup", c.pid)).unwrap();
-        for line in text.lines() {
+        for line in text.lines().filter(|l| !l.ends_with(":/")) {
             let path = line.splitn(3, ':').nth(2).unwrap();
             let found = recognize(path).unwrap_or_else(|| panic!("{line}: not recognised"));
             assert_eq!(found.id, c.id, "{line}");
@@ -750,12 +765,7 @@ impl PerfEventV1 {
         }
         let dir = PathBuf::from("/sys/fs/cgroup/perf_event");
         fs::create_dir(&dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "cgroup", "-o", "perf_event", "cgroup"])
-            .arg(&dir)
-            .status()
-            .unwrap();
-        if !st.success() {
+        if !mount_perf_event_v1(&dir) {
             let _ = fs::remove_dir(&dir);
             eprintln!("skipped: perf_event cannot be mounted as v1 here");
             return None;
@@ -765,10 +775,59 @@ impl PerfEventV1 {
 }
 
 impl Drop for PerfEventV1 {
+    /// A v1 hierarchy unmounted while it has cgroups below its root lives on, mounted
+    /// nowhere: every cgroup in it (dockerd's `docker` and what runc has not yet
+    /// removed of a container's) goes first.
     fn drop(&mut self) {
-        let _ = fs::remove_dir(self.0.join("docker"));
+        wait_for(10, || {
+            remove_cgroups_below(&self.0);
+            child_dirs(&self.0).is_empty()
+        });
+        // A removed cgroup is let go of a little later; a hierarchy unmounted before
+        // that stays: mounted again and unmounted until the kernel has dropped it.
+        wait_for(10, || {
+            let _ = Command::new("umount").arg(&self.0).status();
+            perf_event_v1_gone() || !mount_perf_event_v1(&self.0)
+        });
         let _ = Command::new("umount").arg(&self.0).status();
         let _ = fs::remove_dir(&self.0);
+    }
+}
+
+/// Whether no v1 hierarchy holds perf_event (/proc/cgroups: hierarchy 0).
+fn perf_event_v1_gone() -> bool {
+    let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
+    cgroups
+        .lines()
+        .find(|l| l.starts_with("perf_event\t"))
+        .and_then(|l| l.split('\t').nth(1))
+        .is_none_or(|h| h == "0")
+}
+
+fn mount_perf_event_v1(dir: &Path) -> bool {
+    Command::new("mount")
+        .args(["-t", "cgroup", "-o", "perf_event", "cgroup"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn child_dirs(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes the cgroups below `dir`, deepest first (those still holding tasks stay).
+fn remove_cgroups_below(dir: &Path) {
+    for child in child_dirs(dir) {
+        remove_cgroups_below(&child);
+        let _ = fs::remove_dir(&child);
     }
 }
 
