@@ -185,6 +185,20 @@ impl Made {
     }
 }
 
+/// What each Docker test starts from, root and docker.io given (None, said, without):
+/// the counting lock, a daemon that answers and the busybox image.
+fn docker_session() -> Option<(common::Serial, Made, String)> {
+    require_root();
+    if !docker_available() {
+        return None;
+    }
+    let serial = common::serial();
+    let mut made = Made::new();
+    made.ensure_daemon();
+    let image = made.import_busybox();
+    Some((serial, made, image))
+}
+
 /// What `docker inspect` says about a container: the oracle.
 struct Inspected {
     id: String,
@@ -399,14 +413,9 @@ fn field<'v>(row: &'v serde_json::Value, key: &str) -> &'v str {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
-    require_root();
-    if !docker_available() {
+    let Some((_serial, mut made, image)) = docker_session() else {
         return;
-    }
-    let _serial = common::serial();
-    let mut made = Made::new();
-    made.ensure_daemon();
-    let image = made.import_busybox();
+    };
     let tag = std::process::id();
     let busy = format!("bperf-test-{tag}-busy");
     let slow = format!("bperf-test-{tag}-slow");
@@ -492,14 +501,9 @@ impl Drop for Bperf {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_for_each_container_follows_containers_started_and_removed_while_counting() {
-    require_root();
-    if !docker_available() {
+    let Some((_serial, mut made, image)) = docker_session() else {
         return;
-    }
-    let _serial = common::serial();
-    let mut made = Made::new();
-    made.ensure_daemon();
-    let image = made.import_busybox();
+    };
     let early = format!("bperf-test-{}-early", std::process::id());
     let late = format!("bperf-test-{}-late", std::process::id());
     let mut stat = Bperf(
@@ -601,14 +605,9 @@ fn labels_of(text: &str, name: &str) -> Option<std::collections::BTreeMap<String
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn serve_labels_each_containers_series_with_its_names() {
-    require_root();
-    if !docker_available() {
+    let Some((_serial, mut made, image)) = docker_session() else {
         return;
-    }
-    let _serial = common::serial();
-    let mut made = Made::new();
-    made.ensure_daemon();
-    let image = made.import_busybox();
+    };
     let tag = std::process::id();
     let web = format!("bperf-test-{tag}-web");
     let job = format!("bperf-test-{tag}-job");
@@ -684,14 +683,9 @@ fn serve_labels_each_containers_series_with_its_names() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_keeps_container_names_for_report_sort_container_and_the_timeline() {
-    require_root();
-    if !docker_available() {
+    let Some((_serial, mut made, image)) = docker_session() else {
         return;
-    }
-    let _serial = common::serial();
-    let mut made = Made::new();
-    made.ensure_daemon();
-    let image = made.import_busybox();
+    };
     let tag = std::process::id();
     let web = format!("bperf-test-{tag}-rweb");
     let job = format!("bperf-test-{tag}-rjob");
