@@ -69,6 +69,11 @@ const volatile bool live_slots = false;
 /* bperf record: every slice of a monitored cgroup goes out through `slices` (see
  * send_slice), and a switch between two tasks of one cgroup ends a slice too. */
 const volatile bool record_slices = false;
+/* bperf record: the slices go to `slice_ring`, one BPF ring buffer that every CPU shares,
+ * rather than to each CPU's perf buffer in `slices`; its reader is woken once
+ * ring_wake_at bytes wait (see send_slice). */
+const volatile bool ring_slices = false;
+const volatile __u64 ring_wake_at = 0;
 
 struct bperf_live live;
 /* bperf record: the phase of the recording, set by userspace. The next flush of each
@@ -98,6 +103,13 @@ struct {
 	__uint(value_size, sizeof(__u32));
 	__uint(max_entries, 1);
 } slices SEC(".maps");
+
+/* bperf record: the ring buffer of ring_slices; userspace gives its own (see
+ * src/bpf/slice_ring.rs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} slice_ring SEC(".maps");
 
 /* bperf record: slices each CPU could not send (its buffer was full). */
 struct {
@@ -181,6 +193,8 @@ struct cpu_state {
 	/* bperf record only: */
 	__u64 owner;             /* the task whose slice is open */
 	__u32 recording;         /* 0: not yet, RECORD_OPENING: sending, RECORD_CLOSING: done */
+	__u64 woke;              /* ring_slices: the ring's producer position when this CPU
+				  * last woke the reader */
 	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
 };
 
@@ -541,11 +555,32 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 	       st->recording == RECORD_OPENING;
 }
 
-/* bperf record: send the slice account() left in st->slice, @flags its BPERF_SLICE_*. */
+/*
+ * bperf record, ring_slices: the flags that wake the ring's reader once ring_wake_at
+ * bytes wait, and then not again from this CPU before as many more were written. A
+ * slice never wakes the reader by itself: a wakeup is an interrupt and a reader
+ * scheduled in, which would cost more than the slice.
+ */
+static __always_inline __u64 ring_wakeup(struct cpu_state *st)
+{
+	__u64 prod;
+
+	if (bpf_ringbuf_query(&slice_ring, BPF_RB_AVAIL_DATA) < ring_wake_at)
+		return BPF_RB_NO_WAKEUP;
+	prod = bpf_ringbuf_query(&slice_ring, BPF_RB_PROD_POS);
+	if (prod - st->woke < ring_wake_at)
+		return BPF_RB_NO_WAKEUP;
+	st->woke = prod;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/* bperf record: send the slice account() left in st->slice, @flags its BPERF_SLICE_*.
+ * A slice that finds no room is counted in slices_lost. */
 static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 flags)
 {
 	__u32 n = NR_EVENTS, zero = 0;
 	__u64 size, *lost;
+	long err;
 
 	if (n > BPERF_MAX_EVENTS)
 		n = BPERF_MAX_EVENTS;
@@ -555,7 +590,11 @@ static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 fl
 	size = sizeof(st->slice) - sizeof(st->slice.delta) + n * sizeof(st->slice.delta[0]);
 	if (size > sizeof(st->slice))
 		return;
-	if (!bpf_perf_event_output(ctx, &slices, BPF_F_CURRENT_CPU, &st->slice, size))
+	if (ring_slices)
+		err = bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st));
+	else
+		err = bpf_perf_event_output(ctx, &slices, BPF_F_CURRENT_CPU, &st->slice, size);
+	if (!err)
 		return;
 	lost = bpf_map_lookup_elem(&slices_lost, &zero);
 	if (lost)

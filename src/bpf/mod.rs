@@ -4,6 +4,7 @@
 
 pub mod prog_profile;
 pub mod shared;
+pub mod slice_ring;
 
 mod skel {
     #![allow(
@@ -119,6 +120,8 @@ pub struct Config<'a> {
     /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;
     /// empty when not recording.
     pub rings: &'a [(u32, BorrowedFd<'a>)],
+    /// bperf record: the ring buffer every CPU sends its slices to, instead of `rings`.
+    pub slice_ring: Option<&'a slice_ring::SliceRing>,
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mapped count array.
@@ -236,7 +239,7 @@ impl<'obj> Bpf<'obj> {
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
         // Slices are sent from the next read on: the counter's own baseline.
-        if !config.rings.is_empty() {
+        if recording(config) {
             bpf.set_record_phase(RECORD_OPENING);
         }
         Ok(bpf)
@@ -346,6 +349,11 @@ impl<'obj> Bpf<'obj> {
     }
 }
 
+/// bperf record: slices are sent.
+fn recording(config: &Config) -> bool {
+    !config.rings.is_empty() || config.slice_ring.is_some()
+}
+
 /// Opens the skeleton, sets its constants and map sizes, and loads it.
 fn open_and_load<'obj>(
     config: &Config,
@@ -378,7 +386,16 @@ fn open_and_load<'obj>(
     ro.plain_count = m.plain_count & !m.rq_switches;
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
-    ro.record_slices = !config.rings.is_empty();
+    ro.record_slices = recording(config);
+    if let Some(ring) = config.slice_ring {
+        ro.ring_slices = true;
+        // The reader is woken when a quarter of the ring waits, as each perf buffer is.
+        ro.ring_wake_at = ring.bytes() as u64 / 4;
+        open.maps
+            .slice_ring
+            .reuse_fd(ring.fd())
+            .context("using the ring buffer")?;
+    }
     if config.shared {
         shared::size_maps(&mut open.maps)?;
     } else {

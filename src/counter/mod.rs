@@ -56,6 +56,8 @@ pub struct Setup<'a> {
     /// bperf record: the ring (CPU, BPF output event) of each CPU, which every slice of
     /// a monitored cgroup is sent to from the counter's first read to its last.
     pub rings: &'a [(u32, std::os::fd::BorrowedFd<'a>)],
+    /// bperf record: the ring buffer all CPUs send their slices to, instead of `rings`.
+    pub slice_ring: Option<&'a crate::bpf::slice_ring::SliceRing>,
 }
 
 impl Setup<'_> {
@@ -293,6 +295,7 @@ fn load_bpf<'obj>(
         privilege_hint: privilege_hint(setup),
         shared: false,
         rings: setup.rings,
+        slice_ring: setup.slice_ring,
     };
     Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
 }
@@ -768,6 +771,7 @@ mod tests {
                 verbose: 0,
                 shared: None,
                 rings: &[],
+                slice_ring: None,
             };
             let mut counter = Counter::open(&setup, &mut storage).unwrap();
             std::thread::sleep(Duration::from_millis(200));
@@ -808,6 +812,7 @@ mod tests {
             verbose: 0,
             shared: None,
             rings: &[],
+            slice_ring: None,
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();

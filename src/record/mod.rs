@@ -14,6 +14,7 @@ pub mod perfetto;
 mod print;
 pub mod timeline;
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::mem::MaybeUninit;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
+use crate::bpf::slice_ring::SliceRing;
 use crate::cli::{RecordArgs, ReportArgs};
 use crate::session::containers::ContainerNames;
 use crate::session::{self, Open, Plan, Wake};
@@ -130,6 +132,45 @@ fn drain_rings(
     }
 }
 
+/// Drains the ring buffer into `out` until `stop`, then once more.
+fn drain_ring(
+    ring: SliceRing,
+    cpus: usize,
+    out: bperf_data::Writer<Output>,
+    stop: Arc<AtomicBool>,
+) -> Result<Drained> {
+    let sink = RefCell::new((out, 0u64, None::<io::Error>));
+    let reader = ring.reader(|raw| {
+        let (out, slices, failed) = &mut *sink.borrow_mut();
+        if failed.is_none() {
+            match out.write_slice(raw) {
+                Ok(true) => *slices += 1,
+                Ok(false) => {}
+                Err(e) => *failed = Some(e),
+            }
+        }
+    })?;
+    loop {
+        let last = stop.load(Ordering::Acquire);
+        reader.drain()?;
+        if let Some(e) = sink.borrow_mut().2.take() {
+            return Err(e).context("writing the slices");
+        }
+        if last {
+            break;
+        }
+        reader.wait_and_drain(DRAIN_EVERY)?;
+    }
+    drop(reader);
+    let (out, slices, _) = sink.into_inner();
+    Ok(Drained {
+        out,
+        slices,
+        // The program counts every slice the ring had no room for (slices_lost).
+        ring_lost: vec![0; cpus],
+    })
+}
+
 /// A file being written, and how many bytes went into it.
 struct Counted {
     file: File,
@@ -208,7 +249,10 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         Some(s) => parse_pages(s, perf_ring::page_size())?,
         None => DEFAULT_PAGES,
     };
-    let rings = open_rings(&plan.cpus, pages)?;
+    let transport = match std::env::var_os("BPERF_RECORD_TRANSPORT").is_some_and(|v| v == "perf") {
+        true => Transport::PerCpu(open_rings(&plan.cpus, pages)?),
+        false => Transport::Shared(open_ring(plan.cpus.len(), pages)?),
+    };
     let (tx, wakes) = mpsc::channel();
     session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
@@ -216,12 +260,19 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage = MaybeUninit::uninit();
-    let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
+    let fds: Vec<(u32, BorrowedFd)> = match &transport {
+        Transport::PerCpu(rings) => rings.iter().map(|r| (r.cpu(), r.fd())).collect(),
+        Transport::Shared(_) => vec![],
+    };
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
         name_user_only: true,
         rings: &fds,
+        slice_ring: match &transport {
+            Transport::Shared(ring) => Some(ring),
+            Transport::PerCpu(_) => None,
+        },
         ..Open::default()
     };
     let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
@@ -246,7 +297,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     )
     .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = spawn_reader(rings, out, stop.clone());
+    let reader = spawn_reader(transport, plan.cpus.len(), out, stop.clone());
     let start = Instant::now();
     let code = wait_for_end(&wakes, child.as_ref());
     counter.close_recording();
@@ -297,11 +348,39 @@ fn per_slot_totals(
 }
 
 fn spawn_reader(
-    rings: Vec<Ring>,
+    transport: Transport,
+    cpus: usize,
     out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<Drained>> {
-    std::thread::spawn(move || drain_rings(rings, out, stop))
+    std::thread::spawn(move || match transport {
+        Transport::PerCpu(rings) => drain_rings(rings, out, stop),
+        Transport::Shared(ring) => drain_ring(ring, cpus, out, stop),
+    })
+}
+
+/// How slices leave the BPF program.
+enum Transport {
+    /// One perf buffer per CPU.
+    PerCpu(Vec<Ring>),
+    /// One BPF ring buffer for all CPUs.
+    Shared(SliceRing),
+}
+
+/// The ring buffer for `cpus` CPUs of `pages` pages each: their sum, rounded up to a
+/// power of two.
+fn open_ring(cpus: usize, pages: usize) -> Result<SliceRing> {
+    let bytes = cpus
+        .max(1)
+        .checked_mul(pages * perf_ring::page_size())
+        .and_then(usize::checked_next_power_of_two)
+        .filter(|&b| b <= 1 << 31)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "-m: {pages} pages for each of {cpus} CPUs is more than the 2 GiB a ring buffer holds"
+            ))
+        })?;
+    SliceRing::create(bytes)
 }
 
 /// Waits for the command to end (a signal is passed on to it) or, without one, for a

@@ -79,6 +79,8 @@ pub struct Open<'a> {
     pub name_user_only: bool,
     /// bperf record: the ring (CPU, BPF output event) of each CPU.
     pub rings: &'a [(u32, BorrowedFd<'a>)],
+    /// bperf record: the ring buffer all CPUs send their slices to, instead of `rings`.
+    pub slice_ring: Option<&'a crate::bpf::slice_ring::SliceRing>,
 }
 
 /// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
@@ -119,6 +121,7 @@ pub fn open_counter<'obj>(
             processes: if sh.by_process { &plan.watched } else { &[] },
         }),
         rings: how.rings,
+        slice_ring: how.slice_ring,
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {
