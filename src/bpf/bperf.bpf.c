@@ -70,10 +70,10 @@ const volatile bool live_slots = false;
  * send_slice), and a switch between two tasks of one cgroup ends a slice too. */
 const volatile bool record_slices = false;
 /* bperf record: the slices go to `slice_ring`, one BPF ring buffer that every CPU shares,
- * rather than to each CPU's perf buffer in `slices`; its reader is woken once
- * ring_wake_at bytes wait (see send_slice). */
+ * rather than to each CPU's perf buffer in `slices`; each CPU wakes its reader after
+ * every ring_wake_every bytes it wrote (see ring_wakeup). */
 const volatile bool ring_slices = false;
-const volatile __u64 ring_wake_at = 0;
+const volatile __u64 ring_wake_every = 0;
 
 struct bperf_live live;
 /* bperf record: the phase of the recording, set by userspace. The next flush of each
@@ -193,8 +193,7 @@ struct cpu_state {
 	/* bperf record only: */
 	__u64 owner;             /* the task whose slice is open */
 	__u32 recording;         /* 0: not yet, RECORD_OPENING: sending, RECORD_CLOSING: done */
-	__u64 woke;              /* ring_slices: the ring's producer position when this CPU
-				  * last woke the reader */
+	__u64 unwoken;           /* ring_slices: bytes this CPU wrote since it last woke the reader */
 	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
 };
 
@@ -556,21 +555,18 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 }
 
 /*
- * bperf record, ring_slices: the flags that wake the ring's reader once ring_wake_at
- * bytes wait, and then not again from this CPU before as many more were written. A
- * slice never wakes the reader by itself: a wakeup is an interrupt and a reader
- * scheduled in, which would cost more than the slice.
+ * bperf record, ring_slices: the flags for a record of @size bytes (its header
+ * included). A slice does not wake the reader (a wakeup is an interrupt and the reader
+ * scheduled in, more than the slice costs); every ring_wake_every bytes from this CPU
+ * do. Userspace makes that a quarter of this CPU's share of the ring, as each CPU's
+ * perf buffer woke its reader at a quarter of it: no call to look at the ring.
  */
-static __always_inline __u64 ring_wakeup(struct cpu_state *st)
+static __always_inline __u64 ring_wakeup(struct cpu_state *st, __u64 size)
 {
-	__u64 prod;
-
-	if (bpf_ringbuf_query(&slice_ring, BPF_RB_AVAIL_DATA) < ring_wake_at)
+	st->unwoken += size;
+	if (st->unwoken < ring_wake_every)
 		return BPF_RB_NO_WAKEUP;
-	prod = bpf_ringbuf_query(&slice_ring, BPF_RB_PROD_POS);
-	if (prod - st->woke < ring_wake_at)
-		return BPF_RB_NO_WAKEUP;
-	st->woke = prod;
+	st->unwoken = 0;
 	return BPF_RB_FORCE_WAKEUP;
 }
 
@@ -591,7 +587,7 @@ static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 fl
 	if (size > sizeof(st->slice))
 		return;
 	if (ring_slices)
-		err = bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st));
+		err = bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st, size + 8));
 	else
 		err = bpf_perf_event_output(ctx, &slices, BPF_F_CURRENT_CPU, &st->slice, size);
 	if (!err)
@@ -611,7 +607,8 @@ static __always_inline void open_slice(struct cpu_state *st, struct task_struct 
 	st->slice.slot = st->charge.nr ? st->charge.slot[0] : 0;
 	st->slice.pid = task->tgid;
 	st->slice.tid = task->pid;
-	bpf_probe_read_kernel(st->slice.comm, sizeof(st->slice.comm), task->comm);
+	/* Two loads, where bpf_probe_read_kernel would be a helper call. */
+	__builtin_memcpy(st->slice.comm, task->comm, sizeof(st->slice.comm));
 }
 
 /* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */

@@ -389,8 +389,8 @@ fn open_and_load<'obj>(
     ro.record_slices = recording(config);
     if let Some(ring) = config.slice_ring {
         ro.ring_slices = true;
-        // The reader is woken when a quarter of the ring waits, as each perf buffer is.
-        ro.ring_wake_at = ring.bytes() as u64 / 4;
+        // Each CPU wakes the reader every quarter of its share of the ring.
+        ro.ring_wake_every = (ring.bytes() / config.cpus.len().max(1) / 4) as u64;
         open.maps
             .slice_ring
             .reuse_fd(ring.fd())

@@ -31,11 +31,9 @@ enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
-/* bpf_ringbuf_output's flags and bpf_ringbuf_query's questions */
+/* bpf_ringbuf_output's flags */
 #define BPF_RB_NO_WAKEUP (1ULL << 0)
 #define BPF_RB_FORCE_WAKEUP (1ULL << 1)
-#define BPF_RB_AVAIL_DATA 0
-#define BPF_RB_PROD_POS 3
 #define BPF_F_MMAPABLE (1U << 10)
 #define BPF_F_CURRENT_CPU 0xffffffffULL
 #define BPF_ANY 0
