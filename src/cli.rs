@@ -826,7 +826,7 @@ Record every slice of time a CPU gives a monitored cgroup: when a task of a moni
 cgroup leaves a CPU (or moves to another cgroup), one record says when the slice began, \
 how long it was, which CPU, cgroup, process, thread and command ran, and what every \
 event counted in it. The BPF program that splits counts between cgroups sends the \
-records through one perf ring buffer per CPU. The file (-o, default bperf.data) also \
+records through one BPF ring buffer that every CPU shares. The file (-o, default bperf.data) also \
 holds the events, cgroups and CPUs, how many records were lost, and the counters' own \
 totals, so that counts stay right even when records are lost.
 
@@ -879,7 +879,8 @@ pub struct RecordArgs {
     )]
     pub output: PathBuf,
 
-    /// Pages of each CPU's ring buffer: a power of two, or a size with B, K, M or G.
+    /// Ring buffer pages for each CPU (the ring holds their sum, rounded up to a power
+    /// of two): a power of two, or a size with B, K, M or G.
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<String>,
 

@@ -66,13 +66,10 @@ const volatile bool shared = false;
 /* Cgroups come and go while counting (live cgroups): userspace changes cgrp_slot and
  * bumps live.slots_gen, as the sessions of shared counters do. */
 const volatile bool live_slots = false;
-/* bperf record: every slice of a monitored cgroup goes out through `slices` (see
- * send_slice), and a switch between two tasks of one cgroup ends a slice too. */
+/* bperf record: every slice of a monitored cgroup goes out through `slice_ring` (see
+ * send_slice), and a switch between two tasks of one cgroup ends a slice too. Each CPU
+ * wakes the ring's reader after every ring_wake_every bytes it wrote (see ring_wakeup). */
 const volatile bool record_slices = false;
-/* bperf record: the slices go to `slice_ring`, one BPF ring buffer that every CPU shares,
- * rather than to each CPU's perf buffer in `slices`; each CPU wakes its reader after
- * every ring_wake_every bytes it wrote (see ring_wakeup). */
-const volatile bool ring_slices = false;
 const volatile __u64 ring_wake_every = 0;
 
 struct bperf_live live;
@@ -96,16 +93,9 @@ struct {
 	__uint(max_entries, 1);
 } events SEC(".maps");
 
-/* bperf record: one PERF_COUNT_SW_BPF_OUTPUT event per counted CPU, at key = CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u32));
-	__uint(max_entries, 1);
-} slices SEC(".maps");
-
-/* bperf record: the ring buffer of ring_slices; userspace gives its own (see
- * src/bpf/slice_ring.rs). */
+/* bperf record: one BPF ring buffer that every CPU sends its slices to; userspace gives
+ * its own (src/bpf/slice_ring.rs). It adds less to a switch than a perf buffer per CPU
+ * did, and loses fewer slices in as much memory (bench/results/levers.md). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
@@ -193,7 +183,7 @@ struct cpu_state {
 	/* bperf record only: */
 	__u64 owner;             /* the task whose slice is open */
 	__u32 recording;         /* 0: not yet, RECORD_OPENING: sending, RECORD_CLOSING: done */
-	__u64 unwoken;           /* ring_slices: bytes this CPU wrote since it last woke the reader */
+	__u64 unwoken;           /* bytes this CPU sent since it last woke the ring's reader */
 	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
 };
 
@@ -555,7 +545,7 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 }
 
 /*
- * bperf record, ring_slices: the flags for a record of @size bytes (its header
+ * bperf record: the ring buffer's flags for a record of @size bytes (its header
  * included). A slice does not wake the reader (a wakeup is an interrupt and the reader
  * scheduled in, more than the slice costs); every ring_wake_every bytes from this CPU
  * do. Userspace makes that a quarter of this CPU's share of the ring, as each CPU's
@@ -572,11 +562,10 @@ static __always_inline __u64 ring_wakeup(struct cpu_state *st, __u64 size)
 
 /* bperf record: send the slice account() left in st->slice, @flags its BPERF_SLICE_*.
  * A slice that finds no room is counted in slices_lost. */
-static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 flags)
+static __always_inline void send_slice(struct cpu_state *st, __u32 flags)
 {
 	__u32 n = NR_EVENTS, zero = 0;
 	__u64 size, *lost;
-	long err;
 
 	if (n > BPERF_MAX_EVENTS)
 		n = BPERF_MAX_EVENTS;
@@ -586,11 +575,7 @@ static __always_inline void send_slice(void *ctx, struct cpu_state *st, __u32 fl
 	size = sizeof(st->slice) - sizeof(st->slice.delta) + n * sizeof(st->slice.delta[0]);
 	if (size > sizeof(st->slice))
 		return;
-	if (ring_slices)
-		err = bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st, size + 8));
-	else
-		err = bpf_perf_event_output(ctx, &slices, BPF_F_CURRENT_CPU, &st->slice, size);
-	if (!err)
+	if (!bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st, size + 8)))
 		return;
 	lost = bpf_map_lookup_elem(&slices_lost, &zero);
 	if (lost)
@@ -744,7 +729,7 @@ static __always_inline void forget_charges(struct cpu_state *st)
  * @now on, after charging what was counted since the last reading to the slots charged
  * so far, or the share of its last @tail_ns to @task's. @now, @rq_clock_fresh: see
  * struct read_args. */
-static __always_inline void charge_task(void *ctx, struct cpu_state *st, struct task_struct *task,
+static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task,
 					__u64 now, bool rq_clock_fresh, __u64 tail_ns)
 {
 	struct bperf_charge *charge;
@@ -785,13 +770,13 @@ static __always_inline void charge_task(void *ctx, struct cpu_state *st, struct 
 	if (old_procs || tgid || tid)
 		rq_clock_fresh = false;
 	if (account(st, now, rq_clock_fresh, tail_ns))
-		send_slice(ctx, st, 0);
+		send_slice(st, 0);
 	copy_charge(&st->charge, charge);
 	append_proc(&st->charge, &proc_tgid, tgid);
 	append_proc(&st->charge, &proc_tid, tid);
 	open_slice(st, task, id);
 	if (tail_ns && account(st, now, rq_clock_fresh, 0))
-		send_slice(ctx, st, 0);
+		send_slice(st, 0);
 }
 
 /*
@@ -832,21 +817,21 @@ static __always_inline bool track_task(struct cpu_state *st, struct task_struct 
  * charged to the agent's cgroup until its own switch. The time since @prev arrived is
  * then @prev's, the time before stays with the cgroup being charged.
  */
-static __always_inline void settle_task_switch(void *ctx, struct cpu_state *st, struct task_struct *prev,
+static __always_inline void settle_task_switch(struct cpu_state *st, struct task_struct *prev,
 				      struct task_struct *next, struct rq *rq, __u64 now, bool rq_clock_fresh)
 {
 	if (track_task(st, prev, next))
-		charge_task(ctx, st, prev, now, rq_clock_fresh, running_for(prev, rq));
-	charge_task(ctx, st, next, now, rq_clock_fresh, 0);
+		charge_task(st, prev, now, rq_clock_fresh, running_for(prev, rq));
+	charge_task(st, next, now, rq_clock_fresh, 0);
 }
 
 /* @task, current on this CPU (run queue @rq), has been running and goes on: settle and
  * charge its cgroup from @now on (after it moved itself, or before a read). If the
  * switch to it was not seen, its time since it arrived is its own (see settle_task_switch). */
-static __always_inline void settle_current_task(void *ctx, struct cpu_state *st, struct task_struct *task,
+static __always_inline void settle_current_task(struct cpu_state *st, struct task_struct *task,
 						struct rq *rq, __u64 now)
 {
-	charge_task(ctx, st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
+	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
 }
 
 /*
@@ -883,7 +868,7 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
 	if (!st)
 		return 0;
 	take_switches(st, rq);
-	settle_task_switch(ctx, st, prev, next, rq, now, HAVE_RQ && now);
+	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now);
 	return 0;
 }
 
@@ -905,7 +890,7 @@ int BPF_PROG(bperf_on_attach)
 	st->busy = 1;
 	asm volatile("" ::: "memory");
 	take_switches(st, rq);
-	settle_current_task(ctx, st, task, rq, cpu_clock_now(rq));
+	settle_current_task(st, task, rq, cpu_clock_now(rq));
 	asm volatile("" ::: "memory");
 	st->busy = 0;
 	return 0;
@@ -927,9 +912,9 @@ int bperf_flush(void *ctx)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	settle_current_task(ctx, st, task, rq, now);
+	settle_current_task(st, task, rq, now);
 	if (account(st, now, false, 0))
-		send_slice(ctx, st, BPERF_SLICE_CUT);
+		send_slice(st, BPERF_SLICE_CUT);
 	if (record_slices && record_phase > st->recording)
 		st->recording = record_phase;
 	return 0;

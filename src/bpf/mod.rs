@@ -117,10 +117,8 @@ pub struct Config<'a> {
     /// Load the instance shared by every session (see shared/) rather than one for
     /// this counter alone: nr_events, cgroups and masks are then left to the sessions.
     pub shared: bool,
-    /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;
-    /// empty when not recording.
-    pub rings: &'a [(u32, BorrowedFd<'a>)],
-    /// bperf record: the ring buffer every CPU sends its slices to, instead of `rings`.
+    /// bperf record: the ring buffer every CPU sends its slices to; None when not
+    /// recording.
     pub slice_ring: Option<&'a slice_ring::SliceRing>,
 }
 
@@ -212,13 +210,6 @@ impl<'obj> Bpf<'obj> {
                 .update(&id.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
                 .context("filling the cgroup map")?;
         }
-        for &(cpu, fd) in config.rings {
-            let val = fd.as_raw_fd() as u32;
-            skel.maps
-                .slices
-                .update(&cpu.to_ne_bytes(), &val.to_ne_bytes(), MapFlags::ANY)
-                .context("filling the ring array")?;
-        }
         let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
         let links = vec![
             skel.progs
@@ -239,7 +230,7 @@ impl<'obj> Bpf<'obj> {
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
         // Slices are sent from the next read on: the counter's own baseline.
-        if recording(config) {
+        if config.slice_ring.is_some() {
             bpf.set_record_phase(RECORD_OPENING);
         }
         Ok(bpf)
@@ -349,11 +340,6 @@ impl<'obj> Bpf<'obj> {
     }
 }
 
-/// bperf record: slices are sent.
-fn recording(config: &Config) -> bool {
-    !config.rings.is_empty() || config.slice_ring.is_some()
-}
-
 /// Opens the skeleton, sets its constants and map sizes, and loads it.
 fn open_and_load<'obj>(
     config: &Config,
@@ -386,9 +372,8 @@ fn open_and_load<'obj>(
     ro.plain_count = m.plain_count & !m.rq_switches;
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
-    ro.record_slices = recording(config);
     if let Some(ring) = config.slice_ring {
-        ro.ring_slices = true;
+        ro.record_slices = true;
         // Each CPU wakes the reader every quarter of its share of the ring.
         ro.ring_wake_every = (ring.bytes() / config.cpus.len().max(1) / 4) as u64;
         open.maps
@@ -406,7 +391,6 @@ fn open_and_load<'obj>(
     }
     let per_cpu = nr_possible * nr_events.max(1);
     open.maps.events.set_max_entries(per_cpu as u32)?;
-    open.maps.slices.set_max_entries(nr_possible as u32)?;
     open.maps.counts.set_max_entries(counts_len as u32)?;
     open.load().map_err(|e| match e.kind() {
         libbpf_rs::ErrorKind::PermissionDenied => anyhow::anyhow!(

@@ -1,13 +1,18 @@
 //! bperf record's BPF ring buffer (BPF_MAP_TYPE_RINGBUF): one ring that every CPU's
 //! program writes its slices into (bpf_ringbuf_output in bperf.bpf.c) and that record's
 //! reader drains through libbpf's ring_buffer. Made here, before the program is loaded,
-//! and handed to the loader, as the per-CPU perf buffers are.
+//! and handed to the loader, which makes it the program's own.
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapHandle, MapType, RingBufferBuilder};
+
+/// The size of a memory page: a ring buffer holds a power of two of them.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
 
 /// The ring: a BPF map of `bytes` bytes of records.
 pub struct SliceRing {
@@ -18,7 +23,7 @@ pub struct SliceRing {
 impl SliceRing {
     /// A ring of `bytes` bytes: a power of two, at least a page.
     pub fn create(bytes: usize) -> Result<SliceRing> {
-        let page = rustix::param::page_size();
+        let page = page_size();
         if !bytes.is_power_of_two() || bytes < page || bytes > u32::MAX as usize / 2 + 1 {
             bail!("a ring buffer of {bytes} bytes: it must be a power of two from {page} to 2 GiB");
         }

@@ -53,10 +53,8 @@ pub struct Setup<'a> {
     pub verbose: u8,
     /// Events counted through the shared counters (--bpf-counters, the `b` modifier).
     pub shared: Option<SharedSetup<'a>>,
-    /// bperf record: the ring (CPU, BPF output event) of each CPU, which every slice of
-    /// a monitored cgroup is sent to from the counter's first read to its last.
-    pub rings: &'a [(u32, std::os::fd::BorrowedFd<'a>)],
-    /// bperf record: the ring buffer all CPUs send their slices to, instead of `rings`.
+    /// bperf record: the ring buffer all CPUs send every slice of a monitored cgroup to,
+    /// from the counter's first read to its last.
     pub slice_ring: Option<&'a crate::bpf::slice_ring::SliceRing>,
 }
 
@@ -294,7 +292,6 @@ fn load_bpf<'obj>(
         plain_loads: path.loads,
         privilege_hint: privilege_hint(setup),
         shared: false,
-        rings: setup.rings,
         slice_ring: setup.slice_ring,
     };
     Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
@@ -770,7 +767,6 @@ mod tests {
                 cgroup_v1: false,
                 verbose: 0,
                 shared: None,
-                rings: &[],
                 slice_ring: None,
             };
             let mut counter = Counter::open(&setup, &mut storage).unwrap();
@@ -811,7 +807,6 @@ mod tests {
             cgroup_v1: false,
             verbose: 0,
             shared: None,
-            rings: &[],
             slice_ring: None,
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();

@@ -81,7 +81,6 @@ impl Shared {
             plain_loads: path.loads,
             privilege_hint: "shared counters need CAP_PERFMON, CAP_BPF and CAP_SYS_ADMIN (or root)",
             shared: true,
-            rings: &[],
             slice_ring: None,
         };
         let session = Session::join(Request {

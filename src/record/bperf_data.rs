@@ -106,7 +106,9 @@ pub struct End {
     pub duration_ns: u64,
     /// Slices each CPU (in header order) could not send: its ring was full.
     pub lost: Vec<u64>,
-    /// Slices the reader was told were dropped (PERF_RECORD_LOST), per CPU.
+    /// Slices the reader was told were dropped (PERF_RECORD_LOST), per CPU: in files
+    /// recorded through perf buffers, before record used a BPF ring buffer, whose
+    /// losses are all in `lost`.
     pub ring_lost: Vec<u64>,
     /// The counters' own totals: [slot][event][cpu position].
     pub totals: Vec<Vec<Vec<Reading>>>,

@@ -1,9 +1,9 @@
 //! `bperf record` and `bperf report`: every slice of time a CPU gives a monitored cgroup,
-//! with what each event counted in it, streamed from the BPF program through one perf
-//! ring buffer per CPU into a file (bperf.data, see bperf_data.rs), and read back as totals, breakdowns,
-//! distributions and a timeline.
+//! with what each event counted in it, streamed from the BPF program through one BPF
+//! ring buffer into a file (bperf.data, see bperf_data.rs), and read back as totals,
+//! breakdowns, distributions and a timeline.
 //!
-//! Recording: the counter is stat's, with a ring per CPU; one thread drains the rings
+//! Recording: the counter is stat's, with the ring buffer; one thread drains the ring
 //! into the file while the main thread waits for the command or a signal. The counter's
 //! last read closes the recording (no slice is sent after it), so the slices add up to
 //! the totals the file ends with.
@@ -18,7 +18,6 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -28,11 +27,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use crate::bpf::slice_ring::SliceRing;
+use crate::bpf::slice_ring::{self, SliceRing};
 use crate::cli::{RecordArgs, ReportArgs};
 use crate::session::containers::ContainerNames;
 use crate::session::{self, Open, Plan, Wake};
-use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
 use crate::UsageError;
 use bperf_data::{End, Header, RecordedCgroup};
@@ -42,11 +40,11 @@ pub use print::report;
 /// What record counts when told nothing: time and switches, the two every slice has.
 pub const DEFAULT_EVENTS: &str = "task-clock,context-switches";
 
-/// Ring pages per CPU when -m is not given (bench/results/levers.md: no slice lost at
-/// the highest switch rate this VM reaches).
+/// Ring buffer pages for each CPU when -m is not given (bench/results/levers.md: no
+/// slice lost at the highest switch rate this VM reaches).
 pub const DEFAULT_PAGES: usize = 256;
 
-/// How often the reader drains the rings even when no ring reached its mark.
+/// How often the reader drains the ring even when no CPU woke it.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
 
 /// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
@@ -92,50 +90,11 @@ pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
 struct Drained {
     out: bperf_data::Writer<Output>,
     slices: u64,
-    /// Records the kernel said it dropped (PERF_RECORD_LOST), per CPU in ring order.
-    ring_lost: Vec<u64>,
-}
-
-/// Drains every ring into `out` until `stop`, then once more.
-fn drain_rings(
-    mut rings: Vec<Ring>,
-    mut out: bperf_data::Writer<Output>,
-    stop: Arc<AtomicBool>,
-) -> Result<Drained> {
-    let mut slices = 0u64;
-    let mut ring_lost = vec![0u64; rings.len()];
-    let mut failed: Option<io::Error> = None;
-    loop {
-        let last = stop.load(Ordering::Acquire);
-        for (i, ring) in rings.iter_mut().enumerate() {
-            ring.drain(&mut |r| match r {
-                Record::Sample(raw) if failed.is_none() => match out.write_slice(raw) {
-                    Ok(true) => slices += 1,
-                    Ok(false) => {}
-                    Err(e) => failed = Some(e),
-                },
-                Record::Sample(_) => {}
-                Record::Lost(n) => ring_lost[i] += n,
-            });
-        }
-        if let Some(e) = failed {
-            return Err(e).context("writing the slices");
-        }
-        if last {
-            return Ok(Drained {
-                out,
-                slices,
-                ring_lost,
-            });
-        }
-        perf_ring::wait(&rings, DRAIN_EVERY).context("waiting for the ring buffers")?;
-    }
 }
 
 /// Drains the ring buffer into `out` until `stop`, then once more.
 fn drain_ring(
     ring: SliceRing,
-    cpus: usize,
     out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
 ) -> Result<Drained> {
@@ -163,12 +122,7 @@ fn drain_ring(
     }
     drop(reader);
     let (out, slices, _) = sink.into_inner();
-    Ok(Drained {
-        out,
-        slices,
-        // The program counts every slice the ring had no room for (slices_lost).
-        ring_lost: vec![0; cpus],
-    })
+    Ok(Drained { out, slices })
 }
 
 /// A file being written, and how many bytes went into it.
@@ -246,13 +200,10 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         .into());
     }
     let pages = match &a.mmap_pages {
-        Some(s) => parse_pages(s, perf_ring::page_size())?,
+        Some(s) => parse_pages(s, slice_ring::page_size())?,
         None => DEFAULT_PAGES,
     };
-    let transport = match std::env::var_os("BPERF_RECORD_TRANSPORT").is_some_and(|v| v == "perf") {
-        true => Transport::PerCpu(open_rings(&plan.cpus, pages)?),
-        false => Transport::Shared(open_ring(plan.cpus.len(), pages)?),
-    };
+    let ring = open_ring(plan.cpus.len(), pages)?;
     let (tx, wakes) = mpsc::channel();
     session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
@@ -260,28 +211,19 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage = MaybeUninit::uninit();
-    let fds: Vec<(u32, BorrowedFd)> = match &transport {
-        Transport::PerCpu(rings) => rings.iter().map(|r| (r.cpu(), r.fd())).collect(),
-        Transport::Shared(_) => vec![],
-    };
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
         name_user_only: true,
-        rings: &fds,
-        slice_ring: match &transport {
-            Transport::Shared(ring) => Some(ring),
-            Transport::PerCpu(_) => None,
-        },
+        slice_ring: Some(&ring),
         ..Open::default()
     };
     let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
-    drop(fds);
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
-    // earlier recording as it was. Its first slices wait in the rings meanwhile.
+    // earlier recording as it was. Its first slices wait in the ring meanwhile.
     let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
             eprintln!("Workload failed: {e}");
@@ -297,7 +239,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     )
     .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = spawn_reader(transport, plan.cpus.len(), out, stop.clone());
+    let reader = spawn_reader(ring, out, stop.clone());
     let start = Instant::now();
     let code = wait_for_end(&wakes, child.as_ref());
     counter.close_recording();
@@ -310,23 +252,13 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let end = End {
         duration_ns: duration.as_nanos() as u64,
         lost,
-        ring_lost: drained.ring_lost.clone(),
+        // The program counts every slice the ring had no room for in `lost`.
+        ring_lost: Vec::new(),
         totals: per_slot_totals(&plan, &totals),
     };
     let bytes = finish_file(drained.out, &end, &a.output)?;
     say_written(&a.output, bytes, drained.slices, end.lost_total());
     Ok(code)
-}
-
-/// One ring per CPU, each woken when a quarter of it is full.
-fn open_rings(cpus: &[u32], pages: usize) -> Result<Vec<Ring>> {
-    let wake_at = (pages * perf_ring::page_size() / 4) as u32;
-    cpus.iter()
-        .map(|&cpu| {
-            perf_ring::open_ring(cpu, pages, wake_at)
-                .with_context(|| format!("cannot open the ring buffer of CPU {cpu}"))
-        })
-        .collect()
 }
 
 /// The counters' totals as the end block keeps them: [slot][event][CPU position].
@@ -348,39 +280,32 @@ fn per_slot_totals(
 }
 
 fn spawn_reader(
-    transport: Transport,
-    cpus: usize,
+    ring: SliceRing,
     out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<Drained>> {
-    std::thread::spawn(move || match transport {
-        Transport::PerCpu(rings) => drain_rings(rings, out, stop),
-        Transport::Shared(ring) => drain_ring(ring, cpus, out, stop),
-    })
+    std::thread::spawn(move || drain_ring(ring, out, stop))
 }
 
-/// How slices leave the BPF program.
-enum Transport {
-    /// One perf buffer per CPU.
-    PerCpu(Vec<Ring>),
-    /// One BPF ring buffer for all CPUs.
-    Shared(SliceRing),
-}
-
-/// The ring buffer for `cpus` CPUs of `pages` pages each: their sum, rounded up to a
-/// power of two.
+/// The ring buffer for `cpus` CPUs of `pages` pages each (see ring_bytes).
 fn open_ring(cpus: usize, pages: usize) -> Result<SliceRing> {
-    let bytes = cpus
-        .max(1)
-        .checked_mul(pages * perf_ring::page_size())
+    SliceRing::create(ring_bytes(cpus, pages, slice_ring::page_size())?)
+}
+
+/// The bytes of a ring buffer for `cpus` CPUs of `pages` pages each: their sum, rounded
+/// up to a power of two, as the kernel wants it, up to 2 GiB.
+fn ring_bytes(cpus: usize, pages: usize, page_size: usize) -> Result<usize> {
+    cpus.max(1)
+        .checked_mul(pages)
+        .and_then(|p| p.checked_mul(page_size))
         .and_then(usize::checked_next_power_of_two)
         .filter(|&b| b <= 1 << 31)
         .ok_or_else(|| {
             UsageError(format!(
                 "-m: {pages} pages for each of {cpus} CPUs is more than the 2 GiB a ring buffer holds"
             ))
-        })?;
-    SliceRing::create(bytes)
+            .into()
+        })
 }
 
 /// Waits for the command to end (a signal is passed on to it) or, without one, for a
@@ -419,7 +344,7 @@ fn say_written(path: &Path, bytes: u64, slices: u64, lost: u64) {
     );
     if lost > 0 {
         eprintln!(
-            "bperf record: {lost} slices were lost (a ring buffer was full): -m gives each CPU a larger one; the totals in the file are whole"
+            "bperf record: {lost} slices were lost (the ring buffer was full): -m gives it more pages for each CPU; the totals in the file are whole"
         );
     }
 }
@@ -513,5 +438,15 @@ mod tests {
         assert_eq!(parse_pages("1M", 4096).unwrap(), 256);
         assert!(parse_pages("x", 4096).is_err());
         assert!(parse_pages("99999999G", 4096).is_err());
+    }
+
+    #[test]
+    fn the_ring_holds_every_cpus_pages_in_a_power_of_two() {
+        assert_eq!(ring_bytes(2, 1, 4096).unwrap(), 8192);
+        assert_eq!(ring_bytes(3, 1, 4096).unwrap(), 16384);
+        assert_eq!(ring_bytes(2, 256, 4096).unwrap(), 2 << 20);
+        assert_eq!(ring_bytes(1, 1 << 19, 4096).unwrap(), 1 << 31);
+        assert!(ring_bytes(2, 1 << 19, 4096).is_err());
+        assert!(ring_bytes(usize::MAX, 2, 4096).is_err());
     }
 }

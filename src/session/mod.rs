@@ -8,7 +8,6 @@ pub mod live;
 pub mod plan;
 
 use std::mem::MaybeUninit;
-use std::os::fd::BorrowedFd;
 use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -77,9 +76,7 @@ pub struct Open<'a> {
     /// Name the events perf's way when the kernel let them count user space only (the
     /// first run of stat's -r; later runs keep the names).
     pub name_user_only: bool,
-    /// bperf record: the ring (CPU, BPF output event) of each CPU.
-    pub rings: &'a [(u32, BorrowedFd<'a>)],
-    /// bperf record: the ring buffer all CPUs send their slices to, instead of `rings`.
+    /// bperf record: the ring buffer all CPUs send their slices to.
     pub slice_ring: Option<&'a crate::bpf::slice_ring::SliceRing>,
 }
 
@@ -120,7 +117,6 @@ pub fn open_counter<'obj>(
             dir: &sh.dir,
             processes: if sh.by_process { &plan.watched } else { &[] },
         }),
-        rings: how.rings,
         slice_ring: how.slice_ring,
     };
     let counter = Counter::open(&setup, storage)?;

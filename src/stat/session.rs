@@ -448,7 +448,6 @@ pub(super) fn run_once(
         inherit: !a.no_inherit,
         verbose: a.verbose.level,
         name_user_only: first,
-        rings: &[],
         slice_ring: None,
     };
     let mut counter = open_counter(plan, &how, &mut storage)?;

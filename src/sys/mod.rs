@@ -7,7 +7,6 @@ pub mod cgroupfs;
 pub mod engine_api;
 pub mod kubelet;
 pub mod perf_event;
-pub mod perf_ring;
 pub mod process;
 pub mod sysfs;
 pub mod topology;
