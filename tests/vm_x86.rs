@@ -161,12 +161,9 @@ fn counting_tests_pass_on(flavour: &str, left_out: &[&str]) {
     }
 }
 
-/// On 6.1, a one-page ring's slices and lost slices came to 2.9% and 3.3% fewer than the
-/// ping-pong's switches in two of three runs (record.rs, a_tiny_ring_loses_slices_and_says_so;
-/// at the default size every switch is a slice there): not yet explained, left out.
 #[test]
 fn debian_6_1() {
-    counting_tests_pass_on("6.1", &["a_tiny_ring_loses_slices_and_says_so"]);
+    counting_tests_pass_on("6.1", &[]);
 }
 
 #[test]
