@@ -254,7 +254,9 @@ impl<'obj> Bpf<'obj> {
         if !config.tasks.is_empty() {
             let bss = bpf.bss();
             // SAFETY: the field lives in the mapped .bss, which the programs only read.
-            unsafe { std::ptr::addr_of_mut!(bss.live.nr_procs).write_volatile(config.tasks.len() as u32) };
+            unsafe {
+                std::ptr::addr_of_mut!(bss.live.nr_procs).write_volatile(config.tasks.len() as u32)
+            };
         }
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
@@ -384,7 +386,11 @@ fn fill_tasks(skel: &BperfSkel, tasks: &[shared::Target]) -> Result<()> {
         map.update(&id.to_ne_bytes(), shared::proc_bytes(&p), MapFlags::ANY)
             .with_context(|| format!("tracking task {id}"))?;
         let word = id >> 6;
-        let bits = match skel.maps.tracked.lookup(&word.to_ne_bytes(), MapFlags::ANY)? {
+        let bits = match skel
+            .maps
+            .tracked
+            .lookup(&word.to_ne_bytes(), MapFlags::ANY)?
+        {
             Some(b) => u64::from_ne_bytes(b[..8].try_into().expect("8 bytes")),
             None => 0,
         };

@@ -70,7 +70,7 @@ impl LiveCgroups {
         let now = self.selection.select(&self.tree)?;
         let changes = self.slots.update(&now);
         let added: Vec<(usize, u64)> = changes.added.iter().map(|(s, c)| (*s, c.id)).collect();
-        let removed: Vec<u64> = changes.removed.iter().map(|c| c.id).collect();
+        let removed: Vec<u64> = changes.removed.iter().map(|(_, c)| c.id).collect();
         counter.remove_cgroups(&removed)?;
         between(&changes, counter)?;
         counter.add_cgroups(&added)?;

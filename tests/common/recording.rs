@@ -32,12 +32,15 @@ fn header() -> Header {
                 name: name.to_string(),
                 path: path.to_string(),
                 container: None,
+                ..RecordedCgroup::default()
             })
             .collect(),
         cpus: CPUS.into(),
         clock: "sched_clock".into(),
         command: vec!["workload".into(), "pingpong".into()],
         started: 1.7e9,
+        target: "'system wide'".into(),
+        tasks: false,
     }
 }
 
