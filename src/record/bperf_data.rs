@@ -1329,4 +1329,105 @@ mod tests {
         let err = format!("{:#}", read_all(&mut &other[..]).unwrap_err());
         assert!(err.contains("compressed with \"lz4\""), "{err}");
     }
+
+    /// A slice of `raw_slice`'s with the BPF program's slot `slot`.
+    fn raw_in_slot(start: u64, slot: u32) -> Vec<u8> {
+        let mut r = raw_slice(start, &[1000, 1]);
+        r[28..32].copy_from_slice(&slot.to_le_bytes());
+        r
+    }
+
+    /// Cgroups that come and go while recording: each takes the next slot of the file,
+    /// whatever BPF slot counts it; a removed one's totals come back in the end block;
+    /// a cgroup made again under a removed one's path is another, and the cgroups made
+    /// under it are charged to it alone.
+    #[test]
+    fn cgroups_that_come_and_go_read_back_in_slots_of_their_own() {
+        let r = |c| Reading {
+            counter: c,
+            enabled: c,
+            running: c,
+        };
+        let cg = |id, path: &str| RecordedCgroup {
+            id,
+            name: path.into(),
+            path: path.into(),
+            ..RecordedCgroup::default()
+        };
+        let mut w = Writer::new(Vec::new(), &header(), None).unwrap();
+        assert!(w.write_slice(&raw_in_slot(10, 0)).unwrap());
+        w.began(3, &cg(77, "new")).unwrap();
+        assert!(w.write_slice(&raw_in_slot(20, 3)).unwrap());
+        w.ended(42, &[vec![r(5); 2], vec![r(6); 2]]).unwrap();
+        assert!(!w.write_slice(&raw_in_slot(30, 0)).unwrap(), "slot 0 counts nothing");
+        w.began(0, &cg(88, "web")).unwrap();
+        w.began(5, &cg(99, "web/x")).unwrap();
+        assert!(w.write_slice(&raw_in_slot(40, 0)).unwrap());
+        assert!(w.write_slice(&raw_in_slot(50, 5)).unwrap());
+        let totals = w.file_totals(|slot| vec![vec![r(slot as u64); 2]; 2]);
+        assert_eq!(totals.len(), 4);
+        assert!(totals[0].is_empty());
+        let end = End {
+            totals,
+            ..end()
+        };
+        let bytes = w.finish(&end).unwrap();
+        let (h, slices, end) = read_all(&mut &bytes[..]).unwrap();
+        let slots: Vec<u32> = slices.iter().map(|s| s.slot).collect();
+        assert_eq!(slots, [0, 1, 2, 3]);
+        let names: Vec<(&str, usize, u32, Option<u32>)> = h
+            .cgroups
+            .iter()
+            .map(|c| (c.name.as_str(), c.slot, c.began, c.ended))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("web", 0, 0, Some(2)),
+                ("new", 1, 1, None),
+                ("web", 2, 3, None),
+                ("web/x", 3, 4, None)
+            ]
+        );
+        assert_eq!(end.totals[0][1][0].counter, 6, "the removed cgroup's totals");
+        assert_eq!(end.totals[1][0][0].counter, 3, "BPF slot 3's");
+        assert_eq!(end.totals[2][0][0].counter, 0, "BPF slot 0's");
+        let charged = crate::record::analysis::charged_slots(&h.cgroups);
+        assert_eq!(charged[3], [2, 3], "web/x under the web made again only");
+
+        // A cgroup block that names a slot out of turn, or ends one never recorded, is
+        // refused in one line.
+        let body = 16 + u32_at(&bytes, 12) as usize;
+        let mut bad = bytes[..body].to_vec();
+        let text = br#"{"slot":7,"id":1,"name":"x","path":"x"}"#;
+        write_block(&mut bad, CGROUP_BEGAN, text).unwrap();
+        let err = read_all(&mut &bad[..]).unwrap_err();
+        assert!(format!("{err:#}").contains("slot 7, where the next is 1"), "{err:#}");
+        let mut bad = bytes[..body].to_vec();
+        write_block(&mut bad, CGROUP_ENDED, br#"{"slot":4,"totals":[]}"#).unwrap();
+        let err = read_all(&mut &bad[..]).unwrap_err();
+        assert!(format!("{err:#}").contains("no cgroup recorded"), "{err:#}");
+    }
+
+    /// A recording of tasks: slot 0 is theirs, and the header says what they were.
+    #[test]
+    fn a_recording_of_tasks_has_one_slot() {
+        let h = Header {
+            cgroups: Vec::new(),
+            target: "process id '7'".into(),
+            tasks: true,
+            ..header()
+        };
+        let mut w = Writer::new(Vec::new(), &h, None).unwrap();
+        assert!(w.write_slice(&raw_in_slot(10, 0)).unwrap());
+        assert!(!w.write_slice(&raw_in_slot(20, 1)).unwrap());
+        let end = End {
+            totals: w.file_totals(|_| vec![vec![Reading::default(); 2]; 2]),
+            ..end()
+        };
+        let bytes = w.finish(&end).unwrap();
+        let (back, slices, end) = read_all(&mut &bytes[..]).unwrap();
+        assert_eq!(back, h);
+        assert_eq!((slices.len(), end.totals.len()), (1, 1));
+    }
 }
