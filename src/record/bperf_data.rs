@@ -1359,7 +1359,10 @@ mod tests {
         w.began(3, &cg(77, "new")).unwrap();
         assert!(w.write_slice(&raw_in_slot(20, 3)).unwrap());
         w.ended(42, &[vec![r(5); 2], vec![r(6); 2]]).unwrap();
-        assert!(!w.write_slice(&raw_in_slot(30, 0)).unwrap(), "slot 0 counts nothing");
+        assert!(
+            !w.write_slice(&raw_in_slot(30, 0)).unwrap(),
+            "slot 0 counts nothing"
+        );
         w.began(0, &cg(88, "web")).unwrap();
         w.began(5, &cg(99, "web/x")).unwrap();
         assert!(w.write_slice(&raw_in_slot(40, 0)).unwrap());
@@ -1367,10 +1370,7 @@ mod tests {
         let totals = w.file_totals(|slot| vec![vec![r(slot as u64); 2]; 2]);
         assert_eq!(totals.len(), 4);
         assert!(totals[0].is_empty());
-        let end = End {
-            totals,
-            ..end()
-        };
+        let end = End { totals, ..end() };
         let bytes = w.finish(&end).unwrap();
         let (h, slices, end) = read_all(&mut &bytes[..]).unwrap();
         let slots: Vec<u32> = slices.iter().map(|s| s.slot).collect();
@@ -1389,7 +1389,10 @@ mod tests {
                 ("web/x", 3, 4, None)
             ]
         );
-        assert_eq!(end.totals[0][1][0].counter, 6, "the removed cgroup's totals");
+        assert_eq!(
+            end.totals[0][1][0].counter, 6,
+            "the removed cgroup's totals"
+        );
         assert_eq!(end.totals[1][0][0].counter, 3, "BPF slot 3's");
         assert_eq!(end.totals[2][0][0].counter, 0, "BPF slot 0's");
         let charged = crate::record::analysis::charged_slots(&h.cgroups);
@@ -1402,7 +1405,10 @@ mod tests {
         let text = br#"{"slot":7,"id":1,"name":"x","path":"x"}"#;
         write_block(&mut bad, CGROUP_BEGAN, text).unwrap();
         let err = read_all(&mut &bad[..]).unwrap_err();
-        assert!(format!("{err:#}").contains("slot 7, where the next is 1"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("slot 7, where the next is 1"),
+            "{err:#}"
+        );
         let mut bad = bytes[..body].to_vec();
         write_block(&mut bad, CGROUP_ENDED, br#"{"slot":4,"totals":[]}"#).unwrap();
         let err = read_all(&mut &bad[..]).unwrap_err();
