@@ -855,7 +855,7 @@ counter tracks per cgroup), or as a picture for a name ending in .svg.";
 #[command(mut_arg("all_cpus", |a| help_of(a, "Record every cgroup on all CPUs (the default without -C, -p, -t or a command alone); with a command, system-wide rather than the command's tasks")))]
 #[command(mut_arg("cpu", |a| help_of(a, "Record only on these CPUs, e.g. 0-2,5")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Record the slices of each of these cgroups (names or patterns, as bperf stat takes them)")))]
-#[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options)").conflicts_with("cgroup")))]
+#[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options, -p, -t or a command alone), those made while recording too").conflicts_with("cgroup")))]
 #[command(mut_arg("for_each_container", |a| help_of(a, "Record the slices of each container's cgroup (containers started while recording too)")))]
 #[command(mut_arg("cgroup", |a| help_of(a, "Record these cgroups (as bperf stat's -G with one name for all events)").conflicts_with("for_each_cgroup")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
