@@ -6,6 +6,7 @@
 pub mod containers;
 pub mod live;
 pub mod plan;
+pub mod schedule;
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
@@ -20,6 +21,7 @@ use signal_hook::iterator::Signals;
 use crate::counter::{Counter, Setup, SharedSetup};
 pub use live::LiveCgroups;
 pub use plan::{Plan, Request};
+pub use schedule::{Next, Schedule};
 
 /// What ends or interrupts the wait between reads. `R` is what a command is asked for
 /// besides (serve: a scrape); none for the others.

@@ -12,7 +12,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ProgramHandle};
 use memmap2::{MmapMut, MmapOptions};
 
-use super::lock::BPFFS;
+use super::lock::{mounted_by_bperf, BPFFS};
 use super::registry::{Registry, REGISTRY_VERSION};
 use super::{EVENTS, SLOTS};
 use crate::bpf::skel::types::{bperf_live, bperf_proc};
@@ -243,7 +243,7 @@ pub(in crate::bpf) fn size_task_maps(maps: &mut OpenBperfMaps) -> Result<()> {
 }
 
 /// Loads the instance and pins it in `dir`.
-pub(super) fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
+pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     check_kernel()?;
     remove_pins(dir);
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -291,7 +291,7 @@ pub(super) fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
     )
     .context("creating the shared counters' registry")?;
     let mut r = Registry::new();
-    r.mounted_bpffs = mounted.into();
+    r.mounted_bpffs = on_bperf_mount(dir).into();
     r.cgroup_v1 = config.cgroup_v1.into();
     // SAFETY: plain old data.
     registry.update(
@@ -312,12 +312,19 @@ fn remove_pins(dir: &Path) {
     let _ = fs::remove_dir(dir);
 }
 
+/// Whether the instance in `dir` lives at the top of a BPF file system bperf mounted.
+fn on_bperf_mount(dir: &Path) -> bool {
+    let root = Path::new(BPFFS);
+    dir.parent() == Some(root) && mounted_by_bperf(root)
+}
+
 /// Removes the instance, and the BPF file system if bperf mounted it and nothing else
 /// uses it.
-pub(super) fn remove_instance(dir: &Path, mounted_bpffs: bool) {
+pub(super) fn remove_instance(dir: &Path) {
+    let bperf_mount = on_bperf_mount(dir);
     remove_pins(dir);
     let root = Path::new(BPFFS);
-    if mounted_bpffs && dir.parent() == Some(root) {
+    if bperf_mount {
         // A new BPF file system holds the kernel's preloaded iterators and nothing else.
         let preloaded =
             |e: &fs::DirEntry| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"));
