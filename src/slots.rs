@@ -7,8 +7,9 @@
 //!   without patterns).
 //! - Live cgroups ([`LiveSlots`]): --all-cgroups and patterns. A created cgroup takes a
 //!   free slot and is counted from then on. A removed one keeps its slot, with its
-//!   final counts, until the report has shown them once; the slot is then free for
-//!   another cgroup, which starts from zero. At most `capacity` cgroups have slots:
+//!   final counts, until the report has shown them once (bperf record: once its file
+//!   says it ended, with its totals); the slot is then free for another cgroup, which
+//!   starts from zero. At most `capacity` cgroups have slots:
 //!   cgroups beyond that are left out, their time counted only in their counted
 //!   ancestors, until a slot frees up.
 //! - Shared counters (--bpf-counters, the `b` modifier): one slot per cgroup, process
