@@ -52,6 +52,31 @@ fn keepers() -> usize {
     keeper_pids().len()
 }
 
+/// What the kernel says a workload ran: its processes' own task-clock (`own`, ns), and
+/// its cgroup's cpu.stat (`kernel`, ns) with up to `unaccounted` ns it has not yet charged.
+struct Oracles {
+    own: f64,
+    kernel: f64,
+    unaccounted: f64,
+}
+
+impl Oracles {
+    /// bperf's task-clock (`ours`, ns) agrees: within 2% of the processes' own clock plus
+    /// `slack` ns of their start and exit, which only bperf sees; under emulation, where
+    /// those take hundreds of ms, with the cgroup's cpu.stat.
+    fn assert_agree(&self, ours: f64, slack: f64, output: &str) {
+        let (own, kernel, unaccounted) = (self.own, self.kernel, self.unaccounted);
+        let agrees = match emulated() {
+            false => ours >= own * 0.98 && ours <= own * 1.02 + slack,
+            true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+        };
+        assert!(
+            agrees,
+            "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {output}"
+        );
+    }
+}
+
 /// The CSV value of `event` in bperf's output (beside the workload's reports).
 fn csv_value(err: &str, event: &str) -> f64 {
     let line = err
@@ -108,14 +133,12 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
     // own clock in the 6.1 and 6.12 guests): there the kernel's accounting of the shell
     // and its cgroup is the oracle.
-    let agrees = match emulated() {
-        false => ours >= own * 0.98 && ours <= own * 1.02 + 5e6,
-        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    let oracles = Oracles {
+        own,
+        kernel,
+        unaccounted,
     };
-    assert!(
-        agrees,
-        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
-    );
+    oracles.assert_agree(ours, 5e6, &err);
     // A ping-pong with a child: every switch. (Its task-clock is not compared: a switch's
     // own cost, about a microsecond here, is charged to the task switched to, as the
     // scheduler charges it, where the task's own task-clock starts after it.)
@@ -216,14 +239,12 @@ fn a_process_counts_through_the_b_modifier() {
     // microseconds on a real machine. Under emulation the exit takes tens of ms or more
     // (see tests/stat.rs, self_moving_processes_are_charged_in_full): there the
     // process's cgroup's cpu.stat is the oracle.
-    let agrees = match emulated() {
-        false => ours >= own * 0.98 && ours <= own * 1.02 + 2e6,
-        true => agrees_with_cpu_stat(ours, kernel, unaccounted),
+    let oracles = Oracles {
+        own,
+        kernel,
+        unaccounted,
     };
-    assert!(
-        agrees,
-        "task-clock {ours} vs own {own}, cpu.stat {kernel} (+ up to {unaccounted}): {err}"
-    );
+    oracles.assert_agree(ours, 2e6, &err);
     assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
     assert_nothing_left(was_mounted);
 }

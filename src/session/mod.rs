@@ -80,6 +80,9 @@ pub struct Open<'a> {
     pub name_user_only: bool,
     /// bperf record: the ring buffer all CPUs send their slices to.
     pub slice_ring: Option<&'a crate::bpf::slice_ring::SliceRing>,
+    /// bperf record of processes or threads: the tasks recorded, tracked by the BPF
+    /// side on the CPUs rather than counted by events of their own.
+    pub tasks: &'a [crate::bpf::shared::Target],
 }
 
 /// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
@@ -103,7 +106,10 @@ pub fn open_counter<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
 ) -> Result<Counter<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
-    let threads: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
+    let threads: Vec<libc::pid_t> = match how.tasks.is_empty() {
+        true => plan.threads.iter().map(|(tid, _)| *tid).collect(),
+        false => Vec::new(),
+    };
     let setup = Setup {
         threads: &threads,
         events: &plan.events,
@@ -120,6 +126,7 @@ pub fn open_counter<'obj>(
             processes: if sh.by_process { &plan.watched } else { &[] },
         }),
         slice_ring: how.slice_ring,
+        tasks: how.tasks,
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {

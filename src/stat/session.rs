@@ -438,6 +438,7 @@ pub(super) fn run_once(
         verbose: a.verbose.level,
         name_user_only: first,
         slice_ring: None,
+        tasks: &[],
     };
     let mut counter = open_counter(plan, &how, &mut storage)?;
     let status = event_status(plan, &counter);

@@ -213,7 +213,7 @@ pub(super) fn proc_from(bytes: &[u8]) -> bperf_proc {
     p
 }
 
-pub(super) fn proc_bytes(p: &bperf_proc) -> &[u8] {
+pub(in crate::bpf) fn proc_bytes(p: &bperf_proc) -> &[u8] {
     // SAFETY: plain old data.
     unsafe {
         std::slice::from_raw_parts(
@@ -229,6 +229,12 @@ pub(in crate::bpf) fn size_maps(maps: &mut OpenBperfMaps) -> Result<()> {
     maps.events
         .set_map_flags(libbpf_sys::BPF_F_PRESERVE_ELEMS)?;
     maps.cgrp_slot.set_max_entries(SLOTS as u32)?;
+    size_task_maps(maps)
+}
+
+/// Sets the sizes of the maps of tracked processes and threads: the shared instance's,
+/// or a recording's own (track_tasks in bperf.bpf.c).
+pub(in crate::bpf) fn size_task_maps(maps: &mut OpenBperfMaps) -> Result<()> {
     maps.proc_tgid.set_max_entries(PROC_KEYS)?;
     maps.proc_tid.set_max_entries(PROC_KEYS)?;
     maps.tracked.set_max_entries(TRACKED_WORDS)?;
