@@ -240,9 +240,12 @@ fn a_compressed_recording_reads_as_a_plain_one() {
 /// and by report, and the totals still agree with cpu.stat (they are the counters'
 /// own). A ping-pong records into a one-page ring while record's reader is stalled:
 /// record writes to a pipe that is read only once the ping-pong has ended, so its
-/// reader blocks and the ring fills. Each of the ping-pong's slices ends at one of its
-/// context switches, so the slices written and the slices lost add up to the counter's
-/// own count of its switches, which agrees with the processes' rusage.
+/// reader blocks and the ring fills. The slices written and the slices lost are the
+/// slices the BPF program sent, to the slice (the file's end block counts them), and
+/// those are the ping-pong's switches as the counter counted them: each of its slices
+/// ends at one, but for the rare switch the tracepoint does not see, which splits a
+/// slice in two (see settle_task_switch in bperf.bpf.c). The switches agree with the
+/// processes' rusage.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_tiny_ring_loses_slices_and_counts_each() {
@@ -343,11 +346,24 @@ fn a_tiny_ring_loses_slices_and_counts_each() {
     // cgroup, slices, time-ms, share, task-clock, context-switches
     let (written, switched) = (row[0], row[4]);
     assert_eq!(written, slices as f64, "{by_cgroup}\n{err}");
-    assert_eq!(switched, written, "a slice per switch\n{by_cgroup}");
+    let end = bperf::record::open(&file.0)
+        .unwrap()
+        .each_slice(|_| {})
+        .unwrap();
+    let sent: u64 = end.sent.iter().sum();
     assert_eq!(
-        written + lost as f64,
-        switches,
-        "{written} slices written + {lost} lost for {switches} switches counted\n{err}"
+        slices + lost,
+        sent,
+        "{slices} slices written + {lost} lost for {sent} sent\n{err}"
+    );
+    // A slice per switch, within one in a thousand.
+    assert!(
+        within(switched, written, 0.1),
+        "{switched} switches in {written} slices"
+    );
+    assert!(
+        within(sent as f64, switches, 0.1),
+        "{sent} slices sent for {switches} switches counted\n{err}"
     );
     let (cs, _) = rusage_totals(&err);
     assert!(within(switches, cs as f64, 1.0), "{switches} for {cs}");

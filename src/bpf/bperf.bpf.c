@@ -190,6 +190,7 @@ struct cpu_state {
 	__u64 owner;             /* the task whose slice is open */
 	__u32 recording;         /* 0: not yet, RECORD_OPENING: sending, RECORD_CLOSING: done */
 	__u64 unwoken;           /* bytes this CPU sent since it last woke the ring's reader */
+	__u64 sent;              /* slices this CPU sent or tried to: written, or in slices_lost */
 	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
 };
 
@@ -581,6 +582,7 @@ static __always_inline void send_slice(struct cpu_state *st, __u32 flags)
 	size = sizeof(st->slice) - sizeof(st->slice.delta) + n * sizeof(st->slice.delta[0]);
 	if (size > sizeof(st->slice))
 		return;
+	st->sent++;
 	if (!bpf_ringbuf_output(&slice_ring, &st->slice, size, ring_wakeup(st, size + 8)))
 		return;
 	lost = bpf_map_lookup_elem(&slices_lost, &zero);

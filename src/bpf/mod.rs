@@ -285,20 +285,14 @@ impl<'obj> Bpf<'obj> {
 
     /// bperf record: how many slices each of `cpus` could not send (its ring was full).
     pub fn slices_lost(&self, cpus: &[u32]) -> Result<Vec<u64>> {
-        let per_cpu = self
-            .skel
-            .maps
-            .slices_lost
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .context("reading the lost slice counts")?
-            .unwrap_or_default();
-        let lost = |cpu: u32| {
-            per_cpu
-                .get(cpu as usize)
-                .and_then(|v| v.get(..8))
-                .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
-        };
-        Ok(cpus.iter().map(|&c| lost(c)).collect())
+        per_cpu_u64(&self.skel.maps.slices_lost, 0, cpus).context("reading the lost slice counts")
+    }
+
+    /// bperf record: how many slices each of `cpus` sent or tried to (the written and
+    /// the lost).
+    pub fn slices_sent(&self, cpus: &[u32]) -> Result<Vec<u64>> {
+        let at = std::mem::offset_of!(cpu_state, sent);
+        per_cpu_u64(&self.skel.maps.cpu_state, at, cpus).context("reading the sent slice counts")
     }
 
     /// Brings every CPU's counts up to now: runs the flush program on each CPU.
@@ -395,6 +389,20 @@ fn fill_tasks(skel: &BperfSkel, tasks: &[shared::Target]) -> Result<()> {
             .with_context(|| format!("tracking task {id}"))?;
     }
     Ok(())
+}
+
+/// The u64 at byte `at` of each of `cpus`' values of key 0 of per-CPU array `map`.
+fn per_cpu_u64(map: &dyn MapCore, at: usize, cpus: &[u32]) -> Result<Vec<u64>> {
+    let per_cpu = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    let value = |cpu: u32| {
+        per_cpu
+            .get(cpu as usize)
+            .and_then(|v| v.get(at..at + 8))
+            .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+    };
+    Ok(cpus.iter().map(|&c| value(c)).collect())
 }
 
 /// Opens the skeleton, sets its constants and map sizes, and loads it.

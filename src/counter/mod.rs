@@ -261,6 +261,14 @@ impl<'obj> Counter<'obj> {
         }
     }
 
+    /// bperf record: the slices each CPU sent or tried to, in the order of the CPUs.
+    pub fn slices_sent(&self) -> Result<Vec<u64>> {
+        match &self.bpf {
+            Some(bpf) => bpf.slices_sent(&self.cpus),
+            None => Ok(vec![0; self.cpus.len()]),
+        }
+    }
+
     fn read_raw(&mut self) -> Result<Snapshot> {
         let mut s = match &self.bpf {
             Some(bpf) => bpf.read(&self.cpus, self.nr_events)?,

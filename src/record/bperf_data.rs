@@ -21,7 +21,8 @@
 //!           counters' totals for it ([event][CPU] as in the end block); no slice
 //!           after it names its slot
 //!   kind 2  the end, last in the file: End as JSON (duration, lost records per CPU,
-//!           the counters' totals of the cgroups not removed, [] for those removed)
+//!           the counters' totals of the cgroups not removed, [] for those removed,
+//!           records sent per CPU: written or lost)
 //! ```
 //! A slice's slot is the cgroup's place in the file, never reused: the header's
 //! cgroups, then those of the kind 4 blocks in order. Files without kinds 4 and 5 (no
@@ -152,6 +153,9 @@ pub struct End {
     pub ring_lost: Vec<u64>,
     /// The counters' own totals: [slot][event][cpu position].
     pub totals: Vec<Vec<Vec<Reading>>>,
+    /// Slices each CPU sent or tried to: those in the file and those in `lost`
+    /// (empty in files from before it was kept).
+    pub sent: Vec<u64>,
 }
 
 /// One slice as recorded.
@@ -434,6 +438,7 @@ fn end_json(end: &End) -> String {
         "duration_ns": end.duration_ns,
         "lost": end.lost,
         "ring_lost": end.ring_lost,
+        "sent": end.sent,
         "totals": totals,
     })
     .to_string()
@@ -614,6 +619,7 @@ fn parse_end(text: &[u8]) -> Result<End> {
         lost: numbers("lost"),
         ring_lost: numbers("ring_lost"),
         totals,
+        sent: numbers("sent"),
     })
 }
 
@@ -1125,6 +1131,7 @@ mod tests {
             lost: vec![0, 2],
             ring_lost: vec![0, 1],
             totals: vec![vec![vec![r; 2]; 2]],
+            sent: vec![7, 9],
         }
     }
 

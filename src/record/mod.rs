@@ -368,6 +368,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let totals = counter.read()?;
     let duration = start.elapsed();
     let lost = counter.slices_lost()?;
+    let sent = counter.slices_sent()?;
     drop(counter);
     stop.store(true, Ordering::Release);
     let drained = reader.join().expect("the ring reader does not panic")?;
@@ -377,6 +378,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         // The program counts every slice the ring had no room for in `lost`.
         ring_lost: Vec::new(),
         totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
+        sent,
     };
     let bytes = finish_file(drained.out, &end, &a.output)?;
     say_written(&a.output, bytes, drained.slices, end.lost_total());

@@ -132,6 +132,7 @@ pub fn write_compressed(out: &mut impl Write, slices: u64, zstd: Option<i32>) ->
         lost: vec![0; CPUS.len()],
         ring_lost: vec![0; CPUS.len()],
         totals,
+        sent: Vec::new(),
     };
     writer.finish(&end).map(drop)
 }
@@ -172,6 +173,7 @@ pub fn live_bytes(slices: u64) -> Vec<u8> {
         lost: vec![0; CPUS.len()],
         ring_lost: vec![0; CPUS.len()],
         totals: writer.file_totals(|_| zeros.clone()),
+        sent: Vec::new(),
     };
     writer.finish(&end).unwrap()
 }
