@@ -137,6 +137,24 @@ impl Snapshot {
         }
     }
 
+    /// Takes the shape of `Snapshot::new(nr_slots, nr_events, nr_cpus)`, all zero,
+    /// keeping its allocation when the shape is the same.
+    pub fn reset(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
+        self.nr_events = nr_events;
+        self.nr_cpus = nr_cpus;
+        self.data.clear();
+        self.data
+            .resize(nr_slots.max(1) * nr_events * nr_cpus, Reading::default());
+    }
+
+    /// Takes away `earlier` (of the same shape) in place: `self.since(earlier)` without
+    /// a new allocation.
+    pub fn subtract(&mut self, earlier: &Snapshot) {
+        for (a, b) in self.data.iter_mut().zip(&earlier.data) {
+            *a = a.since(b);
+        }
+    }
+
     /// What was counted between `earlier` and `self`.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         Snapshot {

@@ -330,19 +330,19 @@ impl<'obj> Bpf<'obj> {
         }
     }
 
-    /// Flushes and reads every slot's counts on `cpus`.
-    pub fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
+    /// Flushes and reads every slot's counts on `cpus` into `out`, reusing its memory.
+    pub fn read_into(&self, cpus: &[u32], nr_events: usize, out: &mut Snapshot) -> Result<()> {
         self.flush(cpus)?;
-        let mut s = Snapshot::new(self.nr_slots, nr_events, cpus.len());
+        out.reset(self.nr_slots, nr_events, cpus.len());
         for slot in 0..self.nr_slots {
             for e in 0..nr_events {
                 for (pos, &cpu) in cpus.iter().enumerate() {
                     let i = (cpu as usize * self.nr_slots + slot) * nr_events + e;
-                    s.set(slot, e, pos, self.counts.get(i));
+                    out.set(slot, e, pos, self.counts.get(i));
                 }
             }
         }
-        Ok(s)
+        Ok(())
     }
 }
 

@@ -191,11 +191,20 @@ impl<'obj> Counter<'obj> {
 
     /// Counts since the counter was opened (or restarted), less any pause.
     pub fn read(&mut self) -> Result<Snapshot> {
-        let raw = match &self.paused {
-            Some(paused) => paused.clone(),
-            None => self.read_raw()?,
-        };
-        Ok(raw.since(&self.base))
+        let mut s = Snapshot::new(0, 0, 0);
+        self.read_into(&mut s)?;
+        Ok(s)
+    }
+
+    /// `read` into `out`, reusing its memory: what a reader that reads often (top)
+    /// calls, so that a read allocates nothing.
+    pub fn read_into(&mut self, out: &mut Snapshot) -> Result<()> {
+        match &self.paused {
+            Some(paused) => out.clone_from(paused),
+            None => self.read_raw_into(out)?,
+        }
+        out.subtract(&self.base);
+        Ok(())
     }
 
     /// Counts cgroups `added` (slot, id) from now on, from zero, and stops counting the
@@ -239,10 +248,16 @@ impl<'obj> Counter<'obj> {
     }
 
     fn read_raw(&mut self) -> Result<Snapshot> {
-        let mut s = match &self.bpf {
-            Some(bpf) => bpf.read(&self.cpus, self.nr_events)?,
+        let mut s = Snapshot::new(0, 0, 0);
+        self.read_raw_into(&mut s)?;
+        Ok(s)
+    }
+
+    fn read_raw_into(&mut self, s: &mut Snapshot) -> Result<()> {
+        match &self.bpf {
+            Some(bpf) => bpf.read_into(&self.cpus, self.nr_events, s)?,
             None => {
-                let mut s = Snapshot::new(self.nr_slots, self.nr_events, self.nr_targets);
+                s.reset(self.nr_slots, self.nr_events, self.nr_targets);
                 for (e, per_cpu) in self.fds.iter().enumerate() {
                     for (c, fd) in per_cpu.iter().enumerate() {
                         if let Some(fd) = fd {
@@ -250,13 +265,12 @@ impl<'obj> Counter<'obj> {
                         }
                     }
                 }
-                s
             }
-        };
-        if let Some(shared) = &self.shared {
-            shared.read_into(&mut s)?;
         }
-        Ok(s)
+        if let Some(shared) = &self.shared {
+            shared.read_into(s)?;
+        }
+        Ok(())
     }
 }
 
