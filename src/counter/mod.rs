@@ -201,9 +201,23 @@ impl<'obj> Counter<'obj> {
     pub fn read_into(&mut self, out: &mut Snapshot) -> Result<()> {
         match &self.paused {
             Some(paused) => out.clone_from(paused),
-            None => self.read_raw_into(out)?,
+            None => self.read_raw_into(out, None)?,
         }
         out.subtract(&self.base);
+        Ok(())
+    }
+
+    /// `read_into` for the cgroups of `slots` alone: the other slots of `out` are left
+    /// as they were. What a reader of a few live cgroups among many places calls.
+    pub fn read_slots_into(&mut self, slots: &[usize], out: &mut Snapshot) -> Result<()> {
+        if self.paused.is_some() || self.bpf.is_none() {
+            return self.read_into(out);
+        }
+        self.read_raw_into(out, Some(slots))?;
+        let nr_slots = out.nr_slots();
+        for &slot in slots.iter().filter(|&&s| s < nr_slots) {
+            out.subtract_slot(slot, &self.base);
+        }
         Ok(())
     }
 
@@ -249,13 +263,14 @@ impl<'obj> Counter<'obj> {
 
     fn read_raw(&mut self) -> Result<Snapshot> {
         let mut s = Snapshot::new(0, 0, 0);
-        self.read_raw_into(&mut s)?;
+        self.read_raw_into(&mut s, None)?;
         Ok(s)
     }
 
-    fn read_raw_into(&mut self, s: &mut Snapshot) -> Result<()> {
+    /// The raw readings of `slots` (None: all) into `s`.
+    fn read_raw_into(&mut self, s: &mut Snapshot, slots: Option<&[usize]>) -> Result<()> {
         match &self.bpf {
-            Some(bpf) => bpf.read_into(&self.cpus, self.nr_events, s)?,
+            Some(bpf) => bpf.read_into(&self.cpus, self.nr_events, slots, s)?,
             None => {
                 s.reset(self.nr_slots, self.nr_events, self.nr_targets);
                 for (e, per_cpu) in self.fds.iter().enumerate() {

@@ -55,6 +55,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     let mut top = Top {
         prev: Snapshot::new(0, 0, 0),
         now: Snapshot::new(0, 0, 0),
+        slots: Vec::new(),
         prev_at: Instant::now(),
         window: Duration::ZERO,
         model: Model::new(&plan.events),
@@ -85,6 +86,8 @@ pub struct Top<'a, 'obj> {
     prev_at: Instant,
     /// Where the next reading goes (kept to reuse its memory).
     now: Snapshot,
+    /// The slots of the cgroups shown: those read.
+    slots: Vec<usize>,
     /// The wall time the last refresh covered.
     window: Duration,
     pub model: Model,
@@ -96,7 +99,7 @@ impl Top<'_, '_> {
     /// refresh, per second of it.
     pub fn refresh(&mut self) -> Result<()> {
         let t = Instant::now();
-        self.counter.read_into(&mut self.now)?;
+        self.counter.read_slots_into(&self.slots, &mut self.now)?;
         let at = Instant::now();
         if self.verbose > 0 {
             eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
@@ -164,6 +167,7 @@ impl Top<'_, '_> {
             })
             .collect();
         self.model.set_cgroups(rows);
+        self.slots = self.model.slots().collect();
         if let (Some(names), Some(live)) = (&mut self.containers, &self.live) {
             let kept: Vec<u64> = live.reported().iter().map(|(_, cg)| cg.id).collect();
             names.retain(&kept);

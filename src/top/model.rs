@@ -299,6 +299,11 @@ impl Model {
         }
     }
 
+    /// The counter's slots of the rows' cgroups.
+    pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rows.iter().map(|r| r.cgroup.slot)
+    }
+
     /// How many cgroups the last refresh had (the filter aside).
     pub fn nr_rows(&self) -> usize {
         self.rows.len()

@@ -19,7 +19,7 @@ use ratatui::crossterm::terminal::{
 use ratatui::crossterm::{cursor, execute};
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
-use ratatui::text::Line;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, TableState};
 use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
 use signal_hook::consts::SIGHUP;
@@ -299,7 +299,8 @@ fn draw_table(
     kinds: &[crate::output::metric::Kind],
 ) {
     let model = &top.model;
-    let right = |s: String| Cell::from(Line::from(s).alignment(Alignment::Right));
+    // Spans, not strings: a string is split into lines first.
+    let right = |s: String| Cell::from(Line::from(Span::raw(s)).alignment(Alignment::Right));
     let first = match model.has_containers() {
         true => "CONTAINER",
         false => "CGROUP",
@@ -329,7 +330,9 @@ fn draw_table(
     *view.table.offset_mut() = offset;
     let visible = shown.iter().skip(offset).take(fit);
     let rows = visible.map(|s| {
-        let mut cells = vec![Cell::from(name_cell(s, model.tree, name_width))];
+        let mut cells = vec![Cell::from(Line::from(Span::raw(name_cell(
+            s, model.tree, name_width,
+        ))))];
         cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
             let v = s.row.values.get(i).copied().flatten();
             right(text::cell(c, kinds[i], v))
