@@ -954,8 +954,10 @@ column. Cgroups made while it runs appear; removed ones go.
 
 Keys: Up/Down or k/j select a row (its sparkline shows the sorted column's history), s \
 or > sort by the next column, < by the one before, r reverses the order, / filters by \
-name (Enter keeps it, Esc clears it), p pauses, q or Ctrl-C quits. The terminal is \
-restored on every exit (q, Ctrl-C, SIGTERM, a panic).
+name (Enter keeps it, Esc clears it), t switches to the tree of cgroups and back, Left \
+folds the selected row of the tree and Right unfolds it (Enter toggles; a folded row's \
+figures hold its descendants', as every cgroup's do), p pauses, q or Ctrl-C quits. The \
+terminal is restored on every exit (q, Ctrl-C, SIGTERM, a panic).
 
 Needs a terminal on stdout; --batch prints plain text instead, for scripts.";
 
