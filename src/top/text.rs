@@ -132,6 +132,15 @@ pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
         false => ("CGROUP", width(&|r| r.name(), "CGROUP")),
     };
     let image_width = width(&image, "IMAGE");
+    // A figure's column: WIDTH, or where its head is longer, the head and its sort mark.
+    let widths: Vec<usize> = model
+        .columns
+        .iter()
+        .map(|c| match c.title.chars().count() {
+            n if n > WIDTH => n + 1,
+            _ => WIDTH,
+        })
+        .collect();
     let mut s = header.line() + "\n";
     s += &format!(
         "{:<name_width$}",
@@ -142,7 +151,8 @@ pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
     }
     for (i, c) in model.columns.iter().enumerate() {
         let sorted = model.sort == SortKey::Column(i);
-        s += &format!(" {:>WIDTH$}", head(&c.title, sorted, model.descending));
+        let w = widths[i];
+        s += &format!(" {:>w$}", head(&c.title, sorted, model.descending));
     }
     if containers {
         s += " CGROUP";
@@ -155,7 +165,8 @@ pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
         }
         for (i, c) in model.columns.iter().enumerate() {
             let v = r.values.get(i).copied().flatten();
-            s += &format!(" {:>WIDTH$}", cell(c, kinds[i], v));
+            let w = widths[i];
+            s += &format!(" {:>w$}", cell(c, kinds[i], v));
         }
         if containers {
             s += &format!(" {}", r.cgroup.path);
@@ -251,6 +262,33 @@ mod tests {
         assert_eq!(lines[1], "CONTAINER IMAGE      CPUsv CGROUP");
         assert_eq!(lines[2], "web       busybox    0.500 docker/3474383178be");
         assert_eq!(lines[3], "db        -          0.000 docker/99aa");
+    }
+
+    /// A head longer than a figure's width widens its column: figures end under it.
+    #[test]
+    fn long_heads_widen_their_column() {
+        let events = vec![crate::event::Event::plain("instructions:u", 0, 1)];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        let mut m = Model::new(&events);
+        m.set_cgroups(vec![cgroup(1, 0, "B")]);
+        m.refresh(1e9, |_, _| {
+            Some(crate::reading::Reading {
+                counter: 5_000_000,
+                enabled: 1,
+                running: 1,
+            })
+        });
+        let h = Header {
+            window: Duration::from_secs(1),
+            cpus: 2,
+            cgroups: 1,
+            left_out: 0,
+        };
+        let page = page(&h, &m, &kinds);
+        let lines: Vec<&str> = page.lines().collect();
+        assert_eq!(lines[1], "CGROUP instructions:u/sv      IPC");
+        assert_eq!(lines[2], "B                  5.00M        -");
     }
 
     #[test]
