@@ -106,8 +106,8 @@ fn arm64_pmu() {
         "{group}"
     );
 
-    // bperf top's IPC: B's line in each of the two refreshes, its own cycles following
-    // its instructions exactly.
+    // bperf top's IPC: B's line in each of the two refreshes, spinning all along, its
+    // own cycles following its instructions exactly.
     let top = &case(&all, "top").text;
     let heads: Vec<&str> = top
         .lines()
@@ -124,6 +124,7 @@ fn arm64_pmu() {
     assert_eq!(b_lines.len(), 2, "{top}");
     for l in b_lines {
         assert_eq!(l[ipc], "1.00", "{top}");
+        assert!(l[ipc - 1].ends_with('M'), "millions of instructions a second: {top}");
     }
 
     // More events than counters: each ran part of the time, and scaled back it is within
