@@ -822,17 +822,21 @@ impl ServeArgs {
 }
 
 const RECORD_ABOUT: &str = "\
-Record every slice of time a CPU gives a monitored cgroup: when a task of a monitored \
-cgroup leaves a CPU (or moves to another cgroup), one record says when the slice began, \
-how long it was, which CPU, cgroup, process, thread and command ran, and what every \
+Record every slice of time a CPU gives a monitored cgroup or task: when a task of a \
+monitored cgroup leaves a CPU (or moves to another cgroup), one record says when the slice \
+began, how long it was, which CPU, cgroup, process, thread and command ran, and what every \
 event counted in it. The BPF program that splits counts between cgroups sends the \
 records through one perf ring buffer per CPU. The file (-o, default bperf.data) also \
 holds the events, cgroups and CPUs, how many records were lost, and the counters' own \
 totals, so that counts stay right even when records are lost.
 
-Without cgroup options every cgroup is recorded (--all-cgroups); the cgroups are those \
-of the start. Without -C every CPU is. With a command, recording lasts while it runs; \
-without one, until Ctrl-C or SIGTERM.";
+Without cgroup options, -p, -t or a command, every cgroup is recorded (--all-cgroups). \
+With --all-cgroups, patterns or --for-each-container, cgroups made while recording are \
+recorded from when they appear, and removed ones end. With -p or -t, the slices of \
+those processes or threads and of the tasks they start; with a command and no -a, -C \
+or cgroup option, the slices of the command and its children, as perf record counts a \
+command. Without -C every CPU is. With a command, recording lasts while it runs; with \
+-p or -t, until they end; else until Ctrl-C or SIGTERM.";
 
 const REPORT_ABOUT: &str = "\
 Print what bperf record wrote. Without options: the totals of each cgroup, summed from \
@@ -848,11 +852,11 @@ counter tracks per cgroup), or as a picture for a name ending in .svg.";
 #[derive(Debug, Args, Clone)]
 #[command(trailing_var_arg = true, args_override_self = true)]
 #[command(mut_arg("events", |a| help_of(a, "Events, as bperf stat takes them (default: task-clock, context-switches)")))]
-#[command(mut_arg("all_cpus", |a| help_of(a, "Record on all CPUs (the default, unless -C is given)")))]
+#[command(mut_arg("all_cpus", |a| help_of(a, "Record every cgroup on all CPUs (the default without -C, -p, -t or a command alone); with a command, system-wide rather than the command's tasks")))]
 #[command(mut_arg("cpu", |a| help_of(a, "Record only on these CPUs, e.g. 0-2,5")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Record the slices of each of these cgroups (names or patterns, as bperf stat takes them)")))]
-#[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options)").conflicts_with("cgroup")))]
-#[command(mut_arg("for_each_container", |a| help_of(a, "Record the slices of each container's cgroup (the containers of the start)")))]
+#[command(mut_arg("all_cgroups", |a| help_of(a, "Record the slices of every cgroup (the default without cgroup options, -p, -t or a command alone), those made while recording too").conflicts_with("cgroup")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Record the slices of each container's cgroup (containers started while recording too)")))]
 #[command(mut_arg("cgroup", |a| help_of(a, "Record these cgroups (as bperf stat's -G with one name for all events)").conflicts_with("for_each_cgroup")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct RecordArgs {
@@ -867,6 +871,19 @@ pub struct RecordArgs {
 
     #[command(flatten)]
     pub event_cgroups: EventCgroupsArg,
+
+    #[command(flatten)]
+    pub max_cgroups: MaxCgroupsArg,
+
+    /// Record these processes (every thread of each, and the tasks they start), which
+    /// run already: PID[,PID...].
+    #[arg(short = 'p', long = "pid", value_name = "PIDS", conflicts_with = "tid")]
+    pub pid: Option<String>,
+
+    /// Record these threads (and the tasks they start), which run already:
+    /// TID[,TID...].
+    #[arg(short = 't', long = "tid", value_name = "TIDS")]
+    pub tid: Option<String>,
 
     /// Write to FILE, as perf record does: an earlier recording there is kept as
     /// FILE.old once recording starts; a device, FIFO or link is written into; - is
@@ -905,13 +922,30 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// What to record, for the plan: every CPU unless -C says which, every cgroup
-    /// without cgroup options, -G's cgroups as --for-each-cgroup's; the rows stay as
-    /// they start.
+    /// Whether a cgroup option was given (--for-each-cgroup, -G, --all-cgroups,
+    /// --for-each-container).
+    pub fn asks_for_cgroups(&self) -> bool {
+        !self.cgroups.for_each.is_empty()
+            || !self.event_cgroups.names.is_empty()
+            || self.cgroups.containers
+            || self.cgroups.all
+    }
+
+    /// Whether tasks are recorded rather than cgroups: -p, -t, or a command with no -a,
+    /// -C or cgroup option (as perf record counts a command and its children).
+    pub fn records_tasks(&self) -> bool {
+        let command_alone = !self.command.is_empty()
+            && !self.cpus.all
+            && self.cpus.list.is_none()
+            && !self.asks_for_cgroups();
+        self.pid.is_some() || self.tid.is_some() || command_alone
+    }
+
+    /// What to record, for the plan: every CPU unless -C says which; every cgroup
+    /// without cgroup options, unless tasks are recorded; -G's cgroups as
+    /// --for-each-cgroup's.
     pub fn request(&self) -> Request {
-        let no_cgroups = self.cgroups.for_each.is_empty()
-            && self.event_cgroups.names.is_empty()
-            && !self.cgroups.containers;
+        let tasks = self.records_tasks();
         let lists = match self.events.list.is_empty() {
             true => vec![crate::record::DEFAULT_EVENTS.to_string()],
             false => self.events.list.clone(),
@@ -928,18 +962,20 @@ impl RecordArgs {
                 ..EventRequest::default()
             },
             targets: Targets {
-                all_cpus: self.cpus.all || self.cpus.list.is_none(),
+                all_cpus: self.cpus.all || (self.cpus.list.is_none() && !tasks),
                 cpus: self.cpus.list.clone(),
+                pids: self.pid.clone(),
+                tids: self.tid.clone(),
                 command: self.command.clone(),
                 cgroups: CgroupTargets {
                     for_each: for_each.collect(),
-                    all: self.cgroups.all || no_cgroups,
+                    all: self.cgroups.all || (!self.asks_for_cgroups() && !tasks),
                     containers: self.cgroups.containers,
+                    max: self.max_cgroups.limit,
                     ..CgroupTargets::default()
                 },
                 ..Targets::default()
             },
-            fixed_rows: true,
             verbose: self.verbose.level > 0,
             ..Request::default()
         }

@@ -84,6 +84,11 @@ impl Snapshot {
         self.data.len() / (self.nr_events * self.nr_cpus).max(1)
     }
 
+    /// How many events it holds readings of.
+    pub fn nr_events(&self) -> usize {
+        self.nr_events
+    }
+
     /// How many places (CPUs, threads; 1 for a command) it holds readings of.
     pub fn nr_places(&self) -> usize {
         self.nr_cpus

@@ -7,8 +7,9 @@
 //!   without patterns).
 //! - Live cgroups ([`LiveSlots`]): --all-cgroups and patterns. A created cgroup takes a
 //!   free slot and is counted from then on. A removed one keeps its slot, with its
-//!   final counts, until the report has shown them once; the slot is then free for
-//!   another cgroup, which starts from zero. At most `capacity` cgroups have slots:
+//!   final counts, until the report has shown them once (bperf record: once its file
+//!   says it ended, with its totals); the slot is then free for another cgroup, which
+//!   starts from zero. At most `capacity` cgroups have slots:
 //!   cgroups beyond that are left out, their time counted only in their counted
 //!   ancestors, until a slot frees up.
 //! - Shared counters (--bpf-counters, the `b` modifier): one slot per cgroup, process
@@ -78,8 +79,8 @@ pub struct LiveSlots {
 pub struct Changes {
     /// New cgroups and their slots: counted from now on.
     pub added: Vec<(usize, Cgroup)>,
-    /// Cgroups no longer in the tree: counted no more.
-    pub removed: Vec<Cgroup>,
+    /// Cgroups no longer in the tree and their slots: counted no more.
+    pub removed: Vec<(usize, Cgroup)>,
     /// How many cgroups of the tree have no slot, all being taken.
     pub left_out: usize,
 }
@@ -113,7 +114,7 @@ impl LiveSlots {
                 if ids.contains(&cg.id) {
                     counted.insert(cg.id, i);
                 } else {
-                    changes.removed.push(cg.clone());
+                    changes.removed.push((i, cg.clone()));
                     *slot = Slot::Gone(cg.clone());
                 }
             }
@@ -208,7 +209,7 @@ mod tests {
         let mut l = LiveSlots::new(&[cg("", 1), cg("a", 2)], 4);
         let ch = l.update(&[cg("", 1), cg("b", 3)]);
         assert_eq!(ch.added, vec![(2, cg("b", 3))]);
-        assert_eq!(ch.removed, vec![cg("a", 2)]);
+        assert_eq!(ch.removed, vec![(1, cg("a", 2))]);
         assert_eq!(ch.left_out, 0);
         // a's final counts are still reported, in tree order.
         assert_eq!(

@@ -1,5 +1,6 @@
 //! bperf report on damaged bperf.data files: 2000 copies of small good recordings
-//! (version 2, version 2 through zstd, and the version 1 fixture), each damaged its own
+//! (version 2, version 2 with a cgroup removed and made again while recording, version
+//! 2 through zstd, and the version 1 fixture), each damaged its own
 //! repeatable way, read by every mode of report under an address-space and a time limit. Each must be read or refused in one line naming the file; none may
 //! panic, abort on an allocation, or hang. Needs no privilege.
 
@@ -67,6 +68,7 @@ fn damaged_recordings_are_read_or_refused_never_crash() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bperfdata/v1-pingpong.data");
     let goods = [
         ("v2", recording::bytes(SLICES)),
+        ("v2-live", recording::live_bytes(SLICES)),
         ("v2-zstd", recording::compressed_bytes(SLICES, Some(3))),
         ("v1", std::fs::read(v1).unwrap()),
     ];

@@ -485,6 +485,7 @@ fn record_to_stdout_pipes_into_report() {
         .current_dir(&dir.0)
         .args([
             "record",
+            "-a",
             "-e",
             "task-clock,context-switches",
             "-o",
@@ -641,4 +642,235 @@ fn people_tables_hold_the_csvs_numbers() {
         within(ms, ns as f64 / 1e6, 0.01),
         "{ms} ms of {ns} ns:\n{table}"
     );
+}
+
+/// Waits until bperf's programs are loaded (a recording has started counting), at most
+/// `limit`; how long that took.
+fn wait_for_recording(limit: std::time::Duration) -> std::time::Duration {
+    let t0 = std::time::Instant::now();
+    while loaded_bperf_programs().is_empty() {
+        assert!(
+            t0.elapsed() < limit,
+            "bperf record did not start in {limit:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first flush follows the load.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    t0.elapsed()
+}
+
+/// The task-clock (ns) of report's totals of a recording of tasks (no cgroup column).
+fn tasks_task_clock_ns(csv: &str) -> f64 {
+    let line = csv
+        .lines()
+        .find(|l| l.split(',').nth(2) == Some("task-clock"))
+        .unwrap_or_else(|| panic!("no task-clock line in {csv}"));
+    line.split(',').next().unwrap().parse::<f64>().unwrap() * 1e6
+}
+
+/// `bperf record -p PID` of a process that sleeps, then spins until it exits: the
+/// recording ends when it does, and the task-clock its slices add up to is its whole
+/// run time as the scheduler counts it (/proc/PID/schedstat, which it prints as it
+/// ends), within 2%; --sort names its command and pid, and the header says whose
+/// counts they are.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn record_a_process_by_pid() {
+    require_root();
+    let _s = serial();
+    let cg = TestCgroup::new("rec-pid");
+    const SLEEP_MS: u64 = 1500;
+    let spinner = std::process::Command::new(workload())
+        .args(["spin", "1500", &cg.procs(), &SLEEP_MS.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = spinner.id();
+    let file = TempFile::new("rec-pid.data");
+    let record = bperf()
+        .args(["record", "-e", "task-clock,context-switches", "-o"])
+        .arg(&file.0)
+        .args(["-p", &pid.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let took = wait_for_recording(std::time::Duration::from_millis(SLEEP_MS));
+    let spun = spinner.wait_with_output().unwrap();
+    let o = record.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(captured(&err).1, 0, "{err}");
+    let line = stderr(&spun);
+    let run_ns = report_field(&line, "run_ns");
+    let csv = stdout(&report(&file, &["-x,"]));
+    let ours = tasks_task_clock_ns(&csv);
+    assert!(
+        within(ours, run_ns, clock_tolerance()),
+        "recorded task-clock {ours} ns, schedstat {run_ns} ns (recording started after {took:?})\n{csv}\n{line}"
+    );
+    eprintln!(
+        "record -p: {ours} ns recorded, {run_ns} ns schedstat: {:+.3}%",
+        (ours / run_ns - 1.0) * 100.0
+    );
+    let table = stdout(&report(&file, &[]));
+    assert!(table.contains(&format!("process id '{pid}'")), "{table}");
+    let by_task = stdout(&report(&file, &["--sort", "comm,pid", "-x,"]));
+    let rows: Vec<&str> = by_task.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{by_task}");
+    assert!(
+        rows[0].starts_with(&format!("workload,{pid},")),
+        "{by_task}"
+    );
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// `bperf record -- CMD` records the command and its children only, as perf record
+/// counts a command: a child's slices are recorded, with its whole run time (schedstat)
+/// within 2%, while a spinner outside the command, running all along, is not.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn record_a_command_and_its_children() {
+    require_root();
+    let _s = serial();
+    let w = workload().display().to_string();
+    let mut outside = std::process::Command::new(workload())
+        .args(["spin", "3000"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = TempFile::new("rec-cmd.data");
+    let o = run_ok(
+        bperf()
+            .args(["record", "-e", "task-clock", "-o"])
+            .arg(&file.0)
+            .args(["--", "sh", "-c"])
+            .arg(format!("{w} spin 800 & wait")),
+    );
+    let _ = outside.kill();
+    let _ = outside.wait();
+    let err = stderr(&o);
+    let run_ns = report_field(
+        err.lines().find(|l| l.starts_with("pid=")).unwrap(),
+        "run_ns",
+    );
+    let child = report_field(err.lines().find(|l| l.starts_with("pid=")).unwrap(), "pid");
+    let by_task = stdout(&report(&file, &["--sort", "pid,comm", "-x,"]));
+    let row = by_task
+        .lines()
+        .find(|l| l.starts_with(&format!("{child},workload,")))
+        .unwrap_or_else(|| panic!("no row of the child {child}: {by_task}"));
+    let ours: f64 = row.rsplit(',').next().unwrap().parse().unwrap();
+    assert!(
+        within(ours, run_ns, clock_tolerance()),
+        "the child's slices: task-clock {ours} ns, schedstat {run_ns} ns\n{by_task}"
+    );
+    eprintln!(
+        "record -- CMD: the child's {ours} ns recorded, {run_ns} ns schedstat: {:+.3}%",
+        (ours / run_ns - 1.0) * 100.0
+    );
+    let outsider = format!("{},", outside.id());
+    assert!(
+        !by_task.lines().any(|l| l.starts_with(&outsider)),
+        "a spinner outside the command was recorded: {by_task}"
+    );
+    let table = stdout(&report(&file, &[]));
+    assert!(
+        table.contains(&format!("'sh -c {w} spin 800 & wait'")),
+        "{table}"
+    );
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// A cgroup made while recording (every cgroup, the default) is recorded from when it
+/// appears: a spinner moved into it counts in report's totals as its cpu.stat says,
+/// within 2%, and in --sort, --hist and every --timeline form; removed before the
+/// recording ends, it is still there.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_cgroup_made_while_recording_is_recorded() {
+    require_root();
+    let _s = serial();
+    let file = TempFile::new("rec-live.data");
+    let record = bperf()
+        .args(["record", "-e", "task-clock,context-switches", "-o"])
+        .arg(&file.0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_recording(std::time::Duration::from_secs(10));
+    let cg = TestCgroup::new("rec-live");
+    let name = cg.name.clone();
+    // Time for record to see it (inotify, a read of the tree, the reader thread's next
+    // drain: well under 200 ms here; emulated machines are tens of times slower).
+    let see = if emulated() { 3000 } else { 500 };
+    std::thread::sleep(std::time::Duration::from_millis(see));
+    let (before, unaccounted) = (cg.usage_ns(), unaccounted_ns());
+    let spun = run_ok(std::process::Command::new(workload()).args(["spin", "1000", &cg.procs()]));
+    let kernel = (cg.usage_ns() - before) as f64;
+    let unaccounted = unaccounted_since(unaccounted);
+    let own = own_task_clock_ns(&stderr(&spun), &["spin"]);
+    drop(cg);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(record.id() as i32, libc::SIGINT) };
+    let o = record.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(captured(&stderr(&o)).1, 0, "{}", stderr(&o));
+
+    let csv = stdout(&report(&file, &["-x,"]));
+    let ours = value(&parse_csv(&csv, false), "task-clock", &name) * 1e6;
+    assert!(
+        agrees_with_cpu_stat(ours, kernel, unaccounted),
+        "{name}: recorded {ours} ns, cpu.stat {kernel} ns (+{unaccounted} unaccounted)\n{csv}"
+    );
+    eprintln!(
+        "a cgroup made while recording: {ours} ns recorded, cpu.stat {kernel} ns: {:+.3}% (own task-clock {own} ns)",
+        (ours / kernel - 1.0) * 100.0
+    );
+    let ms = ours / 1e6;
+    let by_cgroup = stdout(&report(&file, &["--sort", "cgroup", "-x,"]));
+    let row = by_cgroup
+        .lines()
+        .find(|l| l.starts_with(&format!("{name},")))
+        .unwrap_or_else(|| panic!("no {name} row in {by_cgroup}"));
+    let row_ms: f64 = row.split(',').nth(4).unwrap().parse::<f64>().unwrap() / 1e6;
+    assert!(within(row_ms, ms, 0.01), "{row} against {ms} ms");
+    let hist = stdout(&report(&file, &["--hist", "-x,"]));
+    assert!(
+        hist.lines()
+            .any(|l| l.starts_with(&format!("{name},slice-us,"))),
+        "{hist}"
+    );
+
+    let trace = TempFile::new("rec-live.json");
+    report(&file, &["--timeline", trace.0.to_str().unwrap()]);
+    let v: Json = serde_json::from_str(&trace.read()).expect("the trace is JSON");
+    let dur_ms: f64 = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == name.as_str())
+        .map(|e| e["dur"].as_f64().unwrap() / 1e3)
+        .sum();
+    assert!(within(dur_ms, ms, 2.0), "JSON: {dur_ms} ms against {ms} ms");
+    let pftrace = TempFile::new("rec-live.perfetto-trace");
+    report(&file, &["--timeline", pftrace.0.to_str().unwrap()]);
+    let summary = perfetto::summary(&pftrace.0);
+    let pf_ms = summary["slices"][&name]["ns"].as_f64().unwrap_or(0.0) / 1e6;
+    assert!(
+        within(pf_ms, ms, 2.0),
+        "Perfetto: {pf_ms} ms against {ms} ms"
+    );
+    let counters = perfetto::counter_tracks(&summary);
+    let track = format!("{name} task-clock (CPUs)");
+    assert!(counters.contains(&track), "no {track} in {counters:?}");
+    let picture = TempFile::new("rec-live.svg");
+    report(&file, &["--timeline", picture.0.to_str().unwrap()]);
+    let text = picture.read();
+    assert!(
+        text.contains(&format!("<title>{name}</title>")),
+        "{name} is not in the picture"
+    );
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
 }

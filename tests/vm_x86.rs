@@ -16,19 +16,13 @@ use std::time::SystemTime;
 /// tests it leaves out in the guests:
 /// - 50 shared sessions starting at once take tens of seconds of emulated CPU: longer
 ///   than the test's spinner and its window for the sessions to join;
-/// - a killed keeper's replacement left bpffs mounted in the 6.12 guest once (the test
-///   wants the mount as it found it; it passed there the run before, and passes here):
-///   open, left out of the guests until understood;
 /// - the command-line fuzz starts bperf 300 times, about 10 minutes there, for what the
 ///   kernel hardly changes.
 const COUNTING: &[(&str, &[&str])] = &[
     ("stat", &[]),
     (
         "shared",
-        &[
-            "fifty_sessions_share_counters_and_survive_a_kill",
-            "a_killed_keeper_is_replaced_and_nothing_is_left",
-        ],
+        &["fifty_sessions_share_counters_and_survive_a_kill"],
     ),
     ("record", &[]),
     ("live", &[]),

@@ -69,6 +69,12 @@ const volatile bool live_slots = false;
 /* bperf record: every slice of a monitored cgroup goes out through `slices` (see
  * send_slice), and a switch between two tasks of one cgroup ends a slice too. */
 const volatile bool record_slices = false;
+/* bperf record of processes or threads (-p, -t, a command): this counter's own
+ * instance charges the tasks of proc_tgid and proc_tid, and the children they fork, as
+ * the shared instance does for its sessions. */
+const volatile bool track_tasks = false;
+/* Tasks are looked up in proc_tgid and proc_tid. */
+#define TRACKS_TASKS (shared || track_tasks)
 
 struct bperf_live live;
 /* bperf record: the phase of the recording, set by userspace. The next flush of each
@@ -115,7 +121,7 @@ struct {
 	__uint(max_entries, 1);
 } cgrp_slot SEC(".maps");
 
-/* Shared counters: tracked processes (by tgid) and threads (by tid) -> their slots. */
+/* Shared counters and track_tasks: tracked processes (by tgid) and threads (by tid) -> their slots. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
@@ -130,7 +136,7 @@ struct {
 	__uint(max_entries, 1);
 } proc_tid SEC(".maps");
 
-/* Shared counters: one bit per id that is a key of proc_tgid or proc_tid, so that the
+/* Shared counters and track_tasks: one bit per id that is a key of proc_tgid or proc_tid, so that the
  * many untracked tasks cost one array load, not a hash lookup (bench/results/levers.md). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -659,12 +665,12 @@ static __always_inline bool is_tracked(__u32 id)
 	return w && (*w & (1ULL << (id & 63)));
 }
 
-/* Shared counters: *@tgid and *@tid are @task's process and thread ids where they may
+/* Shared counters and track_tasks: *@tgid and *@tid are @task's process and thread ids where they may
  * be tracked, else 0. */
 static __always_inline void tracked_ids(struct task_struct *task, __u32 *tgid, __u32 *tid)
 {
 	*tgid = *tid = 0;
-	if (!shared || !live.nr_procs)
+	if (!TRACKS_TASKS || !live.nr_procs)
 		return;
 	if (is_tracked(task->tgid))
 		*tgid = task->tgid;
@@ -899,7 +905,7 @@ int bperf_flush(void *ctx)
 	return 0;
 }
 
-/* Shared counters: a child of a tracked process or thread joins the slots it inherits
+/* Shared counters and track_tasks: a child of a tracked process or thread joins the slots it inherits
  * into (a new process by its tgid; any new task by its tid). */
 static __always_inline void inherit(void *map, __u32 parent, __u32 child)
 {
@@ -928,7 +934,7 @@ int BPF_PROG(bperf_on_fork, struct task_struct *parent_task, struct task_struct 
 {
 	struct task_struct *parent = untrusted(parent_task), *child = untrusted(child_task);
 
-	if (!shared || !live.nr_procs)
+	if (!TRACKS_TASKS || !live.nr_procs)
 		return 0;
 	if (child->tgid != parent->tgid)
 		inherit(&proc_tgid, parent->tgid, child->tgid);
@@ -936,7 +942,7 @@ int BPF_PROG(bperf_on_fork, struct task_struct *parent_task, struct task_struct 
 	return 0;
 }
 
-/* Shared counters: a task is gone for good (its last switch is long past). Its thread,
+/* Shared counters and track_tasks: a task is gone for good (its last switch is long past). Its thread,
  * and with the group leader its process, stop being tracked: their ids can be reused.
  * What they counted stays in their slots. */
 SEC("tp_btf/sched_process_free")
@@ -946,7 +952,7 @@ int BPF_PROG(bperf_on_free, struct task_struct *task_ptr)
 	__u32 pid = task->pid, word = pid >> 6;
 	__u64 *w;
 
-	if (!shared || !live.nr_procs || !is_tracked(pid))
+	if (!TRACKS_TASKS || !live.nr_procs || !is_tracked(pid))
 		return 0;
 	bpf_map_delete_elem(&proc_tid, &pid);
 	if (pid == task->tgid)

@@ -119,6 +119,9 @@ pub struct Config<'a> {
     /// bperf record: each CPU's ring (CPU, BPF output event) that slices are sent to;
     /// empty when not recording.
     pub rings: &'a [(u32, BorrowedFd<'a>)],
+    /// bperf record of processes or threads: what slot 0 charges (processes, threads,
+    /// with their children when they inherit), instead of cgroups.
+    pub tasks: &'a [shared::Target],
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mapped count array.
@@ -209,6 +212,7 @@ impl<'obj> Bpf<'obj> {
                 .update(&id.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
                 .context("filling the cgroup map")?;
         }
+        fill_tasks(&skel, config.tasks)?;
         for &(cpu, fd) in config.rings {
             let val = fd.as_raw_fd() as u32;
             skel.maps
@@ -217,7 +221,7 @@ impl<'obj> Bpf<'obj> {
                 .context("filling the ring array")?;
         }
         let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
-        let links = vec![
+        let mut links = vec![
             skel.progs
                 .bperf_on_switch
                 .attach()
@@ -227,12 +231,33 @@ impl<'obj> Bpf<'obj> {
                 .attach()
                 .context("attaching to cgroup_attach_task")?,
         ];
+        if !config.tasks.is_empty() {
+            links.push(
+                skel.progs
+                    .bperf_on_fork
+                    .attach()
+                    .context("attaching to sched_process_fork")?,
+            );
+            links.push(
+                skel.progs
+                    .bperf_on_free
+                    .attach()
+                    .context("attaching to sched_process_free")?,
+            );
+        }
         let mut bpf = Bpf {
             _links: links,
             skel,
             counts,
             nr_slots,
         };
+        if !config.tasks.is_empty() {
+            let bss = bpf.bss();
+            // SAFETY: the field lives in the mapped .bss, which the programs only read.
+            unsafe {
+                std::ptr::addr_of_mut!(bss.live.nr_procs).write_volatile(config.tasks.len() as u32)
+            };
+        }
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
         // Slices are sent from the next read on: the counter's own baseline.
@@ -360,6 +385,38 @@ impl<'obj> Bpf<'obj> {
     }
 }
 
+/// Charges `tasks` to slot 0 (track_tasks in bperf.bpf.c): each in proc_tgid (a
+/// process) or proc_tid (a thread), its bit set in `tracked`.
+fn fill_tasks(skel: &BperfSkel, tasks: &[shared::Target]) -> Result<()> {
+    for &t in tasks {
+        let (map, id, inherit) = match t {
+            shared::Target::Process { pid, inherit } => (&skel.maps.proc_tgid, pid, inherit),
+            shared::Target::Thread { tid, inherit } => (&skel.maps.proc_tid, tid, inherit),
+            shared::Target::Cpus | shared::Target::Cgroup(_) => continue,
+        };
+        let mut p = bperf_proc::default();
+        p.slot[0] = 1;
+        p.inherit = u32::from(inherit);
+        map.update(&id.to_ne_bytes(), shared::proc_bytes(&p), MapFlags::ANY)
+            .with_context(|| format!("tracking task {id}"))?;
+        let word = id >> 6;
+        let bits = match skel
+            .maps
+            .tracked
+            .lookup(&word.to_ne_bytes(), MapFlags::ANY)?
+        {
+            Some(b) => u64::from_ne_bytes(b[..8].try_into().expect("8 bytes")),
+            None => 0,
+        };
+        let bits = bits | 1 << (id & 63);
+        skel.maps
+            .tracked
+            .update(&word.to_ne_bytes(), &bits.to_ne_bytes(), MapFlags::ANY)
+            .with_context(|| format!("tracking task {id}"))?;
+    }
+    Ok(())
+}
+
 /// Opens the skeleton, sets its constants and map sizes, and loads it.
 fn open_and_load<'obj>(
     config: &Config,
@@ -393,12 +450,17 @@ fn open_and_load<'obj>(
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
     ro.record_slices = !config.rings.is_empty();
+    ro.track_tasks = !config.tasks.is_empty();
     if config.shared {
         shared::size_maps(&mut open.maps)?;
     } else {
-        // Tracked processes are for shared counters only.
-        open.progs.bperf_on_fork.set_autoload(false);
-        open.progs.bperf_on_free.set_autoload(false);
+        if config.tasks.is_empty() {
+            // Tracked processes are for shared counters and recordings of tasks only.
+            open.progs.bperf_on_fork.set_autoload(false);
+            open.progs.bperf_on_free.set_autoload(false);
+        } else {
+            shared::size_task_maps(&mut open.maps)?;
+        }
         open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
     }
     let per_cpu = nr_possible * nr_events.max(1);

@@ -39,6 +39,8 @@ pub struct Mount {
     /// part of it).
     pub root: PathBuf,
     pub fstype: String,
+    /// What was mounted, as the mount call named it (`cgroup2`, a device, `bperf`).
+    pub source: String,
     /// The file system's own options (`perf_event` on a v1 hierarchy that holds it).
     pub options: Vec<String>,
 }
@@ -57,11 +59,13 @@ impl Mount {
         let point = f.next()?;
         let mut a = after.split(' ');
         let fstype = a.next()?;
-        let options = a.nth(1).unwrap_or("");
+        let source = a.next().unwrap_or("");
+        let options = a.next().unwrap_or("");
         Some(Mount {
             point: unescape(point),
             root: unescape(root),
             fstype: fstype.to_string(),
+            source: source.to_string(),
             options: options.split(',').map(str::to_string).collect(),
         })
     }
@@ -307,6 +311,7 @@ mod tests {
             point: point.into(),
             root: "/".into(),
             fstype: fstype.into(),
+            source: fstype.into(),
             options: options.iter().map(|o| o.to_string()).collect(),
         }
     }
@@ -381,6 +386,8 @@ garbage
         let m = Mount::parse_mountinfo(text);
         assert_eq!(m.len(), 4, "{m:?}");
         assert_eq!(m[0].fstype, "tmpfs");
+        assert_eq!(m[0].source, "tmpfs");
+        assert_eq!(m[3].source, "none");
         assert_eq!(m[1].point, PathBuf::from("/sys/fs/cgroup/perf event"));
         assert_eq!(m[1].options, ["rw", "perf_event"]);
         assert_eq!(m[2].point, PathBuf::from("/mnt/x\ty"));

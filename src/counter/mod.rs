@@ -56,13 +56,16 @@ pub struct Setup<'a> {
     /// bperf record: the ring (CPU, BPF output event) of each CPU, which every slice of
     /// a monitored cgroup is sent to from the counter's first read to its last.
     pub rings: &'a [(u32, std::os::fd::BorrowedFd<'a>)],
+    /// bperf record of processes or threads: the tasks the BPF side charges to slot 0
+    /// (and the children they fork, where they inherit), with the events on the CPUs.
+    pub tasks: &'a [bpf::shared::Target],
 }
 
 impl Setup<'_> {
     /// Counting per cgroup: some cgroups now, or room for live ones (which may all come
     /// later, as containers do).
     fn per_cgroup(&self) -> bool {
-        !self.cgroups.is_empty() || self.live_slots.is_some()
+        !self.cgroups.is_empty() || self.live_slots.is_some() || !self.tasks.is_empty()
     }
 }
 
@@ -224,18 +227,38 @@ impl<'obj> Counter<'obj> {
     /// Counts cgroups `added` (slot, id) from now on, from zero, and stops counting the
     /// cgroups `removed` (ids); their slots keep what they counted.
     pub fn change_cgroups(&mut self, added: &[(usize, u64)], removed: &[u64]) -> Result<()> {
-        let Some(bpf) = &self.bpf else {
+        self.remove_cgroups(removed)?;
+        self.add_cgroups(added)
+    }
+
+    /// Stops counting the cgroups `removed` (ids): every CPU works out what it charges
+    /// again at its next switch or read. Their slots keep what they counted.
+    pub fn remove_cgroups(&mut self, removed: &[u64]) -> Result<()> {
+        if removed.is_empty() {
+            return Ok(());
+        }
+        let Some(bpf) = &mut self.bpf else {
             bail!("cgroups can only change while counting cgroups");
         };
         removed.iter().for_each(|&id| bpf.remove_cgroup(id));
-        if !added.is_empty() {
-            // The new slots start from what they hold now (a removed cgroup's counts).
-            let raw = self.read_raw()?;
-            for &(slot, _) in added {
-                self.base.copy_slot(slot, &raw);
-                if let Some(paused) = &mut self.paused {
-                    paused.copy_slot(slot, &raw);
-                }
+        bpf.slots_changed();
+        Ok(())
+    }
+
+    /// Counts cgroups `added` (slot, id) from now on, from zero.
+    pub fn add_cgroups(&mut self, added: &[(usize, u64)]) -> Result<()> {
+        if added.is_empty() {
+            return Ok(());
+        }
+        if self.bpf.is_none() {
+            bail!("cgroups can only change while counting cgroups");
+        }
+        // The new slots start from what they hold now (a removed cgroup's counts).
+        let raw = self.read_raw()?;
+        for &(slot, _) in added {
+            self.base.copy_slot(slot, &raw);
+            if let Some(paused) = &mut self.paused {
+                paused.copy_slot(slot, &raw);
             }
         }
         let bpf = self.bpf.as_mut().expect("checked above");
@@ -322,6 +345,7 @@ fn load_bpf<'obj>(
         privilege_hint: privilege_hint(setup),
         shared: false,
         rings: setup.rings,
+        tasks: setup.tasks,
     };
     Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
 }
@@ -797,6 +821,7 @@ mod tests {
                 verbose: 0,
                 shared: None,
                 rings: &[],
+                tasks: &[],
             };
             let mut counter = Counter::open(&setup, &mut storage).unwrap();
             std::thread::sleep(Duration::from_millis(200));
@@ -837,6 +862,7 @@ mod tests {
             verbose: 0,
             shared: None,
             rings: &[],
+            tasks: &[],
         };
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();

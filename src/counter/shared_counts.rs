@@ -82,6 +82,7 @@ impl Shared {
             privilege_hint: "shared counters need CAP_PERFMON, CAP_BPF and CAP_SYS_ADMIN (or root)",
             shared: true,
             rings: &[],
+            tasks: &[],
         };
         let session = Session::join(Request {
             dir: sh.dir,

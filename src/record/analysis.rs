@@ -12,23 +12,29 @@ use super::bperf_data::{comm_text, End, Header, RecordedCgroup, Slice};
 use crate::reading::Reading;
 
 /// For each slot, the slots a slice of it is charged to: itself and its recorded
-/// ancestors, as the BPF program charges them.
+/// ancestors, as the BPF program charges them. An ancestor is the recorded cgroup of an
+/// ancestor's path that was there when the cgroup came (a cgroup removed and made
+/// again under the same path is another).
 pub fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
     let nr = cgroups.iter().map(|c| c.slot + 1).max().unwrap_or(0);
-    let slot_of: HashMap<&Path, Vec<usize>> = cgroups.iter().fold(HashMap::new(), |mut m, c| {
-        m.entry(Path::new(&c.path)).or_default().push(c.slot);
-        m
-    });
+    let by_path: HashMap<&Path, Vec<&RecordedCgroup>> =
+        cgroups.iter().fold(HashMap::new(), |mut m, c| {
+            m.entry(Path::new(&c.path)).or_default().push(c);
+            m
+        });
     // The root ("") is every cgroup's ancestor.
-    let root = slot_of.get(Path::new("")).cloned().unwrap_or_default();
+    let root = by_path.get(Path::new("")).cloned().unwrap_or_default();
     let mut out = vec![Vec::new(); nr];
     for c in cgroups {
+        let there_then =
+            |a: &&&RecordedCgroup| a.began <= c.began && a.ended.is_none_or(|e| e > c.began);
         let mut charged: Vec<usize> = Path::new(&c.path)
             .ancestors()
-            .filter_map(|a| slot_of.get(a))
+            .filter_map(|a| by_path.get(a))
             .flatten()
             .chain(&root)
-            .copied()
+            .filter(there_then)
+            .map(|a| a.slot)
             .collect();
         charged.sort_unstable();
         charged.dedup();
@@ -37,29 +43,54 @@ pub fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
     out
 }
 
-/// The totals [slot][event] the slices add up to.
+/// What each slot of a recording is charged to: the cgroups' [`charged_slots`], or the
+/// recorded tasks' one slot.
+pub fn charged_of(h: &Header) -> Vec<Vec<usize>> {
+    match h.tasks {
+        true => vec![vec![0]],
+        false => charged_slots(&h.cgroups),
+    }
+}
+
+/// The totals [slot][event] the slices add up to, charged as the BPF program charged
+/// them once every cgroup of the recording is known.
 pub struct SliceTotals {
-    charged: Vec<Vec<usize>>,
-    totals: Vec<Vec<Reading>>,
+    nr_events: usize,
+    /// What the slices of each slot counted themselves.
+    own: Vec<Vec<Reading>>,
 }
 
 impl SliceTotals {
     pub fn new(h: &Header) -> SliceTotals {
-        let charged = charged_slots(&h.cgroups);
-        let totals = vec![vec![Reading::default(); h.events.len()]; charged.len()];
-        SliceTotals { charged, totals }
-    }
-
-    pub fn add(&mut self, s: &Slice) {
-        for &slot in self.charged.get(s.slot as usize).into_iter().flatten() {
-            for (t, d) in self.totals[slot].iter_mut().zip(&s.deltas) {
-                t.add(d);
-            }
+        SliceTotals {
+            nr_events: h.events.len(),
+            own: Vec::new(),
         }
     }
 
-    pub fn totals(self) -> Vec<Vec<Reading>> {
-        self.totals
+    pub fn add(&mut self, s: &Slice) {
+        let slot = s.slot as usize;
+        if self.own.len() <= slot {
+            self.own
+                .resize(slot + 1, vec![Reading::default(); self.nr_events]);
+        }
+        for (t, d) in self.own[slot].iter_mut().zip(&s.deltas) {
+            t.add(d);
+        }
+    }
+
+    /// The totals of each slot of `h`, the header with every cgroup of the recording.
+    pub fn totals(self, h: &Header) -> Vec<Vec<Reading>> {
+        let charged = charged_of(h);
+        let mut out = vec![vec![Reading::default(); self.nr_events]; charged.len()];
+        for (slot, own) in self.own.iter().enumerate() {
+            for &to in charged.get(slot).into_iter().flatten() {
+                for (t, d) in out[to].iter_mut().zip(own) {
+                    t.add(d);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -152,8 +183,12 @@ pub fn parse_keys(s: &str) -> Result<Vec<Key>> {
     Ok(keys)
 }
 
-/// The names of the recorded cgroups by slot.
+/// The names of the recorded cgroups by slot; the recorded tasks' (the command, or
+/// perf's words for -p and -t) when there are no cgroups.
 pub fn slot_names(h: &Header) -> Vec<String> {
+    if h.tasks {
+        return vec![tasks_name(h)];
+    }
     let mut names = vec![String::new(); charged_slots(&h.cgroups).len()];
     for c in &h.cgroups {
         names[c.slot] = c.name.clone();
@@ -161,9 +196,18 @@ pub fn slot_names(h: &Header) -> Vec<String> {
     names
 }
 
+/// What the recorded tasks are called: the command, or `process id '1234'`.
+fn tasks_name(h: &Header) -> String {
+    let t = &h.target;
+    match t.starts_with('\'') && t.ends_with('\'') && t.len() > 1 {
+        true => t[1..t.len() - 1].to_string(),
+        false => t.clone(),
+    }
+}
+
 /// The names of the recorded cgroups' containers by slot (None: no container's).
 fn slot_containers(h: &Header) -> Vec<Option<String>> {
-    let mut names = vec![None; charged_slots(&h.cgroups).len()];
+    let mut names = vec![None; slot_names(h).len()];
     for c in &h.cgroups {
         names[c.slot] = c.container.clone();
     }
@@ -224,7 +268,6 @@ impl Group {
 /// memory it takes grows with the groups, not the slices.
 pub struct Breakdown {
     keys: Vec<Key>,
-    names: SlotNames,
     nr_events: usize,
     /// By the keys' raw values, in the keys' order (unused places 0).
     groups: FxHashMap<[u128; 5], Group>,
@@ -234,10 +277,6 @@ impl Breakdown {
     pub fn new(h: &Header, keys: &[Key]) -> Breakdown {
         Breakdown {
             keys: keys.to_vec(),
-            names: SlotNames {
-                cgroups: slot_names(h),
-                containers: slot_containers(h),
-            },
             nr_events: h.events.len(),
             groups: FxHashMap::default(),
         }
@@ -261,16 +300,21 @@ impl Breakdown {
         }
     }
 
-    /// The groups, the one that counted most of the first event first. Groups whose
-    /// keys print the same (two cgroups of one name) are one.
-    pub fn groups(self) -> Vec<Group> {
+    /// The groups, the one that counted most of the first event first, their cgroups
+    /// named as `h` (with every cgroup of the recording) names them. Groups whose keys
+    /// print the same (two cgroups of one name) are one.
+    pub fn groups(self, h: &Header) -> Vec<Group> {
+        let names = SlotNames {
+            cgroups: slot_names(h),
+            containers: slot_containers(h),
+        };
         let mut by_text: HashMap<Vec<String>, Group> = HashMap::new();
         for (raw, g) in self.groups {
             let key: Vec<String> = self
                 .keys
                 .iter()
                 .zip(raw)
-                .map(|(k, r)| k.text(r, &self.names))
+                .map(|(k, r)| k.text(r, &names))
                 .collect();
             by_text
                 .entry(key.clone())
@@ -461,9 +505,11 @@ struct Distribution {
 impl Distribution {
     fn add(&mut self, s: &Slice) {
         let Some(v) = self.measure.of(s) else { return };
-        let Some(values) = self.per_slot.get_mut(s.slot as usize) else {
-            return;
-        };
+        let slot = s.slot as usize;
+        if self.per_slot.len() <= slot {
+            self.per_slot.resize(slot + 1, Histogram::default());
+        }
+        let values = &mut self.per_slot[slot];
         // A slice cut by a read is one with the next: lengths are whole slices.
         let carried = match self.open.remove(&s.cpu) {
             Some((slot, v0)) if slot == s.slot => v0,
@@ -479,35 +525,34 @@ impl Distribution {
 
 /// Every measure's distribution over each cgroup's slices, built in one pass.
 pub struct Distributions {
-    names: Vec<String>,
     all: Vec<Distribution>,
 }
 
 impl Distributions {
-    pub fn new(h: &Header, measures: Vec<Measure>) -> Distributions {
-        let names = slot_names(h);
+    pub fn new(measures: Vec<Measure>) -> Distributions {
         let all = measures
             .into_iter()
             .map(|measure| Distribution {
                 measure,
-                per_slot: vec![Histogram::default(); names.len()],
+                per_slot: Vec::new(),
                 open: FxHashMap::default(),
             })
             .collect();
-        Distributions { names, all }
+        Distributions { all }
     }
 
     pub fn add(&mut self, s: &Slice) {
         self.all.iter_mut().for_each(|d| d.add(s));
     }
 
-    /// Per measure, in the order given, the summary of each cgroup that has values.
-    pub fn spreads(&self) -> Vec<(&Measure, Vec<(String, Spread)>)> {
+    /// Per measure, in the order given, the summary of each cgroup that has values,
+    /// named as `h` (with every cgroup of the recording) names them.
+    pub fn spreads(&self, h: &Header) -> Vec<(&Measure, Vec<(String, Spread)>)> {
+        let names = slot_names(h);
         self.all
             .iter()
             .map(|d| {
-                let per_cgroup = self
-                    .names
+                let per_cgroup = names
                     .iter()
                     .zip(&d.per_slot)
                     .filter_map(|(name, h)| h.spread().map(|s| (name.clone(), s)))
@@ -530,6 +575,7 @@ mod tests {
             name: path.to_string(),
             path: path.to_string(),
             container: None,
+            ..RecordedCgroup::default()
         }
     }
 
@@ -561,6 +607,8 @@ mod tests {
             clock: "sched_clock".into(),
             command: vec![],
             started: 0.0,
+            target: crate::record::bperf_data::SYSTEM_WIDE.into(),
+            tasks: false,
         }
     }
 
@@ -577,7 +625,7 @@ mod tests {
         let mut totals = SliceTotals::new(&header());
         totals.add(&slice(1, 0, "x", 10, 10));
         totals.add(&slice(2, 1, "y", 5, 5));
-        let t = totals.totals();
+        let t = totals.totals(&header());
         assert_eq!(
             (t[0][0].counter, t[1][0].counter, t[2][0].counter),
             (10, 10, 5)
@@ -612,7 +660,7 @@ mod tests {
             b.add(&s);
         }
         let got: Vec<(String, u64)> = b
-            .groups()
+            .groups(&h)
             .into_iter()
             .map(|g| (g.key[0].clone(), g.counts[0]))
             .collect();
@@ -640,7 +688,7 @@ mod tests {
         let by = |keys: &[Key]| {
             let mut b = Breakdown::new(&header(), keys);
             slices.iter().for_each(|s| b.add(s));
-            b.groups()
+            b.groups(&header())
         };
         let by_comm = by(&[Key::Comm]);
         assert_eq!(by_comm[0].key, vec!["x"]);
@@ -660,9 +708,9 @@ mod tests {
             slice(0, 0, "x", 6000, 6000),
             slice(0, 0, "x", 1000, 1000),
         ];
-        let mut d = Distributions::new(&header(), vec![Measure::Length, Measure::Cpus(0)]);
+        let mut d = Distributions::new(vec![Measure::Length, Measure::Cpus(0)]);
         slices.iter().for_each(|s| d.add(s));
-        let spreads = d.spreads();
+        let spreads = d.spreads(&header());
         let (_, lengths) = &spreads[0];
         assert_eq!(lengths.len(), 1);
         assert_eq!(lengths[0].1.n, 2);

@@ -7,14 +7,25 @@
 //! length   u32      of the header
 //! header   JSON     Header: events, cgroups (each: slot, id, name, path, and a
 //!                   container's cgroup its `container` name), CPUs, clock, command,
-//!                   start time; and
+//!                   start time, what was recorded (`target`, perf's words, and
+//!                   `"tasks": true` when slot 0 is -p's, -t's or the command's tasks
+//!                   rather than a cgroup); and
 //!                   "compression": "zstd" when what follows is one zstd stream (-z)
 //! blocks            each: kind u8, length varint, then `length` bytes
 //!   kind 3  a slice, encoded against the slices before it (compact.rs): about 10
 //!           bytes for a ping-pong's slice of two events, where version 1 took 120
+//!   kind 4  a cgroup that appeared while recording, as JSON: its slot (the next after
+//!           every cgroup named before), id, name, path and container, as in the
+//!           header; slices after it may name its slot
+//!   kind 5  a cgroup that was removed while recording, as JSON: its slot and the
+//!           counters' totals for it ([event][CPU] as in the end block); no slice
+//!           after it names its slot
 //!   kind 2  the end, last in the file: End as JSON (duration, lost records per CPU,
-//!           the counters' totals)
+//!           the counters' totals of the cgroups not removed, [] for those removed)
 //! ```
+//! A slice's slot is the cgroup's place in the file, never reused: the header's
+//! cgroups, then those of the kind 4 blocks in order. Files without kinds 4 and 5 (no
+//! cgroup came or went, or written before them) read as before.
 //! Version 1 (still read): blocks of kind u32, length u32; kind 1 a slice as the BPF
 //! program sent it, struct bperf_slice (src/bpf/bperf.h): start u64, length u64,
 //! cgroup id u64, cpu u32, slot u32, pid u32, tid u32, comm [16]u8, nr_events u32,
@@ -49,6 +60,11 @@ const END: u32 = 2;
 /// Version 2's.
 const COMPACT_SLICE: u8 = 3;
 const END_V2: u8 = 2;
+const CGROUP_BEGAN: u8 = 4;
+const CGROUP_ENDED: u8 = 5;
+/// The largest block of a cgroup that appeared: its name and path are at most a path's
+/// length (PATH_MAX) each.
+const MAX_BEGAN_BLOCK: u64 = 16 << 10;
 /// The compression a version 2 header can name.
 const ZSTD: &str = "zstd";
 /// The largest zstd window a reader accepts (2^23 bytes): what levels 1 to 19 use.
@@ -83,6 +99,11 @@ pub struct RecordedCgroup {
     pub name: String,
     pub path: String,
     pub container: Option<String>,
+    /// When it came, as the reader counts the file's cgroup blocks (kinds 4 and 5): 0
+    /// for the header's, n for the n-th block's; not written.
+    pub began: u32,
+    /// The cgroup block that said it was removed, if one did; not written.
+    pub ended: Option<u32>,
 }
 
 /// What the file says about the recording before its slices.
@@ -98,6 +119,25 @@ pub struct Header {
     pub command: Vec<String>,
     /// When recording started, in seconds since the epoch.
     pub started: f64,
+    /// What was recorded, as perf's header says it: `'system wide'`, `process id
+    /// 'PIDS'`, `thread id 'TIDS'` or `'COMMAND'`.
+    pub target: String,
+    /// Slot 0 holds the tasks recorded (-p, -t, a command), not a cgroup: there are no
+    /// cgroups then.
+    pub tasks: bool,
+}
+
+/// What a file says when it does not say what it recorded.
+pub const SYSTEM_WIDE: &str = "'system wide'";
+
+impl Header {
+    /// How many slots the slices may name (so far, while reading).
+    pub fn nr_slots(&self) -> usize {
+        match self.tasks {
+            true => 1,
+            false => self.cgroups.len(),
+        }
+    }
 }
 
 /// What the file says once recording ended.
@@ -159,19 +199,17 @@ impl End {
     }
 }
 
+fn cgroup_json(c: &RecordedCgroup) -> Json {
+    let mut j = json!({"slot": c.slot, "id": c.id, "name": c.name, "path": c.path});
+    if let Some(name) = &c.container {
+        j["container"] = json!(name);
+    }
+    j
+}
+
 fn header_json(h: &Header) -> Json {
-    let cgroups: Vec<Json> = h
-        .cgroups
-        .iter()
-        .map(|c| {
-            let mut j = json!({"slot": c.slot, "id": c.id, "name": c.name, "path": c.path});
-            if let Some(name) = &c.container {
-                j["container"] = json!(name);
-            }
-            j
-        })
-        .collect();
-    json!({
+    let cgroups: Vec<Json> = h.cgroups.iter().map(cgroup_json).collect();
+    let mut j = json!({
         "events": h.events,
         "supported": h.supported,
         "cgroups": cgroups,
@@ -180,7 +218,14 @@ fn header_json(h: &Header) -> Json {
         "command": h.command,
         "started": h.started,
         "byte_order": "little",
-    })
+    });
+    if h.target != SYSTEM_WIDE {
+        j["target"] = json!(h.target);
+    }
+    if h.tasks {
+        j["tasks"] = json!(true);
+    }
+    j
 }
 
 /// Where a recording's blocks go: the file, or a zstd stream into it.
@@ -206,7 +251,7 @@ impl<W: Write> Write for Sink<W> {
 }
 
 /// A recording being written (version 2): the header, then each slice as the BPF
-/// program sends it, then the end.
+/// program sends it and each cgroup that comes or goes, then the end.
 pub struct Writer<W: Write> {
     sink: Sink<W>,
     encoder: compact::Encoder,
@@ -214,6 +259,11 @@ pub struct Writer<W: Write> {
     /// The slice being written, and its block's bytes.
     slice: Slice,
     block: Vec<u8>,
+    /// By the BPF program's slot: the slot the file gives what it counts now, and the
+    /// cgroup's id (0 for tasks); None while it counts nothing.
+    slots: Vec<Option<(u32, u64)>>,
+    /// How many slots the file has given.
+    named: u32,
 }
 
 impl<W: Write> Writer<W> {
@@ -238,13 +288,77 @@ impl<W: Write> Writer<W> {
                 Sink::Zstd(z)
             }
         };
+        // The header's slots are the BPF program's at the start.
+        let mut slots = vec![None; h.nr_slots()];
+        match h.tasks {
+            true => slots[0] = Some((0, 0)),
+            false => h
+                .cgroups
+                .iter()
+                .for_each(|c| slots[c.slot] = Some((c.slot as u32, c.id))),
+        }
         Ok(Writer {
             sink,
             encoder: compact::Encoder::new(&h.cpus),
             nr_events: h.events.len(),
             slice: Slice::default(),
             block: Vec::with_capacity(compact::max_bytes(h.events.len()) + 11),
+            named: slots.len() as u32,
+            slots,
         })
+    }
+
+    /// From now on, BPF slot `slot` counts cgroup `c` (whose own `slot` is ignored): the
+    /// file names it (a kind 4 block) in the next slot of its own. Every slice written
+    /// after this that the BPF program sent for `slot` is `c`'s.
+    pub fn began(&mut self, slot: usize, c: &RecordedCgroup) -> io::Result<()> {
+        let number = self.named;
+        let named = RecordedCgroup {
+            slot: number as usize,
+            ..c.clone()
+        };
+        write_block(
+            &mut self.sink,
+            CGROUP_BEGAN,
+            cgroup_json(&named).to_string().as_bytes(),
+        )?;
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, None);
+        }
+        self.slots[slot] = Some((number, c.id));
+        self.named += 1;
+        Ok(())
+    }
+
+    /// Cgroup `id` was removed, its last slice written: the file says so (a kind 5
+    /// block) with the counters' `totals` for it ([event][CPU]). Nothing if it was not
+    /// being recorded.
+    pub fn ended(&mut self, id: u64, totals: &[Vec<Reading>]) -> io::Result<()> {
+        let Some(place) = self
+            .slots
+            .iter_mut()
+            .find(|s| matches!(s, Some((_, i)) if *i == id))
+        else {
+            return Ok(());
+        };
+        let (number, _) = place.take().expect("found");
+        let text = json!({"slot": number, "totals": readings_json(totals)}).to_string();
+        write_block(&mut self.sink, CGROUP_ENDED, text.as_bytes())
+    }
+
+    /// The end block's totals ([file slot][event][CPU]) from `of_slot`, the counters'
+    /// totals of a BPF slot: those of the cgroups still recorded, empty for the removed.
+    pub fn file_totals(
+        &self,
+        of_slot: impl Fn(usize) -> Vec<Vec<Reading>>,
+    ) -> Vec<Vec<Vec<Reading>>> {
+        let mut out = vec![Vec::new(); self.named as usize];
+        for (slot, place) in self.slots.iter().enumerate() {
+            if let Some((number, _)) = place {
+                out[*number as usize] = of_slot(slot);
+            }
+        }
+        out
     }
 
     /// Writes one slice as the BPF program sent it (`raw`, perhaps padded); false if it
@@ -259,6 +373,10 @@ impl<W: Write> Writer<W> {
         };
         if parse_slice_into(&mut self.slice, bytes, self.nr_events).is_err() {
             return Ok(false);
+        }
+        match self.slots.get(self.slice.slot as usize) {
+            Some(Some((number, _))) => self.slice.slot = *number,
+            _ => return Ok(false),
         }
         let mut body = std::mem::take(&mut self.block);
         body.clear();
@@ -296,21 +414,20 @@ fn write_block(out: &mut impl Write, kind: u8, bytes: &[u8]) -> io::Result<()> {
     out.write_all(bytes)
 }
 
+/// One slot's readings [event][CPU] as JSON.
+fn readings_json(events: &[Vec<Reading>]) -> Json {
+    json!(events
+        .iter()
+        .map(|cpus| cpus
+            .iter()
+            .map(|r| json!([r.counter, r.enabled, r.running]))
+            .collect::<Vec<_>>())
+        .collect::<Vec<_>>())
+}
+
 /// The end block's JSON.
 fn end_json(end: &End) -> String {
-    let totals: Vec<Json> = end
-        .totals
-        .iter()
-        .map(|events| {
-            json!(events
-                .iter()
-                .map(|cpus| cpus
-                    .iter()
-                    .map(|r| json!([r.counter, r.enabled, r.running]))
-                    .collect::<Vec<_>>())
-                .collect::<Vec<_>>())
-        })
-        .collect();
+    let totals: Vec<Json> = end.totals.iter().map(|e| readings_json(e)).collect();
     json!({
         "duration_ns": end.duration_ns,
         "lost": end.lost,
@@ -409,6 +526,8 @@ fn parse_header(text: &[u8]) -> Result<Header> {
                 name: c["name"].as_str().unwrap_or_default().to_string(),
                 path: c["path"].as_str().unwrap_or_default().to_string(),
                 container: c["container"].as_str().map(String::from),
+                began: 0,
+                ended: None,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -435,6 +554,8 @@ fn parse_header(text: &[u8]) -> Result<Header> {
         clock: v["clock"].as_str().unwrap_or("sched_clock").to_string(),
         command: strings("command").unwrap_or_default(),
         started: v["started"].as_f64().unwrap_or(0.0),
+        target: v["target"].as_str().unwrap_or(SYSTEM_WIDE).to_string(),
+        tasks: v["tasks"].as_bool().unwrap_or(false),
     };
     check_header(&header)?;
     Ok(header)
@@ -449,6 +570,9 @@ fn check_header(h: &Header) -> Result<()> {
             h.supported.len(),
             h.events.len()
         );
+    }
+    if h.tasks && !h.cgroups.is_empty() {
+        bail!("the header records tasks and cgroups");
     }
     let mut slots = vec![false; h.cgroups.len()];
     let mut ids = HashSet::new();
@@ -482,28 +606,47 @@ fn parse_end(text: &[u8]) -> Result<End> {
             .map(|a| a.iter().filter_map(Json::as_u64).collect())
             .unwrap_or_default()
     };
-    let reading = |r: &Json| Reading {
-        counter: r[0].as_u64().unwrap_or(0),
-        enabled: r[1].as_u64().unwrap_or(0),
-        running: r[2].as_u64().unwrap_or(0),
-    };
-    fn list(j: &Json) -> &[Json] {
-        j.as_array().map(Vec::as_slice).unwrap_or_default()
-    }
-    let totals = list(&v["totals"])
-        .iter()
-        .map(|events| {
-            list(events)
-                .iter()
-                .map(|cpus| list(cpus).iter().map(reading).collect())
-                .collect()
-        })
-        .collect();
+    let totals = list(&v["totals"]).iter().map(readings_from).collect();
     Ok(End {
         duration_ns: v["duration_ns"].as_u64().unwrap_or(0),
         lost: numbers("lost"),
         ring_lost: numbers("ring_lost"),
         totals,
+    })
+}
+
+fn list(j: &Json) -> &[Json] {
+    j.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// One slot's readings [event][CPU] from JSON (what is not a reading reads as zero).
+fn readings_from(events: &Json) -> Vec<Vec<Reading>> {
+    let reading = |r: &Json| Reading {
+        counter: r[0].as_u64().unwrap_or(0),
+        enabled: r[1].as_u64().unwrap_or(0),
+        running: r[2].as_u64().unwrap_or(0),
+    };
+    list(events)
+        .iter()
+        .map(|cpus| list(cpus).iter().map(reading).collect())
+        .collect()
+}
+
+/// A kind 4 block: the cgroup that appeared, which must take slot `next`.
+fn parse_began(text: &[u8], next: usize, block: u32) -> Result<RecordedCgroup> {
+    let c: Json = serde_json::from_slice(text).context("not JSON")?;
+    let slot = c["slot"].as_u64().context("a cgroup without its slot")?;
+    if slot != next as u64 {
+        bail!("a cgroup in slot {slot}, where the next is {next}");
+    }
+    Ok(RecordedCgroup {
+        slot: next,
+        id: c["id"].as_u64().context("a cgroup without its id")?,
+        name: c["name"].as_str().unwrap_or_default().to_string(),
+        path: c["path"].as_str().unwrap_or_default().to_string(),
+        container: c["container"].as_str().map(String::from),
+        began: block,
+        ended: None,
     })
 }
 
@@ -544,6 +687,10 @@ pub struct Reader<R: Read> {
     slice: Slice,
     decoder: compact::Decoder,
     end: Option<End>,
+    /// Cgroup blocks (kinds 4 and 5) read so far.
+    cgroup_blocks: u32,
+    /// The counters' totals of the cgroups removed while recording, by slot.
+    ended_totals: Vec<(usize, Vec<Vec<Reading>>)>,
 }
 
 impl<R: Read> Reader<R> {
@@ -582,9 +729,11 @@ impl<R: Read> Reader<R> {
             cpus,
             body: vec![0; slice_bytes(header.events.len())],
             slice: Slice::default(),
-            decoder: compact::Decoder::new(&header.cpus, header.cgroups.len(), header.events.len()),
+            decoder: compact::Decoder::new(&header.cpus, header.nr_slots(), header.events.len()),
             header,
             end: None,
+            cgroup_blocks: 0,
+            ended_totals: Vec::new(),
         };
         if version != V1 {
             reader
@@ -613,6 +762,8 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// The header, with the cgroups that appeared in the slices read so far (after the
+    /// last slice: every cgroup of the recording, with when each came and went).
     pub fn header(&self) -> &Header {
         &self.header
     }
@@ -641,7 +792,7 @@ impl<R: Read> Reader<R> {
                 let nr_events = self.header.events.len();
                 parse_slice_into(&mut self.slice, &self.body, nr_events)
                     .with_context(|| format!("bad slice at byte {start}"))?;
-                let nr_slots = self.header.cgroups.len();
+                let nr_slots = self.header.nr_slots();
                 if self.slice.slot as usize >= nr_slots {
                     bail!(
                         "bad slice at byte {start}: it names cgroup slot {} of {nr_slots}",
@@ -667,13 +818,72 @@ impl<R: Read> Reader<R> {
     }
 
     fn next_v2(&mut self) -> Result<Option<&Slice>> {
-        let start = self.at;
-        let mut kind = [0u8];
-        if read_some(&mut self.input, &mut kind, &mut self.at, "a block")? == 0 {
-            bail!("truncated: no end block after byte {start} (the recording did not finish)");
+        loop {
+            let start = self.at;
+            let mut kind = [0u8];
+            if read_some(&mut self.input, &mut kind, &mut self.at, "a block")? == 0 {
+                bail!("truncated: no end block after byte {start} (the recording did not finish)");
+            }
+            let len = read_varint(&mut self.input, &mut self.at)?;
+            match kind[0] {
+                CGROUP_BEGAN | CGROUP_ENDED => self
+                    .read_cgroup_block(kind[0], len)
+                    .with_context(|| format!("bad cgroup block at byte {start}"))?,
+                k => return self.next_v2_block(k, len, start),
+            }
         }
-        let len = read_varint(&mut self.input, &mut self.at)?;
-        match kind[0] {
+    }
+
+    /// A kind 4 or 5 block of `len` bytes: a cgroup came (it takes the next slot) or
+    /// went (its totals are kept for the end).
+    fn read_cgroup_block(&mut self, kind: u8, len: u64) -> Result<()> {
+        let h = &self.header;
+        let most = match kind {
+            CGROUP_BEGAN => MAX_BEGAN_BLOCK,
+            _ => (h.events.len() as u64)
+                .saturating_mul(h.cpus.len() as u64)
+                .saturating_mul(3 * 21 + 4)
+                .saturating_add(4096),
+        };
+        if len > most {
+            bail!("it claims {len} bytes (at most {most})");
+        }
+        let text = read_block(
+            &mut self.input,
+            len as u32,
+            &mut self.at,
+            self.size,
+            "a block",
+        )?;
+        self.cgroup_blocks += 1;
+        let block = self.cgroup_blocks;
+        if h.tasks {
+            bail!("a cgroup in a recording of tasks");
+        }
+        match kind {
+            CGROUP_BEGAN => {
+                let c = parse_began(&text, h.cgroups.len(), block)?;
+                self.header.cgroups.push(c);
+                self.decoder.set_slots(self.header.nr_slots());
+            }
+            _ => {
+                let v: Json = serde_json::from_slice(&text).context("not JSON")?;
+                let slot = v["slot"].as_u64().context("no slot")?;
+                let c = usize::try_from(slot)
+                    .ok()
+                    .and_then(|s| self.header.cgroups.get_mut(s))
+                    .filter(|c| c.ended.is_none())
+                    .with_context(|| format!("it ends slot {slot}, which is no cgroup recorded"))?;
+                c.ended = Some(block);
+                self.ended_totals
+                    .push((c.slot, readings_from(&v["totals"])));
+            }
+        }
+        Ok(())
+    }
+
+    fn next_v2_block(&mut self, kind: u8, len: u64, start: u64) -> Result<Option<&Slice>> {
+        match kind {
             COMPACT_SLICE => {
                 let most = compact::max_bytes(self.header.events.len());
                 if len > most as u64 {
@@ -719,7 +929,16 @@ impl<R: Read> Reader<R> {
             self.size,
             "the end block",
         )?;
-        let end = parse_end(&text).with_context(|| format!("the end block at byte {start}"))?;
+        let mut end = parse_end(&text).with_context(|| format!("the end block at byte {start}"))?;
+        // The removed cgroups' totals came in their own blocks.
+        if !self.ended_totals.is_empty() && end.totals.len() < self.header.cgroups.len() {
+            end.totals.resize(self.header.cgroups.len(), Vec::new());
+        }
+        for (slot, totals) in self.ended_totals.drain(..) {
+            if let Some(t) = end.totals.get_mut(slot) {
+                *t = totals;
+            }
+        }
         if let Source::Zstd(z) = &mut self.input {
             // The stream must end here, whole: its checksum read and checked.
             let mut rest = [0u8; 64];
@@ -837,11 +1056,14 @@ mod tests {
                 name: "web".into(),
                 path: "web".into(),
                 container: Some("shop-web-1".into()),
+                ..RecordedCgroup::default()
             }],
             cpus: vec![0, 1],
             clock: "sched_clock".into(),
             command: vec!["sleep".into(), "1".into()],
             started: 1.5,
+            target: "'system wide'".into(),
+            tasks: false,
         }
     }
 
@@ -1106,5 +1328,112 @@ mod tests {
         other[12..16].copy_from_slice(&(named.len() as u32).to_le_bytes());
         let err = format!("{:#}", read_all(&mut &other[..]).unwrap_err());
         assert!(err.contains("compressed with \"lz4\""), "{err}");
+    }
+
+    /// A slice of `raw_slice`'s with the BPF program's slot `slot`.
+    fn raw_in_slot(start: u64, slot: u32) -> Vec<u8> {
+        let mut r = raw_slice(start, &[1000, 1]);
+        r[28..32].copy_from_slice(&slot.to_le_bytes());
+        r
+    }
+
+    /// Cgroups that come and go while recording: each takes the next slot of the file,
+    /// whatever BPF slot counts it; a removed one's totals come back in the end block;
+    /// a cgroup made again under a removed one's path is another, and the cgroups made
+    /// under it are charged to it alone.
+    #[test]
+    fn cgroups_that_come_and_go_read_back_in_slots_of_their_own() {
+        let r = |c| Reading {
+            counter: c,
+            enabled: c,
+            running: c,
+        };
+        let cg = |id, path: &str| RecordedCgroup {
+            id,
+            name: path.into(),
+            path: path.into(),
+            ..RecordedCgroup::default()
+        };
+        let mut w = Writer::new(Vec::new(), &header(), None).unwrap();
+        assert!(w.write_slice(&raw_in_slot(10, 0)).unwrap());
+        w.began(3, &cg(77, "new")).unwrap();
+        assert!(w.write_slice(&raw_in_slot(20, 3)).unwrap());
+        w.ended(42, &[vec![r(5); 2], vec![r(6); 2]]).unwrap();
+        assert!(
+            !w.write_slice(&raw_in_slot(30, 0)).unwrap(),
+            "slot 0 counts nothing"
+        );
+        w.began(0, &cg(88, "web")).unwrap();
+        w.began(5, &cg(99, "web/x")).unwrap();
+        assert!(w.write_slice(&raw_in_slot(40, 0)).unwrap());
+        assert!(w.write_slice(&raw_in_slot(50, 5)).unwrap());
+        let totals = w.file_totals(|slot| vec![vec![r(slot as u64); 2]; 2]);
+        assert_eq!(totals.len(), 4);
+        assert!(totals[0].is_empty());
+        let end = End { totals, ..end() };
+        let bytes = w.finish(&end).unwrap();
+        let (h, slices, end) = read_all(&mut &bytes[..]).unwrap();
+        let slots: Vec<u32> = slices.iter().map(|s| s.slot).collect();
+        assert_eq!(slots, [0, 1, 2, 3]);
+        let names: Vec<(&str, usize, u32, Option<u32>)> = h
+            .cgroups
+            .iter()
+            .map(|c| (c.name.as_str(), c.slot, c.began, c.ended))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("web", 0, 0, Some(2)),
+                ("new", 1, 1, None),
+                ("web", 2, 3, None),
+                ("web/x", 3, 4, None)
+            ]
+        );
+        assert_eq!(
+            end.totals[0][1][0].counter, 6,
+            "the removed cgroup's totals"
+        );
+        assert_eq!(end.totals[1][0][0].counter, 3, "BPF slot 3's");
+        assert_eq!(end.totals[2][0][0].counter, 0, "BPF slot 0's");
+        let charged = crate::record::analysis::charged_slots(&h.cgroups);
+        assert_eq!(charged[3], [2, 3], "web/x under the web made again only");
+
+        // A cgroup block that names a slot out of turn, or ends one never recorded, is
+        // refused in one line.
+        let body = 16 + u32_at(&bytes, 12) as usize;
+        let mut bad = bytes[..body].to_vec();
+        let text = br#"{"slot":7,"id":1,"name":"x","path":"x"}"#;
+        write_block(&mut bad, CGROUP_BEGAN, text).unwrap();
+        let err = read_all(&mut &bad[..]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("slot 7, where the next is 1"),
+            "{err:#}"
+        );
+        let mut bad = bytes[..body].to_vec();
+        write_block(&mut bad, CGROUP_ENDED, br#"{"slot":4,"totals":[]}"#).unwrap();
+        let err = read_all(&mut &bad[..]).unwrap_err();
+        assert!(format!("{err:#}").contains("no cgroup recorded"), "{err:#}");
+    }
+
+    /// A recording of tasks: slot 0 is theirs, and the header says what they were.
+    #[test]
+    fn a_recording_of_tasks_has_one_slot() {
+        let h = Header {
+            cgroups: Vec::new(),
+            target: "process id '7'".into(),
+            tasks: true,
+            ..header()
+        };
+        let mut w = Writer::new(Vec::new(), &h, None).unwrap();
+        assert!(w.write_slice(&raw_in_slot(10, 0)).unwrap());
+        assert!(!w.write_slice(&raw_in_slot(20, 1)).unwrap());
+        let end = End {
+            totals: w.file_totals(|_| vec![vec![Reading::default(); 2]; 2]),
+            ..end()
+        };
+        let bytes = w.finish(&end).unwrap();
+        let (back, slices, end) = read_all(&mut &bytes[..]).unwrap();
+        assert_eq!(back, h);
+        assert_eq!((slices.len(), end.totals.len()), (1, 1));
     }
 }

@@ -4,9 +4,20 @@
 //! distributions and a timeline.
 //!
 //! Recording: the counter is stat's, with a ring per CPU; one thread drains the rings
-//! into the file while the main thread waits for the command or a signal. The counter's
-//! last read closes the recording (no slice is sent after it), so the slices add up to
-//! the totals the file ends with.
+//! into the file while the main thread waits for the command, the targets' end or a
+//! signal, and follows the cgroup tree. The counter's last read closes the recording
+//! (no slice is sent after it), so the slices add up to the totals the file ends with.
+//!
+//! Targets: cgroups (fixed, or live: --all-cgroups, patterns, --for-each-container), or
+//! tasks (-p, -t, a command alone), which the BPF side tracks with their children as it
+//! does for the shared counters, charging them to slot 0.
+//!
+//! Live cgroups: the file gives each cgroup a slot of its own, never reused, where the
+//! BPF program reuses the slots of removed cgroups. When the tree changes, the main
+//! thread stops counting the removed cgroups and reads the counter (every CPU then has
+//! sent their last slices); the reader thread, between two drains, writes that they
+//! ended, with their totals, and that the new ones began; only then are the new ones
+//! counted. Every slice is thus written under the cgroup its BPF slot counted.
 
 pub mod analysis;
 pub mod bperf_data;
@@ -27,9 +38,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
+use crate::bpf::shared::Target;
 use crate::cli::{RecordArgs, ReportArgs};
+use crate::counter::Counter;
+use crate::reading::Reading;
 use crate::session::containers::ContainerNames;
-use crate::session::{self, Open, Plan, Wake};
+use crate::session::{self, LiveCgroups, Open, Plan, Wake};
 use crate::sys::perf_ring::{self, Record, Ring};
 use crate::sys::process::Workload;
 use crate::UsageError;
@@ -94,17 +108,35 @@ struct Drained {
     ring_lost: Vec<u64>,
 }
 
-/// Drains every ring into `out` until `stop`, then once more.
+/// Cgroups that came and went, for the reader thread to write between two drains.
+#[derive(Default)]
+struct CgroupChange {
+    /// Cgroups removed (ids), no longer counted, their last slices sent; their totals.
+    ended: Vec<(u64, Vec<Vec<Reading>>)>,
+    /// New cgroups and their BPF slots, counted once the change is written.
+    began: Vec<(usize, RecordedCgroup)>,
+}
+
+/// The reader thread's side of cgroup changes: each change, and word that it is written.
+struct ChangeQueue {
+    changes: mpsc::Receiver<CgroupChange>,
+    written: mpsc::Sender<()>,
+}
+
+/// Drains every ring into `out` until `stop`, then once more. A cgroup change is written
+/// after a drain that began after it came: past every slice sent before it.
 fn drain_rings(
     mut rings: Vec<Ring>,
     mut out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
+    queue: ChangeQueue,
 ) -> Result<Drained> {
     let mut slices = 0u64;
     let mut ring_lost = vec![0u64; rings.len()];
     let mut failed: Option<io::Error> = None;
     loop {
         let last = stop.load(Ordering::Acquire);
+        let change = queue.changes.try_recv().ok();
         for (i, ring) in rings.iter_mut().enumerate() {
             ring.drain(&mut |r| match r {
                 Record::Sample(raw) if failed.is_none() => match out.write_slice(raw) {
@@ -115,6 +147,12 @@ fn drain_rings(
                 Record::Sample(_) => {}
                 Record::Lost(n) => ring_lost[i] += n,
             });
+        }
+        if let Some(c) = change {
+            if let Err(e) = write_change(&mut out, &c) {
+                failed.get_or_insert(e);
+            }
+            let _ = queue.written.send(());
         }
         if let Some(e) = failed {
             return Err(e).context("writing the slices");
@@ -128,6 +166,16 @@ fn drain_rings(
         }
         perf_ring::wait(&rings, DRAIN_EVERY).context("waiting for the ring buffers")?;
     }
+}
+
+fn write_change(out: &mut bperf_data::Writer<Output>, c: &CgroupChange) -> io::Result<()> {
+    for (id, totals) in &c.ended {
+        out.ended(*id, totals)?;
+    }
+    for (slot, cg) in &c.began {
+        out.began(*slot, cg)?;
+    }
+    Ok(())
 }
 
 /// A file being written, and how many bytes went into it.
@@ -161,22 +209,31 @@ fn create_output(path: &Path) -> Result<Output> {
     ))
 }
 
-/// The header of the recording of `plan`.
-fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
-    // The containers' names as their runtimes give them now: report needs no runtime.
-    let mut containers = ContainerNames::system();
-    containers.add(&plan.cgroups);
+/// A cgroup of the plan as the file names it; `containers` knows its container's name.
+fn recorded(slot: usize, c: &crate::cgroup::Cgroup, containers: &ContainerNames) -> RecordedCgroup {
+    RecordedCgroup {
+        slot,
+        id: c.id,
+        name: c.name.clone(),
+        path: c.path.display().to_string(),
+        container: containers.column(c.id),
+        ..RecordedCgroup::default()
+    }
+}
+
+/// The header of the recording of `plan`; `containers` knows the plan's containers.
+fn header(
+    plan: &Plan,
+    supported: &[bool],
+    a: &RecordArgs,
+    tasks: bool,
+    containers: &ContainerNames,
+) -> Header {
     let cgroups = plan
         .cgroups
         .iter()
         .enumerate()
-        .map(|(slot, c)| RecordedCgroup {
-            slot,
-            id: c.id,
-            name: c.name.clone(),
-            path: c.path.display().to_string(),
-            container: containers.column(c.id),
-        })
+        .map(|(slot, c)| recorded(slot, c, containers))
         .collect();
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -192,11 +249,46 @@ fn header(plan: &Plan, supported: &[bool], a: &RecordArgs) -> Header {
         },
         command: a.command.clone(),
         started,
+        target: plan.target.clone(),
+        tasks,
+    }
+}
+
+/// The tasks recorded, which the BPF side charges with the tasks they start: -p's
+/// processes, -t's threads, or the command (`workload`, not yet exec'd) when it is
+/// recorded alone. None when cgroups are recorded.
+fn recorded_tasks(a: &RecordArgs, plan: &Plan, workload: Option<&Workload>) -> Vec<Target> {
+    if a.pid.is_some() {
+        let process = |&pid: &libc::pid_t| Target::Process {
+            pid: pid as u32,
+            inherit: true,
+        };
+        return plan.watched.iter().map(process).collect();
+    }
+    if a.tid.is_some() {
+        let thread = |&tid: &libc::pid_t| Target::Thread {
+            tid: tid as u32,
+            inherit: true,
+        };
+        return plan.watched.iter().map(thread).collect();
+    }
+    match (a.records_tasks(), workload) {
+        (true, Some(w)) => vec![Target::Process {
+            pid: w.pid() as u32,
+            inherit: true,
+        }],
+        _ => Vec::new(),
     }
 }
 
 /// Runs `bperf record`; returns the process exit code.
 pub fn run(a: &RecordArgs) -> Result<i32> {
+    if (a.pid.is_some() || a.tid.is_some()) && a.asks_for_cgroups() {
+        return Err(UsageError(
+            "-p and -t record tasks, cgroup options record cgroups: give one".into(),
+        )
+        .into());
+    }
     let mut plan = Plan::new(&a.request())?;
     if plan.shared.is_some() {
         return Err(UsageError(
@@ -215,6 +307,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
     };
+    let tasks = recorded_tasks(a, &plan, workload.as_ref());
     let mut storage = MaybeUninit::uninit();
     let fds: Vec<(u32, BorrowedFd)> = rings.iter().map(|r| (r.cpu(), r.fd())).collect();
     let how = Open {
@@ -222,33 +315,59 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         verbose: a.verbose.level,
         name_user_only: true,
         rings: &fds,
+        tasks: &tasks,
         ..Open::default()
     };
     let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
     drop(fds);
+    let mut live = session::follow_cgroups(&plan, &tx)?;
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
     // earlier recording as it was. Its first slices wait in the rings meanwhile.
-    let child = match workload.map(|w| w.start(move |st, ru| drop(tx.send(Wake::Exited(st, ru))))) {
-        Some(Err(e)) => {
-            eprintln!("Workload failed: {e}");
-            return Ok(255);
-        }
-        Some(Ok(child)) => Some(child),
-        None => None,
-    };
+    let exited = tx.clone();
+    let child =
+        match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
+            Some(Err(e)) => {
+                eprintln!("Workload failed: {e}");
+                return Ok(255);
+            }
+            Some(Ok(child)) => Some(child),
+            None => None,
+        };
+    if child.is_none() && !plan.watched.is_empty() {
+        let ended = tx.clone();
+        crate::sys::process::when_all_end(plan.watched.clone(), move || {
+            drop(ended.send(Wake::TargetsEnded))
+        })
+        .context("watching the processes recorded")?;
+    }
+    // The containers' names as their runtimes give them now: report needs no runtime.
+    let mut containers = ContainerNames::system();
+    containers.add(&plan.cgroups);
     let out = bperf_data::Writer::new(
         create_output(&a.output)?,
-        &header(&plan, &supported, a),
+        &header(&plan, &supported, a, !tasks.is_empty(), &containers),
         a.compression_level,
     )
     .with_context(|| format!("cannot write to {}", a.output.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let reader = spawn_reader(rings, out, stop.clone());
+    let (to_reader, changes) = mpsc::channel();
+    let (written, done) = mpsc::channel();
+    let reader = spawn_reader(rings, out, stop.clone(), ChangeQueue { changes, written });
+    let mut follow = live.as_mut().map(|live| Follow {
+        live,
+        containers: &mut containers,
+        to_reader: &to_reader,
+        done: &done,
+    });
     let start = Instant::now();
-    let code = wait_for_end(&wakes, child.as_ref());
+    // Cgroups made between the plan and the watch are found by a first look.
+    if let Some(f) = &mut follow {
+        f.refresh(&mut counter)?;
+    }
+    let code = wait_for_end(&wakes, child.as_ref(), &mut counter, &mut follow)?;
     counter.close_recording();
     let totals = counter.read()?;
     let duration = start.elapsed();
@@ -260,11 +379,67 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         duration_ns: duration.as_nanos() as u64,
         lost,
         ring_lost: drained.ring_lost.clone(),
-        totals: per_slot_totals(&plan, &totals),
+        totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
     };
     let bytes = finish_file(drained.out, &end, &a.output)?;
     say_written(&a.output, bytes, drained.slices, end.lost_total());
     Ok(code)
+}
+
+/// Live cgroups in a recording: the tree followed, and the reader thread told.
+struct Follow<'a> {
+    live: &'a mut LiveCgroups,
+    containers: &'a mut ContainerNames,
+    to_reader: &'a mpsc::Sender<CgroupChange>,
+    done: &'a mpsc::Receiver<()>,
+}
+
+impl Follow<'_> {
+    /// Follows the tree after it changed: removed cgroups end in the file, with their
+    /// totals, and new ones begin, before their first slice. Removed cgroups' slots are
+    /// free at once: their counts are in the file.
+    fn refresh(&mut self, counter: &mut Counter) -> Result<()> {
+        loop {
+            let (to_reader, done, containers) = (self.to_reader, self.done, &mut *self.containers);
+            self.live.refresh_with(counter, |changes, counter| {
+                if changes.removed.is_empty() && changes.added.is_empty() {
+                    return Ok(());
+                }
+                let mut change = CgroupChange::default();
+                if !changes.removed.is_empty() {
+                    // Every CPU charges them no more, and has sent their last slices.
+                    let totals = counter.read()?;
+                    change.ended = changes
+                        .removed
+                        .iter()
+                        .map(|(slot, c)| (c.id, slot_of(&totals, *slot)))
+                        .collect();
+                }
+                containers.add(changes.added.iter().map(|(_, c)| c));
+                change.began = changes
+                    .added
+                    .iter()
+                    .map(|(slot, c)| (*slot, recorded(*slot, c, containers)))
+                    .collect();
+                to_reader
+                    .send(change)
+                    .map_err(|_| anyhow::anyhow!("the ring reader stopped"))?;
+                done.recv()
+                    .map_err(|_| anyhow::anyhow!("the ring reader stopped"))
+            })?;
+            if !self.live.release_gone() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A slot's readings in `totals`, [event][CPU position].
+fn slot_of(totals: &crate::reading::Snapshot, slot: usize) -> Vec<Vec<Reading>> {
+    let (nr_events, nr_cpus) = (totals.nr_events(), totals.nr_places());
+    (0..nr_events)
+        .map(|e| (0..nr_cpus).map(|c| totals.get(slot, e, c)).collect())
+        .collect()
 }
 
 /// One ring per CPU, each woken when a quarter of it is full.
@@ -278,46 +453,41 @@ fn open_rings(cpus: &[u32], pages: usize) -> Result<Vec<Ring>> {
         .collect()
 }
 
-/// The counters' totals as the end block keeps them: [slot][event][CPU position].
-fn per_slot_totals(
-    plan: &Plan,
-    totals: &crate::reading::Snapshot,
-) -> Vec<Vec<Vec<crate::reading::Reading>>> {
-    (0..plan.cgroups.len())
-        .map(|slot| {
-            (0..plan.events.len())
-                .map(|e| {
-                    (0..plan.cpus.len())
-                        .map(|c| totals.get(slot, e, c))
-                        .collect()
-                })
-                .collect()
-        })
-        .collect()
-}
-
 fn spawn_reader(
     rings: Vec<Ring>,
     out: bperf_data::Writer<Output>,
     stop: Arc<AtomicBool>,
+    queue: ChangeQueue,
 ) -> JoinHandle<Result<Drained>> {
-    std::thread::spawn(move || drain_rings(rings, out, stop))
+    std::thread::spawn(move || drain_rings(rings, out, stop, queue))
 }
 
-/// Waits for the command to end (a signal is passed on to it) or, without one, for a
-/// signal; bperf's exit status, as perf's.
-fn wait_for_end(wakes: &mpsc::Receiver<Wake>, child: Option<&crate::sys::process::Child>) -> i32 {
+/// Waits for the command to end (a signal is passed on to it), or -p's and -t's tasks
+/// to, or, without either, for a signal; follows the cgroup tree meanwhile. bperf's exit
+/// status, as perf's.
+fn wait_for_end(
+    wakes: &mpsc::Receiver<Wake>,
+    child: Option<&crate::sys::process::Child>,
+    counter: &mut Counter,
+    follow: &mut Option<Follow>,
+) -> Result<i32> {
     loop {
         match wakes.recv() {
-            Ok(Wake::Exited(st, _)) => return crate::sys::process::exit_code(st),
+            Ok(Wake::Exited(st, _)) => return Ok(crate::sys::process::exit_code(st)),
             Ok(Wake::Signal(_)) if child.is_some() => {
                 child.into_iter().for_each(|c| c.signal(Signal::TERM));
             }
-            Ok(Wake::Signal(sig)) => return 128 + sig,
+            Ok(Wake::Signal(sig)) => return Ok(128 + sig),
+            Ok(Wake::TargetsEnded) => return Ok(0),
+            Ok(Wake::Cgroups) => {
+                if let Some(f) = follow {
+                    f.refresh(counter)?;
+                }
+            }
             // Record sends itself no other wakes.
-            Ok(Wake::TargetsEnded | Wake::Control(_) | Wake::Cgroups) => {}
+            Ok(Wake::Control(_)) => {}
             Ok(Wake::Request(none)) => match none {},
-            Err(_) => return 255,
+            Err(_) => return Ok(255),
         }
     }
 }

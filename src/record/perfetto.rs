@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use super::analysis::{charged_slots, track_names};
+use super::analysis::{charged_of, track_names};
 use super::bperf_data::{comm_text, Header, Slice};
 use super::timeline::Span;
 
@@ -304,7 +304,7 @@ pub struct PerfettoTrace<W: Write> {
 impl<W: Write> PerfettoTrace<W> {
     /// Writes the tracks; `span`: where the slices lie, `seen`: the slots they were of.
     pub fn begin(out: W, h: &Header, span: Span, seen: &[bool]) -> io::Result<PerfettoTrace<W>> {
-        let charged = charged_slots(&h.cgroups);
+        let charged = charged_of(h);
         let mut charged_seen = vec![false; charged.len()];
         for (slot, _) in seen.iter().enumerate().filter(|(_, &s)| s) {
             for &c in charged.get(slot).into_iter().flatten() {
@@ -600,6 +600,7 @@ mod tests {
             name: name.into(),
             path: path.into(),
             container: None,
+            ..RecordedCgroup::default()
         };
         Header {
             events: events.iter().map(|e| e.to_string()).collect(),
@@ -613,6 +614,8 @@ mod tests {
             clock: "sched_clock".into(),
             command: vec!["x".into()],
             started: 0.0,
+            target: "'system wide'".into(),
+            tasks: false,
         }
     }
 

@@ -31,33 +31,33 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
     let out = &mut io::stdout().lock();
     let format = format_of(a);
     let mut input = super::open(&a.input)?;
-    let header = input.header().clone();
+    let start = input.header().clone();
+    // The header once every slice is read names the cgroups that came meanwhile too.
     match keys {
         Some(keys) => {
-            let mut groups = Breakdown::new(&header, &keys);
+            let mut groups = Breakdown::new(&start, &keys);
             let end = input.each_slice(|s| groups.add(s))?;
             say_lost(&end);
-            print_table(
-                out,
-                &format,
-                &breakdown_table(&header, &keys, groups.groups()),
-            )?;
+            let header = input.header();
+            let table = breakdown_table(header, &keys, groups.groups(header));
+            print_table(out, &format, &table)?;
         }
         None if a.hist => {
-            let mut dists = Distributions::new(&header, analysis::measures(&header.events));
+            let mut dists = Distributions::new(analysis::measures(&start.events));
             let end = input.each_slice(|s| dists.add(s))?;
             say_lost(&end);
-            print_table(out, &format, &hist_table(&header, &dists))?;
+            print_table(out, &format, &hist_table(input.header(), &dists))?;
         }
         None => {
-            let mut totals = SliceTotals::new(&header);
+            let mut totals = SliceTotals::new(&start);
             let end = input.each_slice(|s| totals.add(s))?;
             say_lost(&end);
+            let header = input.header();
             let totals = match end.lost_total() {
-                0 => totals.totals(),
+                0 => totals.totals(header),
                 _ => analysis::counter_totals(&end),
             };
-            print_totals(out, &header, &end, &totals, format)?;
+            print_totals(out, header, &end, &totals, format)?;
         }
     }
     Ok(0)
@@ -105,18 +105,22 @@ fn timeline_form(path: &Path) -> TimelineForm {
 /// them.
 fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
     let mut first = super::open_again(input)?;
-    let header = first.header().clone();
     let mut span = Span::default();
-    let mut seen = vec![false; analysis::slot_names(&header).len()];
+    let mut seen = Vec::new();
     let mut slices = 0u64;
     let end = first.each_slice(|s| {
         span.add(s);
-        if let Some(seen) = seen.get_mut(s.slot as usize) {
-            *seen = true;
+        let slot = s.slot as usize;
+        if seen.len() <= slot {
+            seen.resize(slot + 1, false);
         }
+        seen[slot] = true;
         slices += 1;
     })?;
     say_lost(&end);
+    // Every cgroup of the recording, those that came while recording too.
+    let header = first.header().clone();
+    seen.resize(analysis::slot_names(&header).len(), false);
     let mut second = super::open_again(input)?;
     let cannot_write = || format!("cannot write {}", path.display());
     let file = std::fs::File::create(path).with_context(cannot_write)?;
@@ -170,7 +174,8 @@ fn events_of(h: &Header) -> Vec<Event> {
     names.map(|name| event::recorded(name, &sysfs)).collect()
 }
 
-/// Per-cgroup totals [slot][event] as bperf stat prints counts.
+/// Per-cgroup totals [slot][event] as bperf stat prints counts; the recorded tasks'
+/// without a cgroup column.
 fn print_totals(
     out: &mut dyn Write,
     h: &Header,
@@ -180,17 +185,25 @@ fn print_totals(
 ) -> Result<()> {
     let events = events_of(h);
     let mut lines = Vec::new();
-    for cg in &h.cgroups {
+    let rows: Vec<(usize, Option<String>)> = match h.tasks {
+        true => vec![(0, None)],
+        false => h
+            .cgroups
+            .iter()
+            .map(|c| (c.slot, Some(c.name.clone())))
+            .collect(),
+    };
+    for (slot, cgroup) in rows {
         for (i, _) in events.iter().enumerate() {
             let reading = totals
-                .get(cg.slot)
+                .get(slot)
                 .and_then(|t| t.get(i))
                 .copied()
                 .unwrap_or_default();
             let supported = h.supported.get(i).copied().unwrap_or(true);
             lines.push(Line {
                 event: i,
-                cgroup: Some(cg.name.clone()),
+                cgroup: cgroup.clone(),
                 container: None,
                 cpu: None,
                 place: None,
@@ -204,7 +217,7 @@ fn print_totals(
     let options = Options {
         format,
         thousands: sys::locale_thousands_separator(),
-        target: Some("'system wide'".into()),
+        target: Some(h.target.clone()),
         runs: 1,
         ..Options::default()
     };
@@ -258,7 +271,7 @@ fn hist_table(h: &Header, dists: &Distributions) -> Table {
     let mut columns = vec![Column::text("cgroup"), Column::text("measure")];
     columns.extend(["slices", "mean", "p50", "p90", "p99", "max"].map(Column::number));
     let mut rows = Vec::new();
-    for (m, per_cgroup) in dists.spreads() {
+    for (m, per_cgroup) in dists.spreads(h) {
         for (cgroup, s) in per_cgroup {
             let f = |v: f64| format!("{v:.3}");
             rows.push(vec![

@@ -308,6 +308,7 @@ mod tests {
             name: name.into(),
             path: name.into(),
             container: None,
+            ..RecordedCgroup::default()
         };
         Header {
             events: vec!["task-clock".into()],
@@ -317,6 +318,8 @@ mod tests {
             clock: "sched_clock".into(),
             command: vec!["x".into()],
             started: 0.0,
+            target: "'system wide'".into(),
+            tasks: false,
         }
     }
 

@@ -55,14 +55,25 @@ impl LiveCgroups {
     /// Reads the tree again: counts new cgroups from now on, stops counting removed
     /// ones (they are reported once more, until [`release_gone`](Self::release_gone)).
     pub fn refresh(&mut self, counter: &mut Counter) -> Result<Changes> {
+        self.refresh_with(counter, |_, _| Ok(()))
+    }
+
+    /// [`refresh`](Self::refresh), calling `between` once the removed cgroups are no
+    /// longer counted and before the new ones are (bperf record ends and begins them
+    /// in its file there).
+    pub fn refresh_with(
+        &mut self,
+        counter: &mut Counter,
+        between: impl FnOnce(&Changes, &mut Counter) -> Result<()>,
+    ) -> Result<Changes> {
         self.pending.store(false, Ordering::SeqCst);
         let now = self.selection.select(&self.tree)?;
         let changes = self.slots.update(&now);
         let added: Vec<(usize, u64)> = changes.added.iter().map(|(s, c)| (*s, c.id)).collect();
-        let removed: Vec<u64> = changes.removed.iter().map(|c| c.id).collect();
-        if !added.is_empty() || !removed.is_empty() {
-            counter.change_cgroups(&added, &removed)?;
-        }
+        let removed: Vec<u64> = changes.removed.iter().map(|(_, c)| c.id).collect();
+        counter.remove_cgroups(&removed)?;
+        between(&changes, counter)?;
+        counter.add_cgroups(&added)?;
         if self.left_out_said.rises(changes.left_out) {
             eprintln!(
                 "bperf: {} cgroups are not counted: all {} places are taken (--max-cgroups); their time counts in their counted ancestors",

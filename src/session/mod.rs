@@ -6,6 +6,7 @@
 pub mod containers;
 pub mod live;
 pub mod plan;
+pub mod schedule;
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
@@ -20,6 +21,7 @@ use signal_hook::iterator::Signals;
 use crate::counter::{Counter, Setup, SharedSetup};
 pub use live::LiveCgroups;
 pub use plan::{Plan, Request};
+pub use schedule::{Next, Schedule};
 
 /// What ends or interrupts the wait between reads. `R` is what a command is asked for
 /// besides (serve: a scrape); none for the others.
@@ -79,6 +81,9 @@ pub struct Open<'a> {
     pub name_user_only: bool,
     /// bperf record: the ring (CPU, BPF output event) of each CPU.
     pub rings: &'a [(u32, BorrowedFd<'a>)],
+    /// bperf record of processes or threads: the tasks recorded, tracked by the BPF
+    /// side on the CPUs rather than counted by events of their own.
+    pub tasks: &'a [crate::bpf::shared::Target],
 }
 
 /// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
@@ -102,7 +107,10 @@ pub fn open_counter<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
 ) -> Result<Counter<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
-    let threads: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
+    let threads: Vec<libc::pid_t> = match how.tasks.is_empty() {
+        true => plan.threads.iter().map(|(tid, _)| *tid).collect(),
+        false => Vec::new(),
+    };
     let setup = Setup {
         threads: &threads,
         events: &plan.events,
@@ -119,6 +127,7 @@ pub fn open_counter<'obj>(
             processes: if sh.by_process { &plan.watched } else { &[] },
         }),
         rings: how.rings,
+        tasks: how.tasks,
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {

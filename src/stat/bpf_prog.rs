@@ -20,7 +20,7 @@ use crate::event::Event;
 use crate::output::{Footer, Format, Line, Options, Report, Value};
 use crate::reading::Reading;
 use crate::session::plan::{self, PlanEvents};
-use crate::session::{self, Wake};
+use crate::session::{self, Next, Schedule, Wake};
 use crate::sys::bpf_prog as progs;
 use crate::sys::process::{self, Workload};
 use crate::sys::{self, bpf_prog::RunStats};
@@ -115,10 +115,8 @@ impl Session<'_> {
         child: Option<&process::Child>,
     ) -> Result<i32> {
         let (a, start) = (self.a, self.start);
-        let mut interval = a.interval.map(Duration::from_millis);
-        let mut deadline = a.timeout.map(|ms| start + Duration::from_millis(ms));
+        let mut schedule = Schedule::new(start, a.interval, a.interval_count, a.timeout);
         let mut prev: Option<Vec<ProgCounts>> = None;
-        let mut intervals = 0;
         // Each interval's counts, printed; the last one when counting ends too, partial.
         let mut print_interval = |prev: &mut Option<Vec<ProgCounts>>| -> Result<()> {
             let now = self.counter.read()?;
@@ -128,47 +126,39 @@ impl Session<'_> {
             *prev = Some(now);
             Ok(())
         };
-        let code = loop {
-            let next = interval.map(|i| start + i * (intervals + 1));
-            let until = [next, deadline].into_iter().flatten().min();
-            let code = match session::wait_until(wakes, until) {
-                None if next.is_some() && until == next => {
-                    intervals += 1;
+        loop {
+            let code = match schedule.wait(wakes) {
+                Next::Tick => {
                     print_interval(&mut prev)?;
-                    if a.interval_count.is_some_and(|n| intervals as u64 >= n) {
-                        // As perf: no more intervals; a command runs to its end.
-                        interval = None;
-                        if child.is_none() {
-                            break 0;
-                        }
+                    // As perf: no more intervals; a command runs to its end.
+                    if schedule.ticked() && child.is_none() {
+                        break Ok(0);
                     }
                     continue;
                 }
-                // --timeout: as perf, the command gets SIGTERM and is waited for.
-                None => match &child {
+                // As perf: the command gets SIGTERM and is waited for.
+                Next::Timeout => match &child {
                     Some(c) => {
                         c.signal(Signal::TERM);
-                        deadline = None;
                         continue;
                     }
                     None => 0,
                 },
-                Some(Wake::Exited(st, _)) => process::exit_code(st),
+                Next::Wake(Wake::Exited(st, _)) => process::exit_code(st),
                 // The command is stopped too, and counting ends once it has exited.
-                Some(Wake::Signal(_)) if child.is_some() => {
+                Next::Wake(Wake::Signal(_)) if child.is_some() => {
                     child.iter().for_each(|c| c.signal(Signal::TERM));
                     continue;
                 }
-                Some(Wake::Signal(sig)) => 128 + sig,
+                Next::Wake(Wake::Signal(sig)) => 128 + sig,
                 // Nothing else is asked for: no -p/-t, --control or live cgroups here.
-                Some(_) => continue,
+                Next::Wake(_) => continue,
             };
-            if interval.is_some() {
+            if schedule.ticking() {
                 print_interval(&mut prev)?;
             }
-            break code;
-        };
-        Ok(code)
+            break Ok(code);
+        }
     }
 }
 

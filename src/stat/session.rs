@@ -20,7 +20,7 @@ use crate::counter::Counter;
 use crate::output::{Line, Report, Value};
 use crate::reading::{Reading, Snapshot};
 use crate::session::containers::ContainerNames;
-use crate::session::{open_counter, wait_until, LiveCgroups, Open, Plan, Wake};
+use crate::session::{open_counter, wait_until, LiveCgroups, Next, Open, Plan, Schedule, Wake};
 use crate::sys;
 use crate::sys::process::{self, Child, Workload};
 use crate::UsageError;
@@ -245,70 +245,59 @@ impl Session<'_, '_> {
         wakes: &mpsc::Receiver<Wake>,
         child: Option<&Child>,
     ) -> Result<Ended> {
-        let interval = self.args.interval.map(Duration::from_millis);
+        let a = self.args;
+        let mut schedule = Schedule::new(self.start, a.interval, a.interval_count, a.timeout);
         // A command that ended during -D's delay leaves no interval to print, as in perf.
         let ended_in_delay = matches!(early, Some(Wake::Exited(..)));
-        // --interval-count 0 is no limit, as in perf.
-        let limit = self.args.interval_count.filter(|&n| n > 0);
-        let mut ticks = 0u64;
-        // Times too far away to represent are never reached.
-        let mut next_tick = interval.and_then(|i| self.start.checked_add(i));
-        let mut timeout = self
-            .args
-            .timeout
-            .and_then(|ms| self.start.checked_add(Duration::from_millis(ms)));
         loop {
-            let wake = match early.take() {
-                Some(w) => Some(w),
-                None => wait_until(wakes, next_tick.into_iter().chain(timeout).min()),
+            let next = match early.take() {
+                Some(w) => Next::Wake(w),
+                None => schedule.wait(wakes),
             };
-            if wake.is_none() && timeout.is_some_and(|t| Instant::now() >= t) {
-                // --timeout: as perf, the command gets SIGTERM and is waited for.
-                timeout = None;
-                match child {
-                    Some(c) => c.signal(Signal::TERM),
+            let wake = match next {
+                Next::Wake(w) => w,
+                // As perf: the command gets SIGTERM and is waited for.
+                Next::Timeout => match child {
+                    Some(c) => {
+                        c.signal(Signal::TERM);
+                        continue;
+                    }
                     None => return Ok(Ended::Done),
-                }
-                continue;
-            }
-            let ended = match wake {
-                // Stop the command too (after Ctrl-C it has usually had SIGINT already);
-                // the summary follows once it has exited, with its status.
-                Some(Wake::Signal(_)) if child.is_some() => {
-                    self.interrupted = true;
-                    child.into_iter().for_each(|c| c.signal(Signal::TERM));
-                    continue;
-                }
-                Some(Wake::Signal(sig)) => {
-                    self.interrupted = true;
-                    Ended::Signal(sig)
-                }
-                Some(Wake::Exited(st, ru)) => Ended::Command(st, ru),
-                Some(Wake::TargetsEnded) => Ended::Done,
-                Some(Wake::Control(cmd)) => {
-                    self.control(&cmd)?;
-                    continue;
-                }
-                Some(Wake::Cgroups) => {
-                    self.refresh_cgroups()?;
-                    continue;
-                }
-                Some(Wake::Request(none)) => match none {},
-                None => {
+                },
+                Next::Tick => {
                     self.print_interval()?;
-                    ticks += 1;
-                    next_tick = next_tick.zip(interval).and_then(|(t, i)| t.checked_add(i));
-                    if limit.is_some_and(|n| ticks >= n) {
-                        // Like perf: no more intervals; a command runs to its end.
-                        next_tick = None;
-                        if child.is_none() {
-                            return Ok(Ended::Done);
-                        }
+                    // Like perf: no more intervals; a command runs to its end.
+                    if schedule.ticked() && child.is_none() {
+                        return Ok(Ended::Done);
                     }
                     continue;
                 }
             };
-            if next_tick.is_some() && !ended_in_delay {
+            let ended = match wake {
+                // Stop the command too (after Ctrl-C it has usually had SIGINT already);
+                // the summary follows once it has exited, with its status.
+                Wake::Signal(_) if child.is_some() => {
+                    self.interrupted = true;
+                    child.into_iter().for_each(|c| c.signal(Signal::TERM));
+                    continue;
+                }
+                Wake::Signal(sig) => {
+                    self.interrupted = true;
+                    Ended::Signal(sig)
+                }
+                Wake::Exited(st, ru) => Ended::Command(st, ru),
+                Wake::TargetsEnded => Ended::Done,
+                Wake::Control(cmd) => {
+                    self.control(&cmd)?;
+                    continue;
+                }
+                Wake::Cgroups => {
+                    self.refresh_cgroups()?;
+                    continue;
+                }
+                Wake::Request(none) => match none {},
+            };
+            if schedule.ticking() && !ended_in_delay {
                 self.print_interval()?;
             }
             return Ok(ended);
@@ -449,6 +438,7 @@ pub(super) fn run_once(
         verbose: a.verbose.level,
         name_user_only: first,
         rings: &[],
+        tasks: &[],
     };
     let mut counter = open_counter(plan, &how, &mut storage)?;
     let status = event_status(plan, &counter);

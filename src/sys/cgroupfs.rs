@@ -9,19 +9,15 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cgroup::{perf_event_hierarchy, Cgroup, Hierarchy, Mount, Tree};
+use crate::cgroup::{perf_event_hierarchy, Cgroup, Hierarchy, Tree};
 
 /// The hierarchy whose cgroups perf_event counts on this machine (see
 /// [`Hierarchy::find`]), from /proc/self/mountinfo and /proc/cgroups.
 pub fn discover() -> Result<Hierarchy> {
-    let mountinfo =
-        fs::read_to_string("/proc/self/mountinfo").context("cannot read /proc/self/mountinfo")?;
+    let mounts = super::mounts().context("cannot read /proc/self/mountinfo")?;
     // Only explains a failure; missing on kernels built without cgroup v1.
     let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
-    Hierarchy::find(
-        perf_event_hierarchy(&cgroups),
-        &Mount::parse_mountinfo(&mountinfo),
-    )
+    Hierarchy::find(perf_event_hierarchy(&cgroups), &mounts)
 }
 
 /// A cgroup hierarchy's directories.

@@ -93,6 +93,21 @@ pub fn cpu_times(cpus: &[u32]) -> Vec<(u64, u64)> {
 }
 
 /// Whether this process runs as root.
+/// The mounts this process sees, from /proc/self/mountinfo (its first 64 MiB: memory
+/// stays bounded on a machine with millions of mounts).
+pub fn mounts() -> std::io::Result<Vec<crate::cgroup::Mount>> {
+    use std::io::Read;
+    const MAX: u64 = 64 << 20;
+    let mut text = Vec::new();
+    std::fs::File::open("/proc/self/mountinfo")?
+        .take(MAX)
+        .read_to_end(&mut text)?;
+    // Paths are bytes: a name that is not UTF-8 is not one bperf looks for.
+    Ok(crate::cgroup::Mount::parse_mountinfo(
+        &String::from_utf8_lossy(&text),
+    ))
+}
+
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

@@ -32,12 +32,15 @@ fn header() -> Header {
                 name: name.to_string(),
                 path: path.to_string(),
                 container: None,
+                ..RecordedCgroup::default()
             })
             .collect(),
         cpus: CPUS.into(),
         clock: "sched_clock".into(),
         command: vec!["workload".into(), "pingpong".into()],
         started: 1.7e9,
+        target: "'system wide'".into(),
+        tasks: false,
     }
 }
 
@@ -143,4 +146,32 @@ pub fn compressed_bytes(slices: u64, zstd: Option<i32>) -> Vec<u8> {
     let mut out = Vec::new();
     write_compressed(&mut out, slices, zstd).expect("writing to memory");
     out
+}
+
+/// A recording of `slices` slices where a cgroup goes and comes while recording: db
+/// (BPF slot 3) is removed halfway and made again, and its later slices are the new
+/// db's (kind 5 and kind 4 blocks, bperf record's live cgroups).
+pub fn live_bytes(slices: u64) -> Vec<u8> {
+    let zeros = vec![vec![Reading::default(); CPUS.len()]; EVENTS.len()];
+    let mut writer = bperf_data::Writer::new(Vec::new(), &header(), None).unwrap();
+    for i in 0..slices {
+        if i == slices / 2 {
+            writer.ended(103, &zeros).unwrap();
+            let again = RecordedCgroup {
+                id: 200,
+                name: "db".into(),
+                path: "db".into(),
+                ..RecordedCgroup::default()
+            };
+            writer.began(3, &again).unwrap();
+        }
+        assert!(writer.write_slice(&raw_slice(i)).unwrap());
+    }
+    let end = End {
+        duration_ns: slices * 20_000,
+        lost: vec![0; CPUS.len()],
+        ring_lost: vec![0; CPUS.len()],
+        totals: writer.file_totals(|_| zeros.clone()),
+    };
+    writer.finish(&end).unwrap()
 }

@@ -12,7 +12,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ProgramHandle};
 use memmap2::{MmapMut, MmapOptions};
 
-use super::lock::BPFFS;
+use super::lock::{mounted_by_bperf, BPFFS};
 use super::registry::{Registry, REGISTRY_VERSION};
 use super::{EVENTS, SLOTS};
 use crate::bpf::skel::types::{bperf_live, bperf_proc};
@@ -213,7 +213,7 @@ pub(super) fn proc_from(bytes: &[u8]) -> bperf_proc {
     p
 }
 
-pub(super) fn proc_bytes(p: &bperf_proc) -> &[u8] {
+pub(in crate::bpf) fn proc_bytes(p: &bperf_proc) -> &[u8] {
     // SAFETY: plain old data.
     unsafe {
         std::slice::from_raw_parts(
@@ -229,6 +229,12 @@ pub(in crate::bpf) fn size_maps(maps: &mut OpenBperfMaps) -> Result<()> {
     maps.events
         .set_map_flags(libbpf_sys::BPF_F_PRESERVE_ELEMS)?;
     maps.cgrp_slot.set_max_entries(SLOTS as u32)?;
+    size_task_maps(maps)
+}
+
+/// Sets the sizes of the maps of tracked processes and threads: the shared instance's,
+/// or a recording's own (track_tasks in bperf.bpf.c).
+pub(in crate::bpf) fn size_task_maps(maps: &mut OpenBperfMaps) -> Result<()> {
     maps.proc_tgid.set_max_entries(PROC_KEYS)?;
     maps.proc_tid.set_max_entries(PROC_KEYS)?;
     maps.tracked.set_max_entries(TRACKED_WORDS)?;
@@ -237,7 +243,7 @@ pub(in crate::bpf) fn size_maps(maps: &mut OpenBperfMaps) -> Result<()> {
 }
 
 /// Loads the instance and pins it in `dir`.
-pub(super) fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
+pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     check_kernel()?;
     remove_pins(dir);
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -285,7 +291,7 @@ pub(super) fn create(dir: &Path, config: &Config, mounted: bool) -> Result<()> {
     )
     .context("creating the shared counters' registry")?;
     let mut r = Registry::new();
-    r.mounted_bpffs = mounted.into();
+    r.mounted_bpffs = on_bperf_mount(dir).into();
     r.cgroup_v1 = config.cgroup_v1.into();
     // SAFETY: plain old data.
     registry.update(
@@ -306,12 +312,19 @@ fn remove_pins(dir: &Path) {
     let _ = fs::remove_dir(dir);
 }
 
+/// Whether the instance in `dir` lives at the top of a BPF file system bperf mounted.
+fn on_bperf_mount(dir: &Path) -> bool {
+    let root = Path::new(BPFFS);
+    dir.parent() == Some(root) && mounted_by_bperf(root)
+}
+
 /// Removes the instance, and the BPF file system if bperf mounted it and nothing else
 /// uses it.
-pub(super) fn remove_instance(dir: &Path, mounted_bpffs: bool) {
+pub(super) fn remove_instance(dir: &Path) {
+    let bperf_mount = on_bperf_mount(dir);
     remove_pins(dir);
     let root = Path::new(BPFFS);
-    if mounted_bpffs && dir.parent() == Some(root) {
+    if bperf_mount {
         // A new BPF file system holds the kernel's preloaded iterators and nothing else.
         let preloaded =
             |e: &fs::DirEntry| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"));

@@ -149,7 +149,7 @@ pub fn keep(dir: &Path) -> Result<()> {
         let before = reg.live_sessions();
         inst.reap(&mut reg);
         if reg.live_sessions() == 0 {
-            remove_instance(dir, reg.mounted_bpffs != 0);
+            remove_instance(dir);
             return Ok(());
         }
         if reg.live_sessions() != before {

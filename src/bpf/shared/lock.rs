@@ -14,6 +14,20 @@ use super::PERF_ATTR_MAP;
 /// Where perf and bpftool expect a BPF file system; mounted when none is.
 pub(super) const BPFFS: &str = "/sys/fs/bpf";
 const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+/// The source bperf names when it mounts the BPF file system (mountinfo shows it), so
+/// that whichever session or keeper is the last out knows the mount is bperf's to undo,
+/// whoever of them made it.
+const MOUNT_SOURCE: &str = "bperf";
+
+/// Whether the file system mounted on top at `point` is a BPF file system bperf mounted.
+pub(super) fn mounted_by_bperf(point: &Path) -> bool {
+    let mounts = crate::sys::mounts().unwrap_or_default();
+    mounts
+        .iter()
+        .rev()
+        .find(|m| m.point == point)
+        .is_some_and(|m| m.fstype == "bpf" && m.source == MOUNT_SOURCE)
+}
 
 /// The registry lock: an flock of the directory that holds the instance's directory.
 pub(super) struct Lock {
@@ -33,9 +47,8 @@ fn is_bpffs(path: &Path) -> bool {
 
 /// Takes the registry lock on `parent`, mounting a BPF file system at /sys/fs/bpf
 /// first when none is there and `mount` says so (None if it does not: there is no
-/// instance). True in the result: this call mounted it.
-pub(super) fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
-    let mut mounted = false;
+/// instance).
+pub(super) fn lock(parent: &Path, mount: bool) -> Result<Option<Lock>> {
     loop {
         let fd = open_dir(parent).with_context(|| format!("opening {}", parent.display()))?;
         rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)
@@ -45,7 +58,7 @@ pub(super) fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
             continue;
         }
         if is_bpffs(parent) {
-            return Ok(Some((Lock { _dir: fd }, mounted)));
+            return Ok(Some(Lock { _dir: fd }));
         }
         if !mount {
             return Ok(None);
@@ -57,14 +70,13 @@ pub(super) fn lock(parent: &Path, mount: bool) -> Result<Option<(Lock, bool)>> {
             );
         }
         rustix::mount::mount(
-            "bpf",
+            MOUNT_SOURCE,
             parent,
             "bpf",
             rustix::mount::MountFlags::empty(),
             None,
         )
         .with_context(|| format!("mounting a BPF file system at {}", parent.display()))?;
-        mounted = true;
     }
 }
 

@@ -24,7 +24,7 @@ mod lock;
 mod registry;
 mod session;
 
-pub(super) use instance::size_maps;
+pub(super) use instance::{proc_bytes, size_maps, size_task_maps};
 pub use keeper::{keep, KEEPER_ARG};
 pub use lock::check_dir;
 pub use session::{OpenEvent, Request, Session};

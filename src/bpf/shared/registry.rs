@@ -83,7 +83,8 @@ pub(super) struct SessionEntry {
 #[repr(C)]
 pub(super) struct Registry {
     pub(super) version: u32,
-    /// bperf mounted the BPF file system, and unmounts it with the instance if empty.
+    /// The instance was made on a BPF file system bperf mounted (for bpftool users: the
+    /// last one out asks mountinfo again, see lock::mounted_by_bperf).
     pub(super) mounted_bpffs: u32,
     /// The instance charges the cgroups of a v1 hierarchy (perf_event's), not cgroup2's.
     pub(super) cgroup_v1: u32,

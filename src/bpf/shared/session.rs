@@ -51,11 +51,10 @@ impl Session {
     pub fn join(req: Request) -> Result<Session> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
-        let (lock, mounted) = lock(parent, true)?.expect("mounted");
+        let lock = lock(parent, true)?.expect("mounted");
         let mut keeper = None;
         if !req.dir.join("registry").exists() {
-            create(req.dir, req.config, mounted)
-                .inspect_err(|_| remove_instance(req.dir, mounted))?;
+            create(req.dir, req.config).inspect_err(|_| remove_instance(req.dir))?;
             keeper = start_keeper(req.dir);
         }
         let inst = Instance::open(req.dir)?;
@@ -73,7 +72,7 @@ impl Session {
             },
             (Err(e), _) | (_, Err(e)) => {
                 if reg.live_sessions() == 0 {
-                    remove_instance(&inst.dir, reg.mounted_bpffs != 0);
+                    remove_instance(&inst.dir);
                 }
                 return Err(e);
             }
@@ -192,7 +191,7 @@ fn leave(inst: &Instance, id: usize) -> Result<()> {
     inst.release(&mut reg, id);
     inst.reap(&mut reg);
     if reg.live_sessions() == 0 {
-        remove_instance(&inst.dir, reg.mounted_bpffs != 0);
+        remove_instance(&inst.dir);
         return Ok(());
     }
     inst.store_registry(&reg)

@@ -208,6 +208,11 @@ impl Decoder {
         }
     }
 
+    /// Slices may name slots below `nr_slots` from now on (cgroups came).
+    pub fn set_slots(&mut self, nr_slots: usize) {
+        self.nr_slots = nr_slots;
+    }
+
     /// Decodes `bytes`, all of one slice, into `s` (whose buffers are reused).
     pub fn decode(&mut self, bytes: &[u8], s: &mut Slice) -> Result<()> {
         let mut c = Cursor { bytes, at: 0 };
