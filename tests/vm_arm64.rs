@@ -124,7 +124,10 @@ fn arm64_pmu() {
     assert_eq!(b_lines.len(), 2, "{top}");
     for l in b_lines {
         assert_eq!(l[ipc], "1.00", "{top}");
-        assert!(l[ipc - 1].ends_with('M'), "millions of instructions a second: {top}");
+        assert!(
+            l[ipc - 1].ends_with('M'),
+            "millions of instructions a second: {top}"
+        );
     }
 
     // More events than counters: each ran part of the time, and scaled back it is within
