@@ -991,8 +991,10 @@ column. Cgroups made while it runs appear; removed ones go.
 
 Keys: Up/Down or k/j select a row (its sparkline shows the sorted column's history), s \
 or > sort by the next column, < by the one before, r reverses the order, / filters by \
-name (Enter keeps it, Esc clears it), p pauses, q or Ctrl-C quits. The terminal is \
-restored on every exit (q, Ctrl-C, SIGTERM, a panic).
+name (Enter keeps it, Esc clears it), t switches to the tree of cgroups and back, Left \
+folds the selected row of the tree and Right unfolds it (Enter toggles; a folded row's \
+figures hold its descendants', as every cgroup's do), p pauses, q or Ctrl-C quits. The \
+terminal is restored on every exit (q, Ctrl-C, SIGTERM, a panic).
 
 Needs a terminal on stdout; --batch prints plain text instead, for scripts.";
 
@@ -1014,7 +1016,7 @@ pub const TOP_DEFAULT_EVENTS: &str =
 #[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Show each of these cgroups (names or patterns, as bperf stat takes them)")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Show every cgroup, those created later included (the default without cgroup options)")))]
-#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included (by cgroup; no container column yet)")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included, named by its container (and image, with --batch)")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct TopArgs {
     /// Seconds between refreshes (fractions allowed).

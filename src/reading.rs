@@ -142,6 +142,47 @@ impl Snapshot {
         }
     }
 
+    /// Takes the shape of `Snapshot::new(nr_slots, nr_events, nr_cpus)`, all zero,
+    /// keeping its allocation when the shape is the same.
+    pub fn reset(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
+        self.nr_events = nr_events;
+        self.nr_cpus = nr_cpus;
+        self.data.clear();
+        self.data
+            .resize(nr_slots.max(1) * nr_events * nr_cpus, Reading::default());
+    }
+
+    /// Takes the shape of `Snapshot::new(nr_slots, nr_events, nr_cpus)`: as it was
+    /// when it has it already (for a reader that sets every reading it reads), else
+    /// all zero.
+    pub fn reshape(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
+        let same = self.nr_events == nr_events
+            && self.nr_cpus == nr_cpus
+            && self.data.len() == nr_slots.max(1) * nr_events * nr_cpus;
+        if !same {
+            self.reset(nr_slots, nr_events, nr_cpus);
+        }
+    }
+
+    /// Takes away `earlier` (of the same shape) in place: `self.since(earlier)` without
+    /// a new allocation.
+    pub fn subtract(&mut self, earlier: &Snapshot) {
+        for (a, b) in self.data.iter_mut().zip(&earlier.data) {
+            *a = a.since(b);
+        }
+    }
+
+    /// `subtract` for slot `slot` alone.
+    pub fn subtract_slot(&mut self, slot: usize, earlier: &Snapshot) {
+        let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
+        for (a, b) in self.data[range.clone()]
+            .iter_mut()
+            .zip(&earlier.data[range])
+        {
+            *a = a.since(b);
+        }
+    }
+
     /// What was counted between `earlier` and `self`.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         Snapshot {
@@ -182,6 +223,30 @@ mod tests {
     }
 
     use super::*;
+
+    /// A snapshot read into again keeps its memory; one slot's delta leaves the others.
+    #[test]
+    fn reshape_keeps_and_subtract_slot_takes_one_slot() {
+        let r = |n| Reading {
+            counter: n,
+            enabled: n,
+            running: n,
+        };
+        let mut a = Snapshot::new(2, 1, 1);
+        a.set(0, 0, 0, r(10));
+        a.set(1, 0, 0, r(20));
+        let at = a.data.as_ptr();
+        a.reshape(2, 1, 1);
+        assert_eq!((a.get(0, 0, 0), a.data.as_ptr()), (r(10), at));
+        let mut base = Snapshot::new(2, 1, 1);
+        base.set(0, 0, 0, r(4));
+        base.set(1, 0, 0, r(5));
+        a.subtract_slot(1, &base);
+        assert_eq!((a.get(0, 0, 0), a.get(1, 0, 0)), (r(10), r(15)));
+        a.reshape(3, 1, 1);
+        assert_eq!(a.nr_slots(), 3);
+        assert_eq!(a.total(0, 0), Reading::default());
+    }
 
     #[test]
     fn scaling_follows_perf() {

@@ -140,6 +140,11 @@ impl LiveSlots {
         changes
     }
 
+    /// Whether a slot holds a removed cgroup, whose final counts are to be reported.
+    pub fn any_gone(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s, Slot::Gone(_)))
+    }
+
     /// Frees the slots of removed cgroups, once their final counts were reported; true
     /// when there were any.
     pub fn release_gone(&mut self) -> bool {

@@ -470,6 +470,97 @@ fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
     assert!(slow_ns < busy_ns, "busy {busy_ns}, slow {slow_ns}");
 }
 
+/// `bperf top --batch --for-each-container`: a busy container and one limited to a
+/// tenth of a CPU, each a line named and imaged as `docker inspect` says, ending with
+/// its own cgroup, the busy one first; each refresh's CPUs within 5% of what the
+/// kernel charged the container's cgroup (cpu.stat's usage_usec) between the arrivals
+/// of that refresh and the one before.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
+    use std::io::BufRead;
+    let Some((_serial, mut made, image)) = docker_session() else {
+        return;
+    };
+    let tag = std::process::id();
+    let busy = format!("bperf-test-{tag}-topbusy");
+    let slow = format!("bperf-test-{tag}-topslow");
+    made.run_with(&busy, &image, &[]);
+    made.run_with(&slow, &image, &["--cpus", "0.1"]);
+    let oracle = [inspect(&busy), inspect(&slow)];
+    let mount = common::cgroup2_mount();
+    let cgroups: Vec<String> = oracle.iter().map(|c| cgroup2_of(c.pid)).collect();
+    let usage = |cg: &str| -> f64 {
+        let text = fs::read_to_string(mount.join(cg).join("cpu.stat")).unwrap();
+        usages_ns(&format!("x:{}", text.lines().next().unwrap()))[0]
+    };
+    let mut top = common::bperf()
+        .args(["top", "--batch", "-n", "4", "-d", "0.5", "-e", "task-clock"])
+        .arg("--for-each-container")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(top.stdout.take().unwrap());
+    // Per page: when its header came, the cgroups' usage and the time cpu.stat leaves
+    // out then, its lines' words.
+    type Page = (Instant, Vec<f64>, f64, Vec<Vec<String>>);
+    let mut pages: Vec<Page> = Vec::new();
+    for line in out.lines() {
+        let line = line.unwrap();
+        if line.starts_with("bperf top ") {
+            let used = cgroups.iter().map(|c| usage(c)).collect();
+            pages.push((Instant::now(), used, common::unaccounted_ns(), Vec::new()));
+        } else if let Some(page) = pages.last_mut() {
+            let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+            if !words.is_empty() {
+                page.3.push(words);
+            }
+        }
+    }
+    assert!(top.wait().unwrap().success());
+    assert_eq!(pages.len(), 4);
+    for (k, (at, used, unaccounted, lines)) in pages.iter().enumerate() {
+        assert_eq!(
+            lines[0],
+            ["CONTAINER", "IMAGE", "CPUsv", "CGROUP"],
+            "{lines:?}"
+        );
+        let rows: Vec<&Vec<String>> = lines[1..]
+            .iter()
+            .filter(|w| w[0].starts_with(&format!("bperf-test-{tag}-")))
+            .collect();
+        let names: Vec<&str> = rows.iter().map(|w| w[0].as_str()).collect();
+        assert_eq!(names, [busy.as_str(), slow.as_str()], "{lines:?}");
+        for (i, c) in oracle.iter().enumerate() {
+            assert_eq!(rows[i].len(), 4, "{:?}", rows[i]);
+            assert_eq!(rows[i][1], c.image);
+            assert_eq!(rows[i][3], cgroups[i]);
+        }
+        if k == 0 {
+            continue;
+        }
+        let (before_at, before_used, before_unaccounted, _) = &pages[k - 1];
+        let wall = (*at - *before_at).as_secs_f64();
+        let slack = unaccounted - before_unaccounted + 1e7;
+        for (i, c) in oracle.iter().enumerate() {
+            let cpus: f64 = rows[i][2].parse().unwrap();
+            let ours = cpus * wall * 1e9;
+            let kernel = used[i] - before_used[i];
+            eprintln!(
+                "refresh {k}, {}: {cpus} CPUs, cpu.stat {:.4}",
+                c.name,
+                kernel / wall / 1e9
+            );
+            assert!(
+                ours >= kernel * 0.95 && ours <= kernel * 1.05 + slack,
+                "refresh {k}, {}: {cpus} CPUs over {wall:.3} s, cpu.stat {:.4} CPUs",
+                c.name,
+                kernel / wall / 1e9
+            );
+        }
+    }
+}
+
 /// bperf's stderr lines, as they come.
 fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;

@@ -374,10 +374,11 @@ fn full_screen_in_tmux() {
     tmux.wait_restored();
 }
 
-/// SIGTERM, Ctrl-C and a panic also give the shell its terminal back.
+/// SIGTERM and Ctrl-C also give the shell its terminal back (a panic's restore is
+/// tested in src/top/screen.rs, on a pty).
 #[test]
 #[ignore = "needs root (make test runs it)"]
-fn sigterm_and_panic_restore_the_terminal() {
+fn sigterm_and_ctrl_c_restore_the_terminal() {
     require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("exits") else {
@@ -401,25 +402,106 @@ fn sigterm_and_panic_restore_the_terminal() {
     assert!(wait_for(15, || tmux.alternate() && tmux.pane().contains("CGROUP")));
     tmux.keys(&["C-c"]);
     tmux.wait_restored();
-    tmux.type_text(&format!("BPERF_TOP_TEST_PANIC=1 {bin} top -d 0.2"));
+}
+
+/// The lines of the table's rows, top down (the tree view indents them).
+fn table_lines(pane: &str) -> Vec<String> {
+    pane.lines()
+        .skip_while(|l| !l.starts_with("CGROUP"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A table line's name (and tree mark) and CPUs, the first figure.
+fn name_and_cpus(line: &str) -> (String, f64) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let first_figure = words
+        .iter()
+        .position(|w| w.parse::<f64>().is_ok())
+        .expect(line);
+    (
+        words[..first_figure].join(" "),
+        words[first_figure].parse().unwrap(),
+    )
+}
+
+/// The tree view (`t`): a parent cgroup with a spinning child and an idle one nested
+/// under it, the busy child first; the parent's CPUs hold its children's (bperf charges
+/// a cgroup's counts to every counted ancestor, as cpu.stat does); Left folds the
+/// selected parent (`▸`, its children hidden, its own figures the same), Right unfolds
+/// it; `t` again gives the flat list.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn tree_view_folds_a_parent() {
+    require_root();
+    let _s = serial();
+    let Some(tmux) = Tmux::start("tree") else {
+        return;
+    };
+    let parent = TestCgroup::new("top-tree");
+    let busy = parent.child("busy");
+    let _idle = parent.child("idle");
+    let _spin = spinner(&busy, 60_000);
+    let bin = env!("CARGO_BIN_EXE_bperf");
+    tmux.type_text(&format!(
+        "{bin} top -d 0.5 --for-each-cgroup '{}(/.*)?'",
+        parent.name
+    ));
     tmux.keys(&["Enter"]);
     assert!(
-        wait_for(15, || tmux.pane().contains("BPERF_TOP_TEST_PANIC is set")),
+        wait_for(15, || table_lines(&tmux.pane()).len() == 3),
         "{}",
         tmux.pane()
     );
-    tmux.wait_restored();
-    // The panic's message is left whole, on lines of its own, above the prompt.
-    let pane = tmux.pane();
-    let lines: Vec<&str> = pane.lines().collect();
-    let message = lines
-        .iter()
-        .position(|l| l.contains("panicked at src/top/screen.rs"));
-    let prompt = lines
-        .iter()
-        .rposition(|l| l.starts_with("prompt$ echo restored"));
+    tmux.keys(&["t"]);
+    let nested = |lines: &[String]| {
+        lines.len() == 3
+            && lines[0].starts_with("▾ ")
+            && lines[0].contains("top-tree")
+            && lines[1].starts_with("    busy ")
+            && lines[2].starts_with("    idle ")
+    };
     assert!(
-        message.is_some_and(|m| prompt.is_some_and(|p| m < p)),
-        "{pane}"
+        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        "{}",
+        tmux.pane()
     );
+    // Refreshes later, the parent's CPUs at least its busy child's.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let lines = table_lines(&tmux.pane());
+    assert!(nested(&lines), "{lines:?}");
+    let (parent_cpus, busy_cpus) = (name_and_cpus(&lines[0]).1, name_and_cpus(&lines[1]).1);
+    assert!(busy_cpus > 0.5, "{lines:?}");
+    assert!(parent_cpus >= busy_cpus * 0.98, "{lines:?}");
+    assert!(name_and_cpus(&lines[2]).1 < 0.01, "{lines:?}");
+    // Folded: the parent alone, marked, its figure still about its busy child's.
+    tmux.keys(&["Home", "Left"]);
+    let folded = wait_for(10, || {
+        let lines = table_lines(&tmux.pane());
+        lines.len() == 1 && lines[0].starts_with("▸ ") && lines[0].contains("top-tree")
+    });
+    assert!(folded, "{}", tmux.pane());
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let cpus = name_and_cpus(&table_lines(&tmux.pane())[0]).1;
+    assert!(cpus > 0.5, "{}", tmux.pane());
+    tmux.keys(&["Right"]);
+    assert!(
+        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        "{}",
+        tmux.pane()
+    );
+    // Flat again: whole paths, no marks.
+    tmux.keys(&["t"]);
+    let flat = wait_for(10, || {
+        let lines = table_lines(&tmux.pane());
+        lines.len() == 3
+            && lines
+                .iter()
+                .all(|l| !l.starts_with(' ') && !l.contains('▾'))
+    });
+    assert!(flat, "{}", tmux.pane());
+    tmux.keys(&["q"]);
+    tmux.wait_restored();
 }

@@ -106,6 +106,30 @@ fn arm64_pmu() {
         "{group}"
     );
 
+    // bperf top's IPC: B's line in each of the two refreshes, spinning all along, its
+    // own cycles following its instructions exactly.
+    let top = &case(&all, "top").text;
+    let heads: Vec<&str> = top
+        .lines()
+        .find(|l| l.starts_with("CGROUP"))
+        .unwrap_or_else(|| panic!("no heads in:\n{top}"))
+        .split_whitespace()
+        .collect();
+    let ipc = heads.iter().position(|h| *h == "IPC").expect(top);
+    let b_lines: Vec<Vec<&str>> = top
+        .lines()
+        .filter(|l| l.starts_with("B "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(b_lines.len(), 2, "{top}");
+    for l in b_lines {
+        assert_eq!(l[ipc], "1.00", "{top}");
+        assert!(
+            l[ipc - 1].ends_with('M'),
+            "millions of instructions a second: {top}"
+        );
+    }
+
     // More events than counters: each ran part of the time, and scaled back it is within
     // 1% of the exact figure (measured: within 0.25%).
     let mux = csv(&all, "multiplex");

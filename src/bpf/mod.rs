@@ -343,19 +343,33 @@ impl<'obj> Bpf<'obj> {
         }
     }
 
-    /// Flushes and reads every slot's counts on `cpus`.
-    pub fn read(&self, cpus: &[u32], nr_events: usize) -> Result<Snapshot> {
+    /// Flushes and reads the counts on `cpus` of `slots` (None: every slot) into `out`,
+    /// reusing its memory; other slots keep what `out` held.
+    pub fn read_into(
+        &self,
+        cpus: &[u32],
+        nr_events: usize,
+        slots: Option<&[usize]>,
+        out: &mut Snapshot,
+    ) -> Result<()> {
         self.flush(cpus)?;
-        let mut s = Snapshot::new(self.nr_slots, nr_events, cpus.len());
-        for slot in 0..self.nr_slots {
+        out.reshape(self.nr_slots, nr_events, cpus.len());
+        let mut read = |slot: usize| {
             for e in 0..nr_events {
                 for (pos, &cpu) in cpus.iter().enumerate() {
                     let i = (cpu as usize * self.nr_slots + slot) * nr_events + e;
-                    s.set(slot, e, pos, self.counts.get(i));
+                    out.set(slot, e, pos, self.counts.get(i));
                 }
             }
+        };
+        match slots {
+            Some(slots) => slots
+                .iter()
+                .filter(|&&s| s < self.nr_slots)
+                .for_each(|&s| read(s)),
+            None => (0..self.nr_slots).for_each(read),
         }
-        Ok(s)
+        Ok(())
     }
 }
 

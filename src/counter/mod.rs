@@ -194,11 +194,34 @@ impl<'obj> Counter<'obj> {
 
     /// Counts since the counter was opened (or restarted), less any pause.
     pub fn read(&mut self) -> Result<Snapshot> {
-        let raw = match &self.paused {
-            Some(paused) => paused.clone(),
-            None => self.read_raw()?,
-        };
-        Ok(raw.since(&self.base))
+        let mut s = Snapshot::new(0, 0, 0);
+        self.read_into(&mut s)?;
+        Ok(s)
+    }
+
+    /// `read` into `out`, reusing its memory: what a reader that reads often (top)
+    /// calls, so that a read allocates nothing.
+    pub fn read_into(&mut self, out: &mut Snapshot) -> Result<()> {
+        match &self.paused {
+            Some(paused) => out.clone_from(paused),
+            None => self.read_raw_into(out, None)?,
+        }
+        out.subtract(&self.base);
+        Ok(())
+    }
+
+    /// `read_into` for the cgroups of `slots` alone: the other slots of `out` are left
+    /// as they were. What a reader of a few live cgroups among many places calls.
+    pub fn read_slots_into(&mut self, slots: &[usize], out: &mut Snapshot) -> Result<()> {
+        if self.paused.is_some() || self.bpf.is_none() {
+            return self.read_into(out);
+        }
+        self.read_raw_into(out, Some(slots))?;
+        let nr_slots = out.nr_slots();
+        for &slot in slots.iter().filter(|&&s| s < nr_slots) {
+            out.subtract_slot(slot, &self.base);
+        }
+        Ok(())
     }
 
     /// Counts cgroups `added` (slot, id) from now on, from zero, and stops counting the
@@ -270,10 +293,17 @@ impl<'obj> Counter<'obj> {
     }
 
     fn read_raw(&mut self) -> Result<Snapshot> {
-        let mut s = match &self.bpf {
-            Some(bpf) => bpf.read(&self.cpus, self.nr_events)?,
+        let mut s = Snapshot::new(0, 0, 0);
+        self.read_raw_into(&mut s, None)?;
+        Ok(s)
+    }
+
+    /// The raw readings of `slots` (None: all) into `s`.
+    fn read_raw_into(&mut self, s: &mut Snapshot, slots: Option<&[usize]>) -> Result<()> {
+        match &self.bpf {
+            Some(bpf) => bpf.read_into(&self.cpus, self.nr_events, slots, s)?,
             None => {
-                let mut s = Snapshot::new(self.nr_slots, self.nr_events, self.nr_targets);
+                s.reset(self.nr_slots, self.nr_events, self.nr_targets);
                 for (e, per_cpu) in self.fds.iter().enumerate() {
                     for (c, fd) in per_cpu.iter().enumerate() {
                         if let Some(fd) = fd {
@@ -281,13 +311,12 @@ impl<'obj> Counter<'obj> {
                         }
                     }
                 }
-                s
             }
-        };
-        if let Some(shared) = &self.shared {
-            shared.read_into(&mut s)?;
         }
-        Ok(s)
+        if let Some(shared) = &self.shared {
+            shared.read_into(s)?;
+        }
+        Ok(())
     }
 }
 

@@ -134,9 +134,28 @@ impl std::fmt::Display for Metric {
 pub struct Siblings<'a> {
     /// The scaled count of each event (None: it did not count), by where it was counted.
     by_event: HashMap<(Where<'a>, usize), Option<f64>>,
-    /// For each event, the events whose counts its metric may use, with their kinds,
-    /// in the order perf looks at them.
-    partners: Vec<Vec<(Kind, usize)>>,
+    partners: Partners,
+}
+
+/// For each event, the events whose counts its metric may use, with their kinds, in
+/// the order perf looks at them.
+pub struct Partners(Vec<Vec<(Kind, usize)>>);
+
+impl Partners {
+    pub fn new(events: &[Event]) -> Partners {
+        Partners((0..events.len()).map(|e| partners_of(events, e)).collect())
+    }
+
+    /// The count perf takes for a `want` metric of event `e`, from `counts`, every
+    /// event's count in one place (None: not counted): that of the first partner of
+    /// that kind, if it counted anything.
+    pub fn count(&self, e: usize, want: Kind, counts: &[Option<f64>]) -> Option<f64> {
+        self.0[e]
+            .iter()
+            .find(|(k, _)| *k == want)
+            .and_then(|&(_, c)| counts.get(c).copied().flatten())
+            .filter(|v| *v > 0.0)
+    }
 }
 
 /// Where a line's count was counted: its cgroup, CPU, and thread or group of CPUs.
@@ -199,15 +218,17 @@ impl<'a> Siblings<'a> {
             };
             by_event.insert((where_of(l), l.event), count);
         }
-        let partners = (0..events.len()).map(|e| partners_of(events, e)).collect();
-        Siblings { by_event, partners }
+        Siblings {
+            by_event,
+            partners: Partners::new(events),
+        }
     }
 
     /// The count perf takes for a `want` metric of `line`: that of the first partner of
     /// that kind counted where `line` was, if it counted anything.
     fn of(&self, line: &Line, want: Kind) -> Option<f64> {
         let at = where_of(line);
-        self.partners[line.event]
+        self.partners.0[line.event]
             .iter()
             .filter(|(k, _)| *k == want)
             .find_map(|(_, c)| self.by_event.get(&(at, *c)))
@@ -258,9 +279,19 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
         Value::Counted(r) => r.scaled()?,
         Value::NotSupported => return None,
     };
-    let ev = &events[line.event];
-    let k = kind(&ev.attr);
-    let ratio = |other: Kind| siblings.of(line, other);
+    let k = kind(&events[line.event].attr);
+    metric_of(k, count, |other| siblings.of(line, other), wall_ns)
+}
+
+/// The metric perf prints beside an event of kind `k` that counted `count`, given the
+/// count `ratio` finds for each other kind counted where it was, and the wall time
+/// (ns).
+pub fn metric_of(
+    k: Kind,
+    count: f64,
+    ratio: impl Fn(Kind) -> Option<f64>,
+    wall_ns: f64,
+) -> Option<Metric> {
     match k {
         Kind::Clock => (wall_ns > 0.0).then(|| Metric::new(count / wall_ns, "CPUs utilized")),
         Kind::Cycles => ratio(Kind::Clock).map(|ns| Metric::new(count / ns, "GHz")),

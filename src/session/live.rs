@@ -85,6 +85,11 @@ impl LiveCgroups {
         Ok(changes)
     }
 
+    /// Whether removed cgroups are still reported, with their final counts.
+    pub fn any_gone(&self) -> bool {
+        self.slots.any_gone()
+    }
+
     /// Forgets removed cgroups once their final counts were reported. True when that
     /// freed places that cgroups left out are waiting for: refresh then.
     pub fn release_gone(&mut self) -> bool {

@@ -19,6 +19,7 @@ use crate::cli::TopArgs;
 use crate::counter::Counter;
 use crate::reading::Snapshot;
 use crate::serve::cgroup_label;
+use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::UsageError;
 use model::Model;
@@ -46,18 +47,25 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;
     let live = session::follow_cgroups(&plan, &tx)?;
-    let columns = model::columns(&plan.events);
+    let containers = a.cgroups.containers.then(|| {
+        let mut names = ContainerNames::system();
+        names.add(&plan.cgroups);
+        names
+    });
     let mut top = Top {
         prev: Snapshot::new(0, 0, 0),
+        now: Snapshot::new(0, 0, 0),
+        slots: Vec::new(),
         prev_at: Instant::now(),
         window: Duration::ZERO,
-        model: Model::new(columns),
+        model: Model::new(&plan.events),
         plan: &plan,
         verbose: a.verbose.level,
         counter,
         live,
+        containers,
     };
-    top.prev = top.counter.read()?;
+    top.counter.read_into(&mut top.prev)?;
     top.prev_at = Instant::now();
     top.refresh_cgroups()?;
     match a.batch {
@@ -71,9 +79,15 @@ pub struct Top<'a, 'obj> {
     plan: &'a Plan,
     counter: Counter<'obj>,
     live: Option<LiveCgroups>,
+    /// With --for-each-container, the names of the containers among the cgroups.
+    containers: Option<ContainerNames>,
     /// The reading the last refresh ended with, and when it was taken.
     prev: Snapshot,
     prev_at: Instant,
+    /// Where the next reading goes (kept to reuse its memory).
+    now: Snapshot,
+    /// The slots of the cgroups shown: those read.
+    slots: Vec<usize>,
     /// The wall time the last refresh covered.
     window: Duration,
     pub model: Model,
@@ -85,31 +99,32 @@ impl Top<'_, '_> {
     /// refresh, per second of it.
     pub fn refresh(&mut self) -> Result<()> {
         let t = Instant::now();
-        let now = self.counter.read()?;
+        self.counter.read_slots_into(&self.slots, &mut self.now)?;
         let at = Instant::now();
         if self.verbose > 0 {
             eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
         }
         self.window = at - self.prev_at;
-        let delta = now.since(&self.prev);
-        let rows = self.rows();
-        let counter = &self.counter;
-        let figures = model::figures(
-            &self.plan.events,
-            &self.model.columns,
-            &rows,
-            &delta,
-            self.window.as_nanos() as f64,
-            &|e| counter.supported(e),
-        );
-        self.model.update(figures);
-        self.prev = now;
+        let (now, prev, counter) = (&self.now, &self.prev, &self.counter);
+        self.model
+            .refresh(self.window.as_nanos() as f64, |slot, e| {
+                counter
+                    .supported(e)
+                    .then(|| now.total(slot, e).since(&prev.total(slot, e)))
+            });
+        std::mem::swap(&mut self.prev, &mut self.now);
         self.prev_at = at;
         // Removed cgroups were shown once more with their final counts: they go, and
         // cgroups left out for want of a place may take theirs.
-        if let Some(live) = &mut self.live {
-            if live.release_gone() {
-                self.refresh_cgroups()?;
+        if let Some(live) = self.live.as_mut().filter(|l| l.any_gone()) {
+            match live.release_gone() {
+                true => self.refresh_cgroups()?,
+                false => self.set_rows(),
+            }
+        }
+        if let Some(names) = &mut self.containers {
+            if names.name_unnamed() {
+                self.set_rows();
             }
         }
         Ok(())
@@ -122,25 +137,40 @@ impl Top<'_, '_> {
             for (slot, _) in &changes.added {
                 self.prev.clear_slot(*slot);
             }
+            if let Some(names) = &mut self.containers {
+                names.add(changes.added.iter().map(|(_, cg)| cg));
+            }
         }
+        self.set_rows();
         Ok(())
     }
 
-    /// The rows counted: (slot, the cgroup's path, `/` for the root).
-    fn rows(&self) -> Vec<(usize, String)> {
-        match &self.live {
-            Some(live) => live
-                .reported()
-                .into_iter()
-                .map(|(slot, cg)| (slot, cgroup_label(&cg.path)))
-                .collect(),
-            None => self
-                .plan
-                .cgroups
-                .iter()
-                .enumerate()
-                .map(|(slot, cg)| (slot, cgroup_label(&cg.path)))
-                .collect(),
+    /// The model's rows: the cgroups reported, their paths (`/` for the root) and
+    /// containers.
+    fn set_rows(&mut self) {
+        let reported: Vec<(usize, &crate::cgroup::Cgroup)> = match &self.live {
+            Some(live) => live.reported(),
+            None => self.plan.cgroups.iter().enumerate().collect(),
+        };
+        let containers = self.containers.as_ref();
+        let rows = reported
+            .into_iter()
+            .map(|(slot, cg)| {
+                let labels = containers.and_then(|c| c.get(cg.id));
+                model::Cgroup {
+                    id: cg.id,
+                    slot,
+                    path: cgroup_label(&cg.path),
+                    container: labels.map(|l| l.display()),
+                    image: labels.and_then(|l| l.image.clone()),
+                }
+            })
+            .collect();
+        self.model.set_cgroups(rows);
+        self.slots = self.model.slots().collect();
+        if let (Some(names), Some(live)) = (&mut self.containers, &self.live) {
+            let kept: Vec<u64> = live.reported().iter().map(|(_, cg)| cg.id).collect();
+            names.retain(&kept);
         }
     }
 

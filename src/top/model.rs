@@ -5,12 +5,11 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::event::Event;
-use crate::output::metric::{self, Kind, Siblings};
-use crate::output::{Line, Value};
-use crate::reading::{Reading, Snapshot};
+use crate::output::metric::{self, Kind, Partners};
+use crate::reading::Reading;
 
 /// How many refreshes of each figure a row keeps for its sparkline.
 pub const HISTORY: usize = 60;
@@ -76,93 +75,84 @@ fn short_name(name: &str) -> &str {
     }
 }
 
-/// One refresh's figures for each cgroup (name, a figure per column; None where the
-/// event did not count or the metric has nothing to be worked out from), from what
-/// was counted in `delta` over `wall_ns` of wall time. `rows` are (slot, name);
-/// `supported` says which events the machine counts.
-pub fn figures(
-    events: &[Event],
-    columns: &[Column],
-    rows: &[(usize, String)],
-    delta: &Snapshot,
-    wall_ns: f64,
-    supported: &dyn Fn(usize) -> bool,
-) -> Vec<(String, Vec<Option<f64>>)> {
-    let mut lines = Vec::with_capacity(rows.len() * events.len());
-    for (slot, name) in rows {
-        for e in 0..events.len() {
-            let value = match supported(e) {
-                true => Value::Counted(ran(delta.total(*slot, e))),
-                false => Value::NotSupported,
-            };
-            lines.push(Line {
-                event: e,
-                cgroup: Some(name.clone()),
-                container: None,
-                cpu: None,
-                place: None,
-                value,
-            });
-        }
-    }
-    let siblings = Siblings::new(events, &lines);
-    rows.iter()
-        .enumerate()
-        .map(|(r, (_, name))| {
-            let of_row = &lines[r * events.len()..(r + 1) * events.len()];
-            let values = columns
-                .iter()
-                .map(|c| {
-                    let line = &of_row[c.event];
-                    match c.figure {
-                        Figure::Rate => rate(line, wall_ns),
-                        Figure::Metric => metric::metric(events, &siblings, line, wall_ns)
-                            .map(|m| m.value)
-                            .filter(|v| v.is_finite()),
-                    }
-                })
-                .collect();
-            (name.clone(), values)
-        })
-        .collect()
+/// A cgroup the model shows: what the session knows of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cgroup {
+    pub id: u64,
+    /// Where its counts are in the counter's snapshots.
+    pub slot: usize,
+    /// Its path below the mount (`/` for the root).
+    pub path: String,
+    /// With --for-each-container, the name of the container it is the cgroup of.
+    pub container: Option<String>,
+    /// That container's image, where its runtime said.
+    pub image: Option<String>,
 }
 
 /// A reading of a window in which the event never ran (a cgroup with nothing to run)
 /// as one that counted nothing: top shows zero there, not perf's `<not counted>`.
-fn ran(r: Reading) -> Reading {
-    match r.scaled() {
-        Some(_) => r,
-        None => Reading {
-            counter: 0,
-            enabled: 1,
-            running: 1,
-        },
-    }
-}
-
-fn rate(line: &Line, wall_ns: f64) -> Option<f64> {
-    match line.value {
-        Value::Counted(r) if wall_ns > 0.0 => r.scaled().map(|c| c / (wall_ns / 1e9)),
-        Value::Counted(_) => None,
-        Value::NotSupported => None,
-    }
+fn ran(r: Reading) -> f64 {
+    r.scaled().unwrap_or(0.0)
 }
 
 /// A cgroup's row: its latest figures and their recent history.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    pub name: String,
+    pub cgroup: Cgroup,
+    /// The row of the nearest ancestor cgroup shown (None: a top of the tree).
+    parent: Option<usize>,
+    /// Whether a row has this one as its parent.
+    has_children: bool,
     pub values: Vec<Option<f64>>,
     /// Per column, the last HISTORY figures, oldest first (NaN: none).
     history: Vec<VecDeque<f32>>,
 }
 
 impl Row {
+    fn new(cgroup: Cgroup, nr_columns: usize) -> Row {
+        Row {
+            cgroup,
+            parent: None,
+            has_children: false,
+            values: vec![None; nr_columns],
+            history: vec![VecDeque::with_capacity(HISTORY); nr_columns],
+        }
+    }
+
+    /// The name the table shows: the container's, else the cgroup's path.
+    pub fn name(&self) -> &str {
+        self.cgroup
+            .container
+            .as_deref()
+            .unwrap_or(&self.cgroup.path)
+    }
+
+    /// The name under its parent in the tree view: the container's, else the last
+    /// part of the path.
+    pub fn leaf(&self) -> &str {
+        if let Some(c) = &self.cgroup.container {
+            return c;
+        }
+        match self.cgroup.path.rsplit_once('/') {
+            Some((_, leaf)) if !leaf.is_empty() => leaf,
+            _ => &self.cgroup.path,
+        }
+    }
+
     /// The history of column `c`, oldest first; None where there was no figure.
     pub fn history(&self, c: usize) -> impl Iterator<Item = Option<f64>> + '_ {
         self.history[c]
             .iter()
             .map(|v| (!v.is_nan()).then_some(*v as f64))
+    }
+
+    fn push(&mut self) {
+        for (h, v) in self.history.iter_mut().zip(&self.values) {
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back(v.map_or(f32::NAN, |v| v as f32));
+        }
     }
 }
 
@@ -173,56 +163,145 @@ pub enum SortKey {
     Column(usize),
 }
 
+/// A row as the table shows it: in the tree view, how deep and whether folded.
+#[derive(Clone, Copy, Debug)]
+pub struct Shown<'a> {
+    pub row: &'a Row,
+    /// 0 in the flat view.
+    pub depth: usize,
+    pub fold: Fold,
+}
+
+/// Whether a row of the tree view has rows under it, shown or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// No rows under it (and every row of the flat view).
+    Leaf,
+    Open,
+    Closed,
+}
+
 /// The rows of every refresh so far, sorted and filtered for showing.
-#[derive(Debug)]
 pub struct Model {
     pub columns: Vec<Column>,
-    /// In the order of the last refresh; only the cgroups it had.
+    /// Each event's kind, and the events its metric takes counts from.
+    kinds: Vec<Kind>,
+    partners: Partners,
+    /// In the order of the tree (by path); only the cgroups the session reports.
     rows: Vec<Row>,
+    /// Each event's count in the row being worked out (None: not supported).
+    counts: Vec<Option<f64>>,
     pub sort: SortKey,
     /// Largest first (the default: what runs hot on top).
     pub descending: bool,
-    /// Only rows whose name holds this text are shown.
+    /// Only rows whose name (or container) holds this text are shown.
     pub filter: String,
+    /// Rows under their parent cgroup's, rather than one flat list.
+    pub tree: bool,
+    /// The cgroups (ids) whose rows the tree view shows folded.
+    collapsed: HashSet<u64>,
 }
 
 impl Model {
-    /// Sorted by the first column (CPUs with task-clock first), largest first.
-    pub fn new(columns: Vec<Column>) -> Model {
+    /// The columns of `events`, sorted by the first (CPUs with task-clock first),
+    /// largest first.
+    pub fn new(events: &[Event]) -> Model {
+        let columns = columns(events);
         let sort = match columns.is_empty() {
             true => SortKey::Name,
             false => SortKey::Column(0),
         };
         Model {
             columns,
+            kinds: events.iter().map(|e| metric::kind(&e.attr)).collect(),
+            partners: Partners::new(events),
             rows: Vec::new(),
+            counts: Vec::with_capacity(events.len()),
             sort,
             descending: true,
             filter: String::new(),
+            tree: false,
+            collapsed: HashSet::default(),
         }
     }
 
-    /// Takes one refresh's figures: rows of cgroups not in it are dropped, new ones start
-    /// an empty history.
-    pub fn update(&mut self, figures: Vec<(String, Vec<Option<f64>>)>) {
-        let mut old: HashMap<String, Row> =
-            self.rows.drain(..).map(|r| (r.name.clone(), r)).collect();
+    /// The cgroups to show from now on, in the order of the tree (a parent before its
+    /// children): rows of cgroups no longer in it go, new ones start an empty history.
+    /// Called when the session's cgroups change, not at every refresh.
+    pub fn set_cgroups(&mut self, cgroups: Vec<Cgroup>) {
+        let mut old: HashMap<u64, Row> = self.rows.drain(..).map(|r| (r.cgroup.id, r)).collect();
         let nr_columns = self.columns.len();
-        for (name, values) in figures {
-            let mut row = old.remove(&name).unwrap_or_else(|| Row {
-                name,
-                values: Vec::new(),
-                history: vec![VecDeque::with_capacity(HISTORY); nr_columns],
-            });
-            for (h, v) in row.history.iter_mut().zip(&values) {
-                if h.len() == HISTORY {
-                    h.pop_front();
+        for cg in cgroups {
+            let row = match old.remove(&cg.id) {
+                Some(mut row) => {
+                    row.cgroup = cg;
+                    row
                 }
-                h.push_back(v.map_or(f32::NAN, |v| v as f32));
-            }
-            row.values = values;
+                None => Row::new(cg, nr_columns),
+            };
             self.rows.push(row);
         }
+        self.collapsed
+            .retain(|id| self.rows.iter().any(|r| r.cgroup.id == *id));
+        self.link_parents();
+    }
+
+    /// Each row's parent: the row of its nearest ancestor among the rows.
+    fn link_parents(&mut self) {
+        let by_path: HashMap<&str, usize> = self
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.cgroup.path.as_str(), i))
+            .collect();
+        let parents: Vec<Option<usize>> = self
+            .rows
+            .iter()
+            .map(|r| ancestors(&r.cgroup.path).find_map(|a| by_path.get(a).copied()))
+            .collect();
+        for r in &mut self.rows {
+            r.has_children = false;
+        }
+        for (i, p) in parents.into_iter().enumerate() {
+            self.rows[i].parent = p;
+            if let Some(p) = p {
+                self.rows[p].has_children = true;
+            }
+        }
+    }
+
+    /// Takes one refresh: `count(slot, event)` is what the event counted in the cgroup
+    /// in the window of `wall_ns` (None: the machine does not count the event). Every
+    /// row's figures become the rates and metrics of those counts.
+    pub fn refresh(&mut self, wall_ns: f64, count: impl Fn(usize, usize) -> Option<Reading>) {
+        let per_second = |c: f64| (wall_ns > 0.0).then(|| c / (wall_ns / 1e9));
+        for row in &mut self.rows {
+            self.counts.clear();
+            let slot = row.cgroup.slot;
+            self.counts
+                .extend((0..self.kinds.len()).map(|e| count(slot, e).map(ran)));
+            for (c, v) in self.columns.iter().zip(&mut row.values) {
+                let Some(n) = self.counts[c.event] else {
+                    *v = None;
+                    continue;
+                };
+                *v = match c.figure {
+                    Figure::Rate => per_second(n),
+                    Figure::Metric => {
+                        let ratio = |k| self.partners.count(c.event, k, &self.counts);
+                        metric::metric_of(self.kinds[c.event], n, ratio, wall_ns)
+                            .map(|m| m.value)
+                            .filter(|v| v.is_finite())
+                    }
+                };
+            }
+            row.push();
+        }
+    }
+
+    /// The counter's slots of the rows' cgroups.
+    pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rows.iter().map(|r| r.cgroup.slot)
     }
 
     /// How many cgroups the last refresh had (the filter aside).
@@ -230,24 +309,25 @@ impl Model {
         self.rows.len()
     }
 
-    /// The rows to show: those the filter lets through, in the order asked for. Rows
-    /// without a figure in the sort column come last, whichever the direction; ties go
-    /// by name.
-    pub fn shown(&self) -> Vec<&Row> {
-        let mut rows: Vec<&Row> = self
-            .rows
-            .iter()
-            .filter(|r| r.name.contains(&self.filter))
-            .collect();
-        let by_name = |a: &&Row, b: &&Row| a.name.cmp(&b.name);
+    /// Whether the filter lets row `r` through.
+    fn passes(&self, r: &Row) -> bool {
+        r.cgroup.path.contains(&self.filter)
+            || r.cgroup
+                .container
+                .as_deref()
+                .is_some_and(|c| c.contains(&self.filter))
+    }
+
+    /// How rows `a` and `b` go in the order asked for. Rows without a figure in the
+    /// sort column come last, whichever the direction; ties go by name.
+    fn order(&self, a: &Row, b: &Row) -> std::cmp::Ordering {
+        let by_name = || a.name().cmp(b.name());
         match self.sort {
-            SortKey::Name => {
-                rows.sort_by(by_name);
-                if self.descending {
-                    rows.reverse();
-                }
-            }
-            SortKey::Column(c) => rows.sort_by(|a, b| {
+            SortKey::Name => match self.descending {
+                true => by_name().reverse(),
+                false => by_name(),
+            },
+            SortKey::Column(c) => {
                 let (x, y) = (
                     a.values.get(c).copied().flatten(),
                     b.values.get(c).copied().flatten(),
@@ -261,10 +341,81 @@ impl Model {
                     (None, Some(_)) => std::cmp::Ordering::Greater,
                     (None, None) => std::cmp::Ordering::Equal,
                 };
-                order.then_with(|| by_name(a, b))
-            }),
+                order.then_with(by_name)
+            }
         }
-        rows
+    }
+
+    /// The rows to show, in the order asked for: in the flat view those the filter lets
+    /// through; in the tree view each row under its parent, siblings in that order, the
+    /// rows under a folded one left out, and with a filter the rows it lets through
+    /// with their ancestors.
+    pub fn shown(&self) -> Vec<Shown<'_>> {
+        if !self.tree {
+            let mut rows: Vec<&Row> = self.rows.iter().filter(|r| self.passes(r)).collect();
+            rows.sort_by(|a, b| self.order(a, b));
+            return rows
+                .into_iter()
+                .map(|row| Shown {
+                    row,
+                    depth: 0,
+                    fold: Fold::Leaf,
+                })
+                .collect();
+        }
+        let mut wanted = vec![self.filter.is_empty(); self.rows.len()];
+        if !self.filter.is_empty() {
+            for (i, r) in self.rows.iter().enumerate() {
+                if self.passes(r) {
+                    let mut at = Some(i);
+                    while let Some(a) = at.filter(|&a| !wanted[a]) {
+                        wanted[a] = true;
+                        at = self.rows[a].parent;
+                    }
+                }
+            }
+        }
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); self.rows.len() + 1];
+        for (i, r) in self.rows.iter().enumerate().filter(|(i, _)| wanted[*i]) {
+            children[r.parent.unwrap_or(self.rows.len())].push(i);
+        }
+        for list in &mut children {
+            list.sort_by(|&a, &b| self.order(&self.rows[a], &self.rows[b]));
+        }
+        let mut out = Vec::with_capacity(self.rows.len());
+        let mut stack: Vec<(usize, usize)> = children[self.rows.len()]
+            .iter()
+            .rev()
+            .map(|&i| (i, 0))
+            .collect();
+        while let Some((i, depth)) = stack.pop() {
+            let row = &self.rows[i];
+            let closed = self.collapsed.contains(&row.cgroup.id);
+            let fold = match (row.has_children, closed) {
+                (false, _) => Fold::Leaf,
+                (true, false) => Fold::Open,
+                (true, true) => Fold::Closed,
+            };
+            out.push(Shown { row, depth, fold });
+            if fold == Fold::Open {
+                stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+            }
+        }
+        out
+    }
+
+    /// Folds (`open` false) or unfolds the tree view's row of cgroup `id`.
+    pub fn set_open(&mut self, id: u64, open: bool) {
+        match open {
+            true => self.collapsed.remove(&id),
+            false => self.collapsed.insert(id),
+        };
+    }
+
+    /// The cgroup (id) of the row `id`'s row is under in the tree, if any.
+    pub fn parent_of(&self, id: u64) -> Option<u64> {
+        let r = self.rows.iter().find(|r| r.cgroup.id == id)?;
+        r.parent.map(|p| self.rows[p].cgroup.id)
     }
 
     /// Sorts by the next column (`forward`) or the one before, the name counting as
@@ -292,11 +443,32 @@ impl Model {
             SortKey::Column(c) => &self.columns[c].title,
         }
     }
+
+    /// Whether any row has a container column.
+    pub fn has_containers(&self) -> bool {
+        self.rows.iter().any(|r| r.cgroup.container.is_some())
+    }
+}
+
+/// The paths `path` is under, nearest first, the root (`/`) last: `a/b/c` gives `a/b`,
+/// `a`, `/`.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut at = (path != "/").then_some(path);
+    std::iter::from_fn(move || {
+        let p = at?;
+        let up = match p.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &p[..i],
+        };
+        at = (up != "/").then_some(up);
+        Some(up)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reading::Snapshot;
 
     fn events() -> Vec<Event> {
         vec![
@@ -315,6 +487,32 @@ mod tests {
         }
     }
 
+    /// Cgroups at slots 0, 1, ... named by their paths.
+    fn cgroups(paths: &[&str]) -> Vec<Cgroup> {
+        paths
+            .iter()
+            .enumerate()
+            .map(|(slot, p)| Cgroup {
+                id: id_of(p),
+                slot,
+                path: p.to_string(),
+                container: None,
+                image: None,
+            })
+            .collect()
+    }
+
+    fn id_of(path: &str) -> u64 {
+        use std::hash::BuildHasher;
+        rustc_hash::FxBuildHasher.hash_one(path)
+    }
+
+    fn values<'a>(m: &'a Model, name: &str) -> &'a [Option<f64>] {
+        let shown = m.shown();
+        let row = shown.iter().find(|s| s.row.name() == name).unwrap().row;
+        &row.values
+    }
+
     #[test]
     fn columns_are_cpus_rates_and_ipc() {
         let titles: Vec<String> = columns(&events()).into_iter().map(|c| c.title).collect();
@@ -326,7 +524,6 @@ mod tests {
     #[test]
     fn figures_are_rates_cpus_and_metrics_per_cgroup() {
         let ev = events();
-        let cols = columns(&ev);
         let mut snap = Snapshot::new(2, 4, 2);
         // Slot 0: 0.3 s + 0.4 s of task-clock in 0.5 s; slot 1: 0.05 s.
         snap.set(0, 0, 0, counted(300_000_000));
@@ -337,23 +534,23 @@ mod tests {
         snap.set(1, 0, 0, counted(50_000_000));
         snap.set(1, 2, 0, counted(400));
         snap.set(1, 3, 0, counted(100));
-        let rows = vec![(0, "a".to_string()), (1, "b".to_string())];
-        let f = figures(&ev, &cols, &rows, &snap, 5e8, &|_| true);
-        assert_eq!(f[0].0, "a");
-        let a = &f[0].1;
+        let mut m = Model::new(&ev);
+        m.set_cgroups(cgroups(&["a", "b"]));
+        m.refresh(5e8, |slot, e| Some(snap.total(slot, e)));
+        let a = values(&m, "a");
         assert!((a[0].unwrap() - 1.4).abs() < 1e-9, "{a:?}");
         assert_eq!(a[1], Some(20.0));
         assert_eq!(a[2], Some(2000.0));
         assert_eq!(a[3], Some(5000.0));
         assert_eq!(a[4], Some(2.5));
-        let b = &f[1].1;
+        let b = values(&m, "b");
         assert!((b[0].unwrap() - 0.1).abs() < 1e-9);
         assert_eq!(b[4], Some(0.25));
         // Nothing ran in b: zero switches, not none.
         assert_eq!(b[1], Some(0.0));
-        let no_hw = figures(&ev, &cols, &rows, &snap, 5e8, &|e| e < 2);
-        assert_eq!(no_hw[0].1[2..], [None, None, None]);
-        assert!(no_hw[0].1[0].is_some());
+        m.refresh(5e8, |slot, e| (e < 2).then(|| snap.total(slot, e)));
+        assert_eq!(values(&m, "a")[2..], [None, None, None]);
+        assert!(values(&m, "a")[0].is_some());
     }
 
     #[test]
@@ -362,47 +559,45 @@ mod tests {
             Event::plain("branches", 0, 4),
             Event::plain("branch-misses", 0, 5),
         ];
-        let cols = columns(&ev);
-        let titles: Vec<&str> = cols.iter().map(|c| c.title.as_str()).collect();
+        let titles: Vec<String> = columns(&ev).into_iter().map(|c| c.title).collect();
         assert_eq!(titles, ["branches/s", "br-miss/s", "br-miss%"]);
         let mut snap = Snapshot::new(1, 2, 1);
         snap.set(0, 0, 0, counted(1000));
         snap.set(0, 1, 0, counted(50));
-        let f = figures(&ev, &cols, &[(0, "/".into())], &snap, 1e9, &|_| true);
-        assert_eq!(f[0].1[2], Some(5.0));
+        let mut m = Model::new(&ev);
+        m.set_cgroups(cgroups(&["/"]));
+        m.refresh(1e9, |slot, e| Some(snap.total(slot, e)));
+        assert_eq!(values(&m, "/")[2], Some(5.0));
     }
 
-    fn refresh(m: &mut Model, rows: &[(&str, f64)]) {
-        m.update(
-            rows.iter()
-                .map(|(n, v)| (n.to_string(), vec![Some(*v), Some(100.0 - v)]))
-                .collect(),
-        );
+    /// A model of CPUs and cs/s whose rows' CPUs are `cpus` and cs/s (100 - `cpus`) * 10.
+    fn model(rows: &[(&str, f64)]) -> Model {
+        let mut m = Model::new(&events()[..2]);
+        let paths: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        m.set_cgroups(cgroups(&paths));
+        feed(&mut m, rows);
+        m
     }
 
-    fn model() -> Model {
-        Model::new(vec![
-            Column {
-                title: "CPUs".into(),
-                event: 0,
-                figure: Figure::Metric,
-            },
-            Column {
-                title: "cs/s".into(),
-                event: 1,
-                figure: Figure::Rate,
-            },
-        ])
+    /// One refresh of 1 s in which each named row's CPUs are its figure.
+    fn feed(m: &mut Model, rows: &[(&str, f64)]) {
+        let by_slot: Vec<f64> = rows.iter().map(|r| r.1).collect();
+        m.refresh(1e9, |slot, e| {
+            let v = by_slot[slot];
+            Some(match e {
+                0 => counted((v * 1e9) as u64),
+                _ => counted(((100.0 - v) * 10.0) as u64),
+            })
+        });
     }
 
     fn names(m: &Model) -> Vec<&str> {
-        m.shown().into_iter().map(|r| r.name.as_str()).collect()
+        m.shown().into_iter().map(|s| s.row.name()).collect()
     }
 
     #[test]
     fn sorts_by_any_column_either_way_and_filters_by_name() {
-        let mut m = model();
-        refresh(&mut m, &[("idle", 0.0), ("web", 0.9), ("db", 0.5)]);
+        let mut m = model(&[("idle", 0.0), ("web", 0.9), ("db", 0.5)]);
         assert_eq!(names(&m), ["web", "db", "idle"]);
         m.descending = false;
         assert_eq!(names(&m), ["idle", "db", "web"]);
@@ -421,12 +616,10 @@ mod tests {
 
     #[test]
     fn rows_without_a_figure_come_last_either_way() {
-        let mut m = model();
-        m.update(vec![
-            ("none".into(), vec![None, None]),
-            ("a".into(), vec![Some(1.0), None]),
-            ("b".into(), vec![Some(2.0), None]),
-        ]);
+        let ev = events();
+        let mut m = Model::new(&ev[..1]);
+        m.set_cgroups(cgroups(&["none", "a", "b"]));
+        m.refresh(1e9, |slot, _| (slot > 0).then(|| counted(slot as u64)));
         assert_eq!(names(&m), ["b", "a", "none"]);
         m.descending = false;
         assert_eq!(names(&m), ["a", "b", "none"]);
@@ -435,21 +628,88 @@ mod tests {
     /// History is bounded, and removed cgroups' rows go: memory stays flat under churn.
     #[test]
     fn history_is_bounded_and_removed_rows_go() {
-        let mut m = model();
+        let mut m = model(&[]);
         for i in 0..1000 {
             let churn = format!("c{i}");
-            refresh(&mut m, &[("web", i as f64), (&churn, 1.0)]);
+            m.set_cgroups(cgroups(&["web", &churn]));
+            feed(&mut m, &[("web", i as f64), (&churn, 1.0)]);
             assert_eq!(m.nr_rows(), 2);
         }
-        let web = m.shown().into_iter().find(|r| r.name == "web").unwrap();
+        let shown = m.shown();
+        let web = shown.iter().find(|s| s.row.name() == "web").unwrap().row;
         let h: Vec<Option<f64>> = web.history(0).collect();
         assert_eq!(h.len(), HISTORY);
         assert_eq!(h[HISTORY - 1], Some(999.0));
         assert_eq!(h[0], Some((1000 - HISTORY) as f64));
-        let churned = m.shown().into_iter().find(|r| r.name == "c999").unwrap();
+        let churned = shown.iter().find(|s| s.row.name() == "c999").unwrap().row;
         assert_eq!(churned.history(0).count(), 1);
-        m.update(vec![("x".into(), vec![None, Some(1.0)])]);
+        m.set_cgroups(cgroups(&["x"]));
         assert_eq!(names(&m), ["x"]);
-        assert_eq!(m.shown()[0].history(0).collect::<Vec<_>>(), [None]);
+        assert_eq!(m.shown()[0].row.history(0).count(), 0);
+    }
+
+    #[test]
+    fn ancestors_go_up_to_the_root() {
+        assert_eq!(ancestors("a/b/c").collect::<Vec<_>>(), ["a/b", "a", "/"]);
+        assert_eq!(ancestors("a").collect::<Vec<_>>(), ["/"]);
+        assert_eq!(ancestors("/").count(), 0);
+    }
+
+    fn tree(m: &Model) -> Vec<String> {
+        m.shown()
+            .into_iter()
+            .map(|s| {
+                let mark = match s.fold {
+                    Fold::Leaf => "",
+                    Fold::Open => "-",
+                    Fold::Closed => "+",
+                };
+                format!("{}{mark}{}", " ".repeat(s.depth), s.row.leaf())
+            })
+            .collect()
+    }
+
+    /// The tree view: each row under its nearest shown ancestor (`svc/a/x`'s parent
+    /// `svc/a` is missing: it goes under `svc`), siblings in the sort order; a folded
+    /// row hides its subtree and keeps its own figures, which hold its descendants'
+    /// (bperf charges a cgroup's counts to every counted ancestor).
+    #[test]
+    fn the_tree_view_nests_sorts_siblings_and_folds() {
+        let mut m = model(&[
+            ("/", 2.0),
+            ("db", 0.3),
+            ("svc", 1.5),
+            ("svc/b", 0.5),
+            ("svc/c", 1.0),
+            ("svc/a/x", 0.0),
+        ]);
+        m.tree = true;
+        assert_eq!(
+            tree(&m),
+            ["-/", " -svc", "  c", "  b", "  x", " db"],
+            "{:?}",
+            tree(&m)
+        );
+        m.descending = false;
+        assert_eq!(tree(&m), ["-/", " db", " -svc", "  x", "  b", "  c"]);
+        m.set_open(id_of("svc"), false);
+        assert_eq!(tree(&m), ["-/", " db", " +svc"]);
+        assert_eq!(values(&m, "svc")[0], Some(1.5));
+        assert_eq!(m.parent_of(id_of("svc/a/x")), Some(id_of("svc")));
+        m.set_open(id_of("svc"), true);
+        m.filter = "x".into();
+        assert_eq!(tree(&m), ["-/", " -svc", "  x"]);
+        // Folds are kept across refreshes and changes of the cgroups, but not for
+        // cgroups that went.
+        m.filter.clear();
+        m.set_open(id_of("svc"), false);
+        m.set_cgroups(cgroups(&["/", "svc", "svc/b"]));
+        assert_eq!(tree(&m), ["-/", " +svc"]);
+        m.set_cgroups(cgroups(&["/"]));
+        m.set_cgroups(cgroups(&["/", "svc", "svc/b"]));
+        assert_eq!(tree(&m), ["-/", " -svc", "  b"]);
+        // The rows of the cgroups that came back have no figures yet: they go last.
+        m.tree = false;
+        assert_eq!(names(&m), ["/", "svc", "svc/b"]);
     }
 }

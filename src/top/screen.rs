@@ -19,20 +19,20 @@ use ratatui::crossterm::terminal::{
 use ratatui::crossterm::{cursor, execute};
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
-use ratatui::text::Line;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, TableState};
-use ratatui::{Frame, Terminal};
+use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
 use signal_hook::consts::SIGHUP;
 
-use super::model::{SortKey, HISTORY};
+use super::model::{Fold, Shown, SortKey, HISTORY};
 use super::{text, Top, Wake};
 use crate::session;
 
 /// The terminal's input, read on a thread of its own.
 pub enum Input {
     Key(KeyEvent),
-    /// The terminal changed size: drawn again at once.
-    Resize,
+    /// The terminal changed size (columns, rows): drawn again at once.
+    Resize(u16, u16),
 }
 
 /// Whether the view has the terminal (raw mode, the alternate screen).
@@ -70,7 +70,15 @@ fn take_terminal() -> Result<(Terminal<CrosstermBackend<Stdout>>, Restore)> {
     enable_raw_mode().context("cannot put the terminal in raw mode")?;
     let guard = Restore;
     execute!(stdout(), EnterAlternateScreen).context("cannot use the alternate screen")?;
-    let terminal = Terminal::new(CrosstermBackend::new(stdout())).context("terminal")?;
+    // A fixed viewport, resized on the terminal's resize events: ratatui would ask the
+    // terminal's size at every frame otherwise (opening /dev/tty each time).
+    let (w, h) = ratatui::crossterm::terminal::size().context("the terminal's size")?;
+    let viewport = Viewport::Fixed(Rect::new(0, 0, w, h));
+    let terminal = Terminal::with_options(
+        CrosstermBackend::new(stdout()),
+        TerminalOptions { viewport },
+    )
+    .context("terminal")?;
     Ok((terminal, guard))
 }
 
@@ -79,7 +87,7 @@ fn read_input(tx: mpsc::Sender<Wake>) {
     std::thread::spawn(move || loop {
         let input = match event::read() {
             Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Input::Key(k),
-            Ok(Event::Resize(..)) => Input::Resize,
+            Ok(Event::Resize(w, h)) => Input::Resize(w, h),
             Ok(_) => continue,
             Err(_) => return,
         };
@@ -119,13 +127,17 @@ pub fn run(
     let kinds = top.kinds();
     let mut next = Instant::now() + every;
     let mut done = 0;
+    let mut draw_now = true;
     loop {
-        terminal
-            .draw(|f| draw(f, top, &mut view, &kinds))
-            .context("cannot draw")?;
+        if draw_now {
+            terminal
+                .draw(|f| draw(f, top, &mut view, &kinds))
+                .context("cannot draw")?;
+        }
         if iterations.is_some_and(|n| done >= n) {
             return Ok(0);
         }
+        draw_now = true;
         match session::wait_until(wakes, Some(next)) {
             Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => top.refresh_cgroups()?,
             Some(Wake::Signal(_)) => return Ok(0),
@@ -134,15 +146,18 @@ pub fn run(
                     return Ok(0);
                 }
             }
-            Some(_) => {}
+            Some(Wake::Request(Input::Resize(w, h))) => {
+                terminal
+                    .resize(Rect::new(0, 0, w, h))
+                    .context("cannot resize")?;
+            }
+            Some(_) => draw_now = false,
             None => {
                 if !view.paused {
                     top.refresh()?;
                     done += 1;
-                    if std::env::var_os("BPERF_TOP_TEST_PANIC").is_some() {
-                        panic!("BPERF_TOP_TEST_PANIC is set");
-                    }
                 }
+                draw_now = !view.paused;
                 next = (next + every).max(Instant::now());
             }
         }
@@ -185,11 +200,42 @@ fn key(k: KeyEvent, top: &mut Top, view: &mut View) -> Then {
         KeyCode::Char('<') => model.next_sort(false),
         KeyCode::Char('r') => model.descending = !model.descending,
         KeyCode::Char('p') => view.paused = !view.paused,
+        KeyCode::Char('t') => model.tree = !model.tree,
+        KeyCode::Left | KeyCode::Right | KeyCode::Enter => fold(k.code, top, view),
         KeyCode::Char('/') => view.editing = true,
         KeyCode::Esc => model.filter.clear(),
         _ => {}
     }
     Then::Draw
+}
+
+/// In the tree view, folds (Left), unfolds (Right) or toggles (Enter) the selected
+/// row; Left on a row that is not open selects its parent.
+fn fold(code: KeyCode, top: &mut Top, view: &mut View) {
+    let model = &mut top.model;
+    if !model.tree {
+        return;
+    }
+    let shown = model.shown();
+    let Some(at) = view.table.selected().and_then(|s| shown.get(s)) else {
+        return;
+    };
+    let (id, fold) = (at.row.cgroup.id, at.fold);
+    drop(shown);
+    match (code, fold) {
+        (_, Fold::Leaf) | (KeyCode::Left, Fold::Closed) => {
+            if code == KeyCode::Left {
+                if let Some(parent) = model.parent_of(id) {
+                    let shown = model.shown();
+                    let row = shown.iter().position(|s| s.row.cgroup.id == parent);
+                    view.table.select(row);
+                }
+            }
+        }
+        (KeyCode::Left, Fold::Open) => model.set_open(id, false),
+        (KeyCode::Right, _) => model.set_open(id, true),
+        (_, f) => model.set_open(id, f == Fold::Closed),
+    }
 }
 
 /// The whole screen: header, table, sparkline, keys.
@@ -222,16 +268,21 @@ fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metri
         Paragraph::new(head).style(Style::new().add_modifier(Modifier::BOLD)),
         header,
     );
-    draw_table(f, table, top, view, kinds);
+    draw_table(f, table, top, &rows, view, kinds);
     let selected = view.table.selected().and_then(|s| rows.get(s));
-    draw_sparkline(f, spark, top, selected.copied());
+    draw_sparkline(f, spark, top, selected.map(|s| s.row));
     let keys = match (view.editing, model.filter.is_empty()) {
         (true, _) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
         (false, false) => format!(
             "filter: {}  / edit  Esc clear  s/</> sort  r reverse  p pause  q quit",
             model.filter
         ),
-        (false, true) => "j/k move  s/</> sort  r reverse  / filter  p pause  q quit".into(),
+        (false, true) if model.tree => {
+            "j/k move  ←/→ fold  s/</> sort  r reverse  / filter  t flat  p pause  q quit".into()
+        }
+        (false, true) => {
+            "j/k move  s/</> sort  r reverse  / filter  t tree  p pause  q quit".into()
+        }
     };
     f.render_widget(
         Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
@@ -243,13 +294,19 @@ fn draw_table(
     f: &mut Frame,
     area: Rect,
     top: &Top,
+    shown: &[Shown],
     view: &mut View,
     kinds: &[crate::output::metric::Kind],
 ) {
     let model = &top.model;
-    let right = |s: String| Cell::from(Line::from(s).alignment(Alignment::Right));
+    // Spans, not strings: a string is split into lines first.
+    let right = |s: String| Cell::from(Line::from(Span::raw(s)).alignment(Alignment::Right));
+    let first = match model.has_containers() {
+        true => "CONTAINER",
+        false => "CGROUP",
+    };
     let mut heads = vec![Cell::from(text::head(
-        "CGROUP",
+        first,
         model.sort == SortKey::Name,
         model.descending,
     ))];
@@ -264,7 +321,6 @@ fn draw_table(
     let numbers = model.columns.len() * (text::WIDTH + 1);
     let name_width = (area.width as usize).saturating_sub(numbers).max(8);
     // Only the rows that fit are made into cells: the selected one in view.
-    let shown = model.shown();
     let fit = (area.height as usize).saturating_sub(1).max(1);
     let selected = view.table.selected().unwrap_or(0);
     let mut offset = view.table.offset().min(selected);
@@ -273,10 +329,12 @@ fn draw_table(
     }
     *view.table.offset_mut() = offset;
     let visible = shown.iter().skip(offset).take(fit);
-    let rows = visible.map(|r| {
-        let mut cells = vec![Cell::from(text::tail(&r.name, name_width))];
+    let rows = visible.map(|s| {
+        let mut cells = vec![Cell::from(Line::from(Span::raw(name_cell(
+            s, model.tree, name_width,
+        ))))];
         cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
-            let v = r.values.get(i).copied().flatten();
+            let v = s.row.values.get(i).copied().flatten();
             right(text::cell(c, kinds[i], v))
         }));
         Row::new(cells)
@@ -293,6 +351,27 @@ fn draw_table(
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
     let mut state = TableState::default().with_selected(Some(selected - offset));
     f.render_stateful_widget(table, area, &mut state);
+}
+
+/// A row's name in `width` characters (the start cut when too long): in the flat view
+/// its name; in the tree view, indented by its depth after `▾` when open, `▸` when
+/// folded, a top row's name and a nested row's last part.
+fn name_cell(s: &Shown, tree: bool, width: usize) -> String {
+    if !tree {
+        return text::tail(s.row.name(), width);
+    }
+    let mark = match s.fold {
+        Fold::Leaf => "  ",
+        Fold::Open => "▾ ",
+        Fold::Closed => "▸ ",
+    };
+    let indent = "  ".repeat(s.depth.min(8));
+    let name = match s.depth {
+        0 => s.row.name(),
+        _ => s.row.leaf(),
+    };
+    let room = width.saturating_sub(indent.len() + 2).max(4);
+    format!("{indent}{mark}{}", text::tail(name, room))
 }
 
 /// The selected row's history of the sorted column (the first when sorted by name).
@@ -323,7 +402,10 @@ fn draw_sparkline(f: &mut Frame, area: Rect, top: &Top, row: Option<&super::mode
         .collect();
     let title = format!(
         " {}: {}, last {} refreshes (max {:.3}) ",
-        row.name, model.columns[column].title, HISTORY, max
+        row.name(),
+        model.columns[column].title,
+        HISTORY,
+        max
     );
     f.render_widget(
         Sparkline::default()
@@ -332,4 +414,110 @@ fn draw_sparkline(f: &mut Frame, area: Rect, top: &Top, row: Option<&super::mode
             .max(1000),
         area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    /// Set in the child that `a_panic_restores_the_terminal_before_its_message` starts.
+    const CHILD: &str = "BPERF_TOP_PANIC_CHILD";
+
+    /// The child: takes the terminal as the view does, then panics. Does nothing unless
+    /// started by the test below.
+    #[test]
+    #[ignore = "the child of a_panic_restores_the_terminal_before_its_message"]
+    fn view_that_panics() {
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        let (_terminal, _restore) = take_terminal().unwrap();
+        panic!("the view panicked here");
+    }
+
+    fn lflag(fd: &OwnedFd) -> libc::tcflag_t {
+        // SAFETY: tcgetattr fills the termios it is given for an open terminal fd.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            assert_eq!(libc::tcgetattr(fd.as_raw_fd(), &mut t), 0);
+            t.c_lflag
+        }
+    }
+
+    /// The view panicking on a terminal of its own (a pty, its controlling terminal):
+    /// the terminal is back in the mode it was in (line editing and echo, not raw), and
+    /// the panic's message comes after the view left the alternate screen, where it
+    /// stays on the screen.
+    #[test]
+    fn a_panic_restores_the_terminal_before_its_message() {
+        let (mut master, slave) = {
+            let (mut m, mut s) = (-1, -1);
+            let size = libc::winsize {
+                ws_row: 24,
+                ws_col: 80,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            // SAFETY: openpty fills the two fds; the other arguments may be null.
+            let rc = unsafe {
+                libc::openpty(
+                    &mut m,
+                    &mut s,
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    &size,
+                )
+            };
+            assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+            // SAFETY: both fds were just opened and are owned here only.
+            unsafe { (std::fs::File::from_raw_fd(m), OwnedFd::from_raw_fd(s)) }
+        };
+        let cooked = lflag(&slave);
+        assert_ne!(cooked & libc::ICANON, 0);
+        let io = || Stdio::from(slave.try_clone().unwrap());
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", "top::screen::tests::view_that_panics"])
+            .args(["--include-ignored", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .stdin(io())
+            .stdout(io())
+            .stderr(io());
+        // SAFETY: setsid and ioctl are async-signal-safe: the pty becomes the child's
+        // controlling terminal, as a shell's terminal is a program's.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                libc::ioctl(0, libc::TIOCSCTTY, 0);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
+        // Its copies of the slave closed: the master reads EIO once the child is gone.
+        drop(command);
+        let reader = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            // EIO once the child and its copies of the slave are gone.
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                out.extend_from_slice(&buf[..n]);
+            }
+            out
+        });
+        let status = child.wait().unwrap();
+        // The slave's modes are read from the parent's copy, after the child's end.
+        assert!(!status.success(), "the child's test panicked");
+        let after = lflag(&slave);
+        drop(slave);
+        let out = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+        assert_eq!(after, cooked, "the terminal's modes: {out:?}");
+        let entered = out.find("\x1b[?1049h").expect(&out);
+        let left = out.find("\x1b[?1049l").expect(&out);
+        let message = out.find("the view panicked here").expect(&out);
+        assert!(entered < left && left < message, "{out:?}");
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::model::{Column, Figure, Model, SortKey};
+use super::model::{Column, Figure, Model, Row, SortKey};
 use crate::output::metric::{self, Kind};
 
 /// What the header says besides the time.
@@ -111,30 +111,65 @@ pub fn head(title: &str, sorted: bool, descending: bool) -> String {
 }
 
 /// One refresh as --batch prints it: the header, the column heads and a line per row,
-/// then an empty line.
+/// then an empty line. With containers, a line starts with the container's name and
+/// image (`-`: none said) and ends with the cgroup's path.
 pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
-    let rows = model.shown();
-    let name_width = rows
+    let shown = model.shown();
+    let rows: Vec<&Row> = shown.iter().map(|s| s.row).collect();
+    let containers = model.has_containers();
+    let width = |f: &dyn Fn(&Row) -> &str, head: &str| {
+        rows.iter()
+            .map(|r| f(r).chars().count())
+            .chain([head.chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    fn image(r: &Row) -> &str {
+        r.cgroup.image.as_deref().unwrap_or("-")
+    }
+    let (first, name_width) = match containers {
+        true => ("CONTAINER", width(&|r| r.name(), "CONTAINER")),
+        false => ("CGROUP", width(&|r| r.name(), "CGROUP")),
+    };
+    let image_width = width(&image, "IMAGE");
+    // A figure's column: WIDTH, or where its head is longer, the head and its sort mark.
+    let widths: Vec<usize> = model
+        .columns
         .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+        .map(|c| match c.title.chars().count() {
+            n if n > WIDTH => n + 1,
+            _ => WIDTH,
+        })
+        .collect();
     let mut s = header.line() + "\n";
     s += &format!(
         "{:<name_width$}",
-        head("CGROUP", model.sort == SortKey::Name, model.descending)
+        head(first, model.sort == SortKey::Name, model.descending)
     );
+    if containers {
+        s += &format!(" {:<image_width$}", "IMAGE");
+    }
     for (i, c) in model.columns.iter().enumerate() {
         let sorted = model.sort == SortKey::Column(i);
-        s += &format!(" {:>WIDTH$}", head(&c.title, sorted, model.descending));
+        let w = widths[i];
+        s += &format!(" {:>w$}", head(&c.title, sorted, model.descending));
+    }
+    if containers {
+        s += " CGROUP";
     }
     s += "\n";
     for r in rows {
-        s += &format!("{:<name_width$}", r.name);
+        s += &format!("{:<name_width$}", r.name());
+        if containers {
+            s += &format!(" {:<image_width$}", image(r));
+        }
         for (i, c) in model.columns.iter().enumerate() {
             let v = r.values.get(i).copied().flatten();
-            s += &format!(" {:>WIDTH$}", cell(c, kinds[i], v));
+            let w = widths[i];
+            s += &format!(" {:>w$}", cell(c, kinds[i], v));
+        }
+        if containers {
+            s += &format!(" {}", r.cgroup.path);
         }
         s += "\n";
     }
@@ -155,14 +190,20 @@ mod tests {
         ];
         let columns = crate::top::model::columns(&events);
         let kinds = kinds(&events, &columns);
-        let mut m = Model::new(columns);
-        m.update(vec![
-            ("idle".into(), vec![Some(0.0), None, None, None]),
-            (
-                "a/web".into(),
-                vec![Some(0.98765), Some(2.5e9), Some(3e9), Some(1.2)],
-            ),
-        ]);
+        let mut m = Model::new(&events);
+        m.set_cgroups(vec![cgroup(1, 0, "idle"), cgroup(2, 1, "a/web")]);
+        // idle ran nothing; a/web 0.98765 s of task-clock in the 1 s, 2.5 G cycles
+        // and 3 G instructions.
+        let web = [987_650_000, 2_500_000_000, 3_000_000_000];
+        m.refresh(1e9, |slot, e| {
+            let counter = if slot == 1 { web[e] } else { 0 };
+            let supported = slot == 1 || e == 0;
+            supported.then_some(crate::reading::Reading {
+                counter,
+                enabled: 1,
+                running: 1,
+            })
+        });
         let h = Header {
             window: Duration::from_millis(500),
             cpus: 2,
@@ -177,6 +218,77 @@ mod tests {
         assert_eq!(lines[2], "a/web     0.988    2.50G    3.00G     1.20");
         assert_eq!(lines[3], "idle      0.000        -        -        -");
         assert_eq!(lines[4], "");
+    }
+
+    fn cgroup(id: u64, slot: usize, path: &str) -> crate::top::model::Cgroup {
+        crate::top::model::Cgroup {
+            id,
+            slot,
+            path: path.into(),
+            container: None,
+            image: None,
+        }
+    }
+
+    /// With containers, a line names the container and its image first and ends with
+    /// the cgroup's path.
+    #[test]
+    fn a_container_line_has_its_name_image_and_cgroup() {
+        let events = vec![crate::event::Event::plain("task-clock", 1, 1)];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        let mut m = Model::new(&events);
+        let mut web = cgroup(1, 0, "docker/3474383178be");
+        web.container = Some("web".into());
+        web.image = Some("busybox".into());
+        let mut db = cgroup(2, 1, "docker/99aa");
+        db.container = Some("db".into());
+        m.set_cgroups(vec![web, db]);
+        m.refresh(1e9, |slot, _| {
+            Some(crate::reading::Reading {
+                counter: [500_000_000, 0][slot],
+                enabled: 1,
+                running: 1,
+            })
+        });
+        let h = Header {
+            window: Duration::from_secs(1),
+            cpus: 2,
+            cgroups: 2,
+            left_out: 0,
+        };
+        let page = page(&h, &m, &kinds);
+        let lines: Vec<&str> = page.lines().collect();
+        assert_eq!(lines[1], "CONTAINER IMAGE      CPUsv CGROUP");
+        assert_eq!(lines[2], "web       busybox    0.500 docker/3474383178be");
+        assert_eq!(lines[3], "db        -          0.000 docker/99aa");
+    }
+
+    /// A head longer than a figure's width widens its column: figures end under it.
+    #[test]
+    fn long_heads_widen_their_column() {
+        let events = vec![crate::event::Event::plain("instructions:u", 0, 1)];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        let mut m = Model::new(&events);
+        m.set_cgroups(vec![cgroup(1, 0, "B")]);
+        m.refresh(1e9, |_, _| {
+            Some(crate::reading::Reading {
+                counter: 5_000_000,
+                enabled: 1,
+                running: 1,
+            })
+        });
+        let h = Header {
+            window: Duration::from_secs(1),
+            cpus: 2,
+            cgroups: 1,
+            left_out: 0,
+        };
+        let page = page(&h, &m, &kinds);
+        let lines: Vec<&str> = page.lines().collect();
+        assert_eq!(lines[1], "CGROUP instructions:u/sv      IPC");
+        assert_eq!(lines[2], "B                  5.00M        -");
     }
 
     #[test]

@@ -27,6 +27,16 @@ case_ group bperf stat -a -e '{cycles:u,instructions:u}' --for-each-cgroup B -- 
 case_ metric bperf stat -a -x, -M insn_per_cycle --for-each-cgroup B -- \
     spin $cg/B/cgroup.procs 20000000
 
+# bperf top's IPC column from the cgroup's own cycles and instructions: spins in B, one
+# after the other, for as long as top runs (its start takes an unknown part of the
+# guest's time); then B is left empty for the cases after.
+(while :; do spin $cg/B/cgroup.procs 100000000; done) &
+spins=$!
+case_ top bperf top --batch -n 2 -d 0.5 -e cycles:u,instructions:u --for-each-cgroup B
+kill $spins
+wait $spins
+while [ -n "$(cat $cg/B/cgroup.procs)" ]; do sleep 0.1; done
+
 # More events than the PMU's six general counters: each runs part of the time and is
 # scaled back.
 ev=instructions:u,instructions:u,instructions:u,instructions:u,instructions:u
