@@ -174,7 +174,7 @@ struct cpu_state {
 	__u64 task;              /* the task_struct it runs, as far as the program saw; 0
 				  * until a task has been looked at on this CPU */
 	__u64 cgid;              /* id of the cgroup being charged */
-	__u32 busy;              /* bperf_on_attach is running (a flush IPI may interrupt it) */
+	__u32 busy;              /* bperf_on_attach or _exec is running (a flush IPI may interrupt it) */
 	__u64 last;              /* cpu_clock_now() of the last reading */
 	struct bperf_charge charge; /* its monitored slots (itself and monitored ancestors) */
 	struct bperf_reading prev[BPERF_MAX_EVENTS]; /* last reading of each event on this CPU */
@@ -904,6 +904,35 @@ int BPF_PROG(bperf_on_attach)
 	return 0;
 }
 
+/*
+ * bperf record: a task of this CPU's slice ran exec, which changes its command name
+ * without a switch. The slice is cut there, so that what ran before the exec keeps the
+ * old name and what runs after it has the new one. Fires in the task's context, after
+ * the exec.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(bperf_on_exec)
+{
+	struct cpu_state *st = this_cpu_state();
+	struct task_struct *task = untrusted(bpf_get_current_task_btf());
+	struct rq *rq = task_rq(task);
+	__u64 now = cpu_clock_now(rq);
+
+	if (!st)
+		return 0;
+	st->busy = 1;
+	asm volatile("" ::: "memory");
+	take_switches(st, rq);
+	settle_current_task(st, task, rq, now);
+	if (account(st, now, false, 0))
+		send_slice(st, BPERF_SLICE_CUT);
+	if (st->owner == (__u64)task)
+		open_slice(st, task, st->cgid);
+	asm volatile("" ::: "memory");
+	st->busy = 0;
+	return 0;
+}
+
 /* Run by userspace on each CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU) before a read. */
 SEC("raw_tp")
 int bperf_flush(void *ctx)
@@ -913,7 +942,8 @@ int bperf_flush(void *ctx)
 	struct rq *rq = task_rq(task);
 	__u64 now = cpu_clock_now(rq);
 
-	/* Interrupted this CPU in the middle of bperf_on_attach: the next flush will do. */
+	/* Interrupted this CPU in the middle of bperf_on_attach or bperf_on_exec: the next
+	 * flush will do. */
 	if (!st || st->busy)
 		return 0;
 	if (!shared && !st->found)

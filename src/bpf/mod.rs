@@ -225,6 +225,14 @@ impl<'obj> Bpf<'obj> {
                 .attach()
                 .context("attaching to cgroup_attach_task")?,
         ];
+        if config.slice_ring.is_some() {
+            links.push(
+                skel.progs
+                    .bperf_on_exec
+                    .attach()
+                    .context("attaching to sched_process_exec")?,
+            );
+        }
         if !config.tasks.is_empty() {
             links.push(
                 skel.progs
@@ -459,6 +467,10 @@ fn open_and_load<'obj>(
             .slice_ring
             .reuse_fd(ring.fd())
             .context("using the ring buffer")?;
+    }
+    if config.slice_ring.is_none() {
+        // Only a recording's slices are cut at an exec.
+        open.progs.bperf_on_exec.set_autoload(false);
     }
     ro.track_tasks = !config.tasks.is_empty();
     if config.shared {

@@ -45,7 +45,7 @@ use crate::counter::Counter;
 use crate::reading::Reading;
 use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan, Wake};
-use crate::sys::process::Workload;
+use crate::sys::process::{Child, Workload};
 use crate::UsageError;
 use bperf_data::{End, Header, RecordedCgroup};
 
@@ -279,21 +279,83 @@ fn recorded_tasks(a: &RecordArgs, plan: &Plan, workload: Option<&Workload>) -> V
     }
 }
 
-/// Runs `bperf record`; returns the process exit code.
-pub fn run(a: &RecordArgs) -> Result<i32> {
+/// The plan of a recording, after the refusals of what record cannot do.
+fn plan_of(a: &RecordArgs) -> Result<Plan> {
     if (a.pid.is_some() || a.tid.is_some()) && a.asks_for_cgroups() {
         return Err(UsageError(
             "-p and -t record tasks, cgroup options record cgroups: give one".into(),
         )
         .into());
     }
-    let mut plan = Plan::new(&a.request())?;
+    let plan = Plan::new(&a.request())?;
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),
         )
         .into());
     }
+    Ok(plan)
+}
+
+/// Starts the command, whose end is sent as a wake, or else watches the processes -p and
+/// -t record until they all end. Err(255) when the command could not run (said).
+fn start_targets(
+    plan: &Plan,
+    workload: Option<Workload>,
+    tx: &mpsc::Sender<Wake>,
+) -> Result<std::result::Result<Option<Child>, i32>> {
+    let exited = tx.clone();
+    match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
+        Some(Err(e)) => {
+            eprintln!("Workload failed: {e}");
+            Ok(Err(255))
+        }
+        Some(Ok(child)) => Ok(Ok(Some(child))),
+        None if plan.watched.is_empty() => Ok(Ok(None)),
+        None => {
+            let ended = tx.clone();
+            crate::sys::process::when_all_end(plan.watched.clone(), move || {
+                drop(ended.send(Wake::TargetsEnded))
+            })
+            .context("watching the processes recorded")?;
+            Ok(Ok(None))
+        }
+    }
+}
+
+/// Ends a recording: the last slices sent, the reader stopped once it has drained them,
+/// and the file finished with the counters' totals and what was lost.
+fn end_recording(
+    mut counter: Counter,
+    start: Instant,
+    reader: (Arc<AtomicBool>, JoinHandle<Result<Drained>>),
+    output: &Path,
+) -> Result<()> {
+    counter.close_recording();
+    let totals = counter.read()?;
+    let duration = start.elapsed();
+    let lost = counter.slices_lost()?;
+    let sent = counter.slices_sent()?;
+    drop(counter);
+    let (stop, reader) = reader;
+    stop.store(true, Ordering::Release);
+    let drained = reader.join().expect("the ring reader does not panic")?;
+    let end = End {
+        duration_ns: duration.as_nanos() as u64,
+        lost,
+        // The program counts every slice the ring had no room for in `lost`.
+        ring_lost: Vec::new(),
+        totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
+        sent,
+    };
+    let bytes = finish_file(drained.out, &end, output)?;
+    say_written(output, bytes, drained.slices, end.lost_total());
+    Ok(())
+}
+
+/// Runs `bperf record`; returns the process exit code.
+pub fn run(a: &RecordArgs) -> Result<i32> {
+    let mut plan = plan_of(a)?;
     let pages = match &a.mmap_pages {
         Some(s) => parse_pages(s, slice_ring::page_size())?,
         None => DEFAULT_PAGES,
@@ -322,23 +384,10 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
     // earlier recording as it was. Its first slices wait in the ring meanwhile.
-    let exited = tx.clone();
-    let child =
-        match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
-            Some(Err(e)) => {
-                eprintln!("Workload failed: {e}");
-                return Ok(255);
-            }
-            Some(Ok(child)) => Some(child),
-            None => None,
-        };
-    if child.is_none() && !plan.watched.is_empty() {
-        let ended = tx.clone();
-        crate::sys::process::when_all_end(plan.watched.clone(), move || {
-            drop(ended.send(Wake::TargetsEnded))
-        })
-        .context("watching the processes recorded")?;
-    }
+    let child = match start_targets(&plan, workload, &tx)? {
+        Ok(child) => child,
+        Err(code) => return Ok(code),
+    };
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
     containers.add(&plan.cgroups);
@@ -364,24 +413,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         f.refresh(&mut counter)?;
     }
     let code = wait_for_end(&wakes, child.as_ref(), &mut counter, &mut follow)?;
-    counter.close_recording();
-    let totals = counter.read()?;
-    let duration = start.elapsed();
-    let lost = counter.slices_lost()?;
-    let sent = counter.slices_sent()?;
-    drop(counter);
-    stop.store(true, Ordering::Release);
-    let drained = reader.join().expect("the ring reader does not panic")?;
-    let end = End {
-        duration_ns: duration.as_nanos() as u64,
-        lost,
-        // The program counts every slice the ring had no room for in `lost`.
-        ring_lost: Vec::new(),
-        totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
-        sent,
-    };
-    let bytes = finish_file(drained.out, &end, &a.output)?;
-    say_written(&a.output, bytes, drained.slices, end.lost_total());
+    end_recording(counter, start, (stop, reader), &a.output)?;
     Ok(code)
 }
 
@@ -476,7 +508,7 @@ fn ring_bytes(cpus: usize, pages: usize, page_size: usize) -> Result<usize> {
 /// status, as perf's.
 fn wait_for_end(
     wakes: &mpsc::Receiver<Wake>,
-    child: Option<&crate::sys::process::Child>,
+    child: Option<&Child>,
     counter: &mut Counter,
     follow: &mut Option<Follow>,
 ) -> Result<i32> {
