@@ -409,7 +409,8 @@ fn field<'v>(row: &'v serde_json::Value, key: &str) -> &'v str {
 /// Two containers spinning at different rates (one limited to a tenth of a CPU):
 /// `--for-each-container` prints one row each, named as `docker inspect` names it, its
 /// cgroup the container's own, and counting within 2% of what the kernel charged that
-/// cgroup (cpu.stat's usage_usec, read by the counted command at its start and end).
+/// cgroup (cpu.stat's usage_usec, read by the counted command at its start and end),
+/// give or take one of the limited container's bursts.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
@@ -458,8 +459,13 @@ fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
         let ours: f64 = field(mine[0], "counter-value").parse::<f64>().unwrap() * 1e6;
         let kernel = usage[i + 2] - usage[i];
         eprintln!("{}: bperf {ours:.0} ns, cpu.stat {kernel:.0} ns", c.name);
+        // bperf counts from before the command's first read of cpu.stat to after its
+        // last: some milliseconds more. The busy container runs through them; the
+        // limited one runs in bursts of its quota (10 ms of each 100 ms period), so
+        // those milliseconds hold anything from none of its time to one burst.
+        let burst = if i == 1 { 10e6 } else { 0.0 };
         assert!(
-            common::within(ours, kernel, 2.0),
+            (ours - kernel).abs() <= kernel * 0.02 + burst,
             "{}: counted {ours} ns, cpu.stat {kernel} ns",
             c.name
         );
