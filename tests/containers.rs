@@ -557,8 +557,11 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
                 c.name,
                 kernel / wall / 1e9
             );
+            // cpu.stat is read when top's page comes, after top read its counters: the
+            // limited container's burst (10 ms of each 100 ms) may fall in between.
+            let burst = if i == 1 { 10e6 } else { 0.0 };
             assert!(
-                ours >= kernel * 0.95 && ours <= kernel * 1.05 + slack,
+                ours >= kernel * 0.95 - burst && ours <= kernel * 1.05 + slack + burst,
                 "refresh {k}, {}: {cpus} CPUs over {wall:.3} s, cpu.stat {:.4} CPUs",
                 c.name,
                 kernel / wall / 1e9
