@@ -406,6 +406,25 @@ fn field<'v>(row: &'v serde_json::Value, key: &str) -> &'v str {
     row[key].as_str().unwrap_or("")
 }
 
+/// What a container limited to 0.1 CPU (`--cpus 0.1`) may run unseen by a window that
+/// starts or ends at another moment than bperf's read: one burst, its quota of each
+/// 100 ms period.
+const LIMITED_BURST_NS: f64 = 10e6;
+
+/// A busy container and one limited to a tenth of a CPU, named `bperf-test-PID-{kind}busy`
+/// and `...-{kind}slow`: what `docker inspect` says of each, and their cgroups (below
+/// the cgroup2 mount), busy first.
+fn busy_and_limited(made: &mut Made, image: &str, kind: &str) -> ([Inspected; 2], Vec<String>) {
+    let tag = std::process::id();
+    let busy = format!("bperf-test-{tag}-{kind}busy");
+    let slow = format!("bperf-test-{tag}-{kind}slow");
+    made.run_with(&busy, image, &[]);
+    made.run_with(&slow, image, &["--cpus", "0.1"]);
+    let oracle = [inspect(&busy), inspect(&slow)];
+    let cgroups = oracle.iter().map(|c| cgroup2_of(c.pid)).collect();
+    (oracle, cgroups)
+}
+
 /// Two containers spinning at different rates (one limited to a tenth of a CPU):
 /// `--for-each-container` prints one row each, named as `docker inspect` names it, its
 /// cgroup the container's own, and counting within 2% of what the kernel charged that
@@ -417,14 +436,8 @@ fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
     let Some((_serial, mut made, image)) = docker_session() else {
         return;
     };
-    let tag = std::process::id();
-    let busy = format!("bperf-test-{tag}-busy");
-    let slow = format!("bperf-test-{tag}-slow");
-    made.run_with(&busy, &image, &[]);
-    made.run_with(&slow, &image, &["--cpus", "0.1"]);
-    let oracle = [inspect(&busy), inspect(&slow)];
+    let (oracle, cgroups) = busy_and_limited(&mut made, &image, "");
     let mount = common::cgroup2_mount();
-    let cgroups: Vec<String> = oracle.iter().map(|c| cgroup2_of(c.pid)).collect();
     let stats: Vec<String> = cgroups
         .iter()
         .map(|cg| mount.join(cg).join("cpu.stat").display().to_string())
@@ -463,7 +476,7 @@ fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
         // last: some milliseconds more. The busy container runs through them; the
         // limited one runs in bursts of its quota (10 ms of each 100 ms period), so
         // those milliseconds hold anything from none of its time to one burst.
-        let burst = if i == 1 { 10e6 } else { 0.0 };
+        let burst = if i == 1 { LIMITED_BURST_NS } else { 0.0 };
         assert!(
             (ours - kernel).abs() <= kernel * 0.02 + burst,
             "{}: counted {ours} ns, cpu.stat {kernel} ns",
@@ -488,14 +501,8 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
     let Some((_serial, mut made, image)) = docker_session() else {
         return;
     };
-    let tag = std::process::id();
-    let busy = format!("bperf-test-{tag}-topbusy");
-    let slow = format!("bperf-test-{tag}-topslow");
-    made.run_with(&busy, &image, &[]);
-    made.run_with(&slow, &image, &["--cpus", "0.1"]);
-    let oracle = [inspect(&busy), inspect(&slow)];
+    let (oracle, cgroups) = busy_and_limited(&mut made, &image, "top");
     let mount = common::cgroup2_mount();
-    let cgroups: Vec<String> = oracle.iter().map(|c| cgroup2_of(c.pid)).collect();
     let usage = |cg: &str| -> f64 {
         let text = fs::read_to_string(mount.join(cg).join("cpu.stat")).unwrap();
         usages_ns(&format!("x:{}", text.lines().next().unwrap()))[0]
@@ -533,10 +540,11 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
         );
         let rows: Vec<&Vec<String>> = lines[1..]
             .iter()
-            .filter(|w| w[0].starts_with(&format!("bperf-test-{tag}-")))
+            .filter(|w| w[0].starts_with(&format!("bperf-test-{}-", std::process::id())))
             .collect();
         let names: Vec<&str> = rows.iter().map(|w| w[0].as_str()).collect();
-        assert_eq!(names, [busy.as_str(), slow.as_str()], "{lines:?}");
+        let made_names = oracle.each_ref().map(|c| c.name.as_str());
+        assert_eq!(names, made_names, "{lines:?}");
         for (i, c) in oracle.iter().enumerate() {
             assert_eq!(rows[i].len(), 4, "{:?}", rows[i]);
             assert_eq!(rows[i][1], c.image);
@@ -559,7 +567,7 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
             );
             // cpu.stat is read when top's page comes, after top read its counters: the
             // limited container's burst (10 ms of each 100 ms) may fall in between.
-            let burst = if i == 1 { 10e6 } else { 0.0 };
+            let burst = if i == 1 { LIMITED_BURST_NS } else { 0.0 };
             assert!(
                 ours >= kernel * 0.95 - burst && ours <= kernel * 1.05 + slack + burst,
                 "refresh {k}, {}: {cpus} CPUs over {wall:.3} s, cpu.stat {:.4} CPUs",
