@@ -749,6 +749,12 @@ fn wait_for_recording(limit: std::time::Duration) -> std::time::Duration {
     t0.elapsed()
 }
 
+/// The time (ns) task `pid` has run, as the scheduler counts it (/proc/PID/schedstat).
+fn schedstat_run_ns(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}
+
 /// The task-clock (ns) of report's totals of a recording of tasks (no cgroup column).
 fn tasks_task_clock_ns(csv: &str) -> f64 {
     let line = csv
@@ -759,9 +765,9 @@ fn tasks_task_clock_ns(csv: &str) -> f64 {
 }
 
 /// `bperf record -p PID` of a process that sleeps, then spins until it exits: the
-/// recording ends when it does, and the task-clock its slices add up to is its whole
-/// run time as the scheduler counts it (/proc/PID/schedstat, which it prints as it
-/// ends), within 2%; --sort names its command and pid, and the header says whose
+/// recording ends when it does, and the task-clock its slices add up to is its run time
+/// since the recording started, as the scheduler counts it (/proc/PID/schedstat, read
+/// while it sleeps and printed by it as it ends), within 2%; --sort names its command and pid, and the header says whose
 /// counts they are.
 #[test]
 #[ignore = "needs root (make test runs it)"]
@@ -785,18 +791,22 @@ fn record_a_process_by_pid() {
         .spawn()
         .unwrap();
     let took = wait_for_recording(std::time::Duration::from_millis(SLEEP_MS));
+    // It still sleeps: what it ran before (exec and start-up, 100 ms and more under
+    // emulation) is not the recording's.
+    let ran_before = schedstat_run_ns(pid);
     let spun = spinner.wait_with_output().unwrap();
     let o = record.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert_eq!(captured(&err).1, 0, "{err}");
     let line = stderr(&spun);
-    let run_ns = report_field(&line, "run_ns");
+    let run_ns = report_field(&line, "run_ns") - ran_before;
     let csv = stdout(&report(&file, &["-x,"]));
     let ours = tasks_task_clock_ns(&csv);
     assert!(
         within(ours, run_ns, clock_tolerance()),
-        "recorded task-clock {ours} ns, schedstat {run_ns} ns (recording started after {took:?})\n{csv}\n{line}"
+        "recorded task-clock {ours} ns, schedstat {run_ns} ns since the recording started \
+         ({ran_before} ns before it, which started after {took:?})\n{csv}\n{line}"
     );
     eprintln!(
         "record -p: {ours} ns recorded, {run_ns} ns schedstat: {:+.3}%",
