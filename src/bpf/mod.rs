@@ -178,6 +178,44 @@ fn check_kernel() -> Result<()> {
     Ok(())
 }
 
+/// Attaches the programs `config` needs: the switch and cgroup-move ones always, the
+/// exec one for recordings, the fork and free ones where tasks are tracked.
+fn attach(skel: &BperfSkel, config: &Config) -> Result<Vec<Link>> {
+    let mut links = vec![
+        skel.progs
+            .bperf_on_switch
+            .attach()
+            .context("attaching to sched_switch")?,
+        skel.progs
+            .bperf_on_attach
+            .attach()
+            .context("attaching to cgroup_attach_task")?,
+    ];
+    if config.slice_ring.is_some() {
+        links.push(
+            skel.progs
+                .bperf_on_exec
+                .attach()
+                .context("attaching to sched_process_exec")?,
+        );
+    }
+    if !config.tasks.is_empty() {
+        links.push(
+            skel.progs
+                .bperf_on_fork
+                .attach()
+                .context("attaching to sched_process_fork")?,
+        );
+        links.push(
+            skel.progs
+                .bperf_on_free
+                .attach()
+                .context("attaching to sched_process_free")?,
+        );
+    }
+    Ok(links)
+}
+
 impl<'obj> Bpf<'obj> {
     /// Loads and attaches the program for `config`, with `fds` (event, CPU, perf event)
     /// in its perf event array; flushes once so that counting starts from now.
@@ -215,38 +253,7 @@ impl<'obj> Bpf<'obj> {
         }
         fill_tasks(&skel, config.tasks)?;
         let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
-        let mut links = vec![
-            skel.progs
-                .bperf_on_switch
-                .attach()
-                .context("attaching to sched_switch")?,
-            skel.progs
-                .bperf_on_attach
-                .attach()
-                .context("attaching to cgroup_attach_task")?,
-        ];
-        if config.slice_ring.is_some() {
-            links.push(
-                skel.progs
-                    .bperf_on_exec
-                    .attach()
-                    .context("attaching to sched_process_exec")?,
-            );
-        }
-        if !config.tasks.is_empty() {
-            links.push(
-                skel.progs
-                    .bperf_on_fork
-                    .attach()
-                    .context("attaching to sched_process_fork")?,
-            );
-            links.push(
-                skel.progs
-                    .bperf_on_free
-                    .attach()
-                    .context("attaching to sched_process_free")?,
-            );
-        }
+        let links = attach(&skel, config)?;
         let mut bpf = Bpf {
             _links: links,
             skel,
