@@ -271,6 +271,9 @@ pub struct Breakdown {
     nr_events: usize,
     /// By the keys' raw values, in the keys' order (unused places 0).
     groups: FxHashMap<[u128; 5], Group>,
+    /// Per CPU, the group of the cut slice that goes on in the next slice there: not yet
+    /// counted as a slice, since the next one may be its other part.
+    open: FxHashMap<u32, [u128; 5]>,
 }
 
 impl Breakdown {
@@ -279,6 +282,7 @@ impl Breakdown {
             keys: keys.to_vec(),
             nr_events: h.events.len(),
             groups: FxHashMap::default(),
+            open: FxHashMap::default(),
         }
     }
 
@@ -287,12 +291,16 @@ impl Breakdown {
         for (r, k) in raw.iter_mut().zip(&self.keys) {
             *r = k.raw(s);
         }
-        let nr_events = self.nr_events;
-        let g = self
-            .groups
-            .entry(raw)
-            .or_insert_with(|| Group::new(Vec::new(), nr_events));
-        // A cut slice goes on in the next one: together they are one.
+        // A cut slice goes on in the next one of its CPU: in one group, the two are one
+        // slice; where the next one is another group's (an exec renamed the task), each
+        // group has a slice.
+        if let Some(cut) = self.open.remove(&s.cpu).filter(|cut| *cut != raw) {
+            self.group(cut).slices += 1;
+        }
+        if s.cut {
+            self.open.insert(s.cpu, raw);
+        }
+        let g = self.group(raw);
         g.slices += u64::from(!s.cut);
         g.time = g.time.saturating_add(s.length);
         for (c, d) in g.counts.iter_mut().zip(&s.deltas) {
@@ -300,10 +308,21 @@ impl Breakdown {
         }
     }
 
+    fn group(&mut self, raw: [u128; 5]) -> &mut Group {
+        let nr_events = self.nr_events;
+        self.groups
+            .entry(raw)
+            .or_insert_with(|| Group::new(Vec::new(), nr_events))
+    }
+
     /// The groups, the one that counted most of the first event first, their cgroups
     /// named as `h` (with every cgroup of the recording) names them. Groups whose keys
     /// print the same (two cgroups of one name) are one.
-    pub fn groups(self, h: &Header) -> Vec<Group> {
+    pub fn groups(mut self, h: &Header) -> Vec<Group> {
+        // A cut slice the recording ended in is a slice too.
+        for cut in std::mem::take(&mut self.open).into_values() {
+            self.group(cut).slices += 1;
+        }
         let names = SlotNames {
             cgroups: slot_names(h),
             containers: slot_containers(h),
@@ -509,16 +528,28 @@ impl Distribution {
         if self.per_slot.len() <= slot {
             self.per_slot.resize(slot + 1, Histogram::default());
         }
-        let values = &mut self.per_slot[slot];
         // A slice cut by a read is one with the next: lengths are whole slices.
         let carried = match self.open.remove(&s.cpu) {
             Some((slot, v0)) if slot == s.slot => v0,
-            _ => 0.0,
+            // Its next part went to another cgroup: it is a whole slice of its own.
+            Some((slot, v0)) => {
+                self.per_slot[slot as usize].add(v0);
+                0.0
+            }
+            None => 0.0,
         };
+        let values = &mut self.per_slot[s.slot as usize];
         if s.cut && self.measure.joinable() {
             self.open.insert(s.cpu, (s.slot, carried + v));
         } else {
             values.add(carried + v);
+        }
+    }
+
+    /// Adds the cut slices the recording ended in.
+    fn close(&mut self) {
+        for (slot, v) in std::mem::take(&mut self.open).into_values() {
+            self.per_slot[slot as usize].add(v);
         }
     }
 }
@@ -543,6 +574,11 @@ impl Distributions {
 
     pub fn add(&mut self, s: &Slice) {
         self.all.iter_mut().for_each(|d| d.add(s));
+    }
+
+    /// Adds the cut slices the recording ended in: call once every slice is in.
+    pub fn close(&mut self) {
+        self.all.iter_mut().for_each(Distribution::close);
     }
 
     /// Per measure, in the order given, the summary of each cgroup that has values,
@@ -697,6 +733,54 @@ mod tests {
         assert_eq!(by_cpu[0].key, vec!["1", "a"]);
         assert_eq!(by_cpu[1].key, vec!["1", "ab"]);
         assert!(parse_keys("cpu,nope").is_err());
+    }
+
+    #[test]
+    fn a_cut_slice_is_one_with_its_next_part_only_in_the_same_group() {
+        let cut = |mut s: Slice| {
+            s.cut = true;
+            s
+        };
+        // CPU 0: sh cut by a read, sh goes on, then is cut by its exec into x.
+        // CPU 1: y, cut as the recording ended.
+        let slices = [
+            cut(slice(0, 0, "sh", 10, 10)),
+            cut(slice(0, 0, "sh", 5, 5)),
+            slice(0, 0, "x", 20, 20),
+            cut(slice(2, 1, "y", 7, 7)),
+        ];
+        let by = |keys: &[Key]| {
+            let mut b = Breakdown::new(&header(), keys);
+            slices.iter().for_each(|s| b.add(s));
+            let groups = b.groups(&header());
+            let rows: Vec<(String, u64, u64)> = groups
+                .into_iter()
+                .map(|g| (g.key.join(","), g.slices, g.time))
+                .collect();
+            rows
+        };
+        let row = |k: &str, n, t| (k.to_string(), n, t);
+        assert_eq!(
+            by(&[Key::Comm]),
+            [row("x", 1, 20), row("sh", 1, 15), row("y", 1, 7)]
+        );
+        assert_eq!(by(&[Key::Cpu]), [row("0", 1, 35), row("1", 1, 7)]);
+    }
+
+    #[test]
+    fn a_cut_piece_whose_next_part_went_elsewhere_is_a_whole_slice() {
+        let mut first = slice(0, 0, "x", 4000, 4000);
+        first.cut = true;
+        let mut last = slice(2, 0, "y", 1000, 1000);
+        last.cut = true;
+        let mut d = Distributions::new(vec![Measure::Length]);
+        [first, slice(2, 0, "y", 6000, 6000), last]
+            .iter()
+            .for_each(|s| d.add(s));
+        d.close();
+        let spreads = d.spreads(&header());
+        let lengths: Vec<(u64, f64)> = spreads[0].1.iter().map(|(_, s)| (s.n, s.max)).collect();
+        assert_eq!(lengths, [(1, 4.0), (2, 6.0)]);
     }
 
     #[test]

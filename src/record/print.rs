@@ -45,6 +45,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         None if a.hist => {
             let mut dists = Distributions::new(analysis::measures(&start.events));
             let end = input.each_slice(|s| dists.add(s))?;
+            dists.close();
             say_lost(&end);
             print_table(out, &format, &hist_table(input.header(), &dists))?;
         }
