@@ -177,10 +177,16 @@ impl Made {
     /// Runs container `name` from `image`, spinning, with further `docker run` options;
     /// its full id.
     fn run_with(&mut self, name: &str, image: &str, opts: &[&str]) -> String {
+        self.run_script(name, image, opts, "while :; do :; done")
+    }
+
+    /// Runs container `name` from `image` with `docker run` options `opts`, its command
+    /// busybox's `sh -c SCRIPT`; its full id.
+    fn run_script(&mut self, name: &str, image: &str, opts: &[&str], script: &str) -> String {
         self.containers.push(name.to_string());
         let mut args = vec!["run", "-d", "--name", name];
         args.extend(opts);
-        args.extend([image, "/bin/busybox", "sh", "-c", "while :; do :; done"]);
+        args.extend([image, "/bin/busybox", "sh", "-c", script]);
         docker_ok(&args)
     }
 }
@@ -840,6 +846,73 @@ fn record_keeps_container_names_for_report_sort_container_and_the_timeline() {
         let track = format!("docker/{} ({})", c.id, c.name);
         assert!(trace.contains(&track), "no slice named {track}");
     }
+}
+
+/// usage_usec of the cpu.stat of `cgroup` (below the cgroup2 mount), in ns.
+fn usage_of(cgroup: &str) -> f64 {
+    let stat = fs::read_to_string(common::cgroup2_mount().join(cgroup).join("cpu.stat")).unwrap();
+    usages_ns(&stat)[0]
+}
+
+/// A container started while bperf records every container: its slices are in the
+/// file from when its cgroup appears, named as `docker inspect` names it, and add up to
+/// what the kernel charged its cgroup (cpu.stat, read once it is paused) within 2%, less
+/// at most what it ran before it slept its first second (its start, which may come
+/// before bperf sees its cgroup).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn record_follows_a_container_started_while_recording() {
+    let Some((_serial, mut made, image)) = docker_session() else {
+        return;
+    };
+    let data = made.dir.join("late.data");
+    let mut record = Bperf(
+        common::bperf()
+            .args(["record", "-e", "task-clock", "--for-each-container", "-o"])
+            .arg(&data)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_for(10, || !common::loaded_bperf_programs().is_empty()),
+        "bperf record did not start"
+    );
+    let late = format!("bperf-test-{}-rlate", std::process::id());
+    made.run_script(&late, &image, &[], "sleep 1; while :; do :; done");
+    let c = inspect(&late);
+    let cgroup = cgroup2_of(c.pid);
+    let started = usage_of(&cgroup);
+    std::thread::sleep(Duration::from_millis(2500));
+    docker_ok(&["pause", &late]);
+    let kernel = usage_of(&cgroup);
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(record.0.id() as i32, libc::SIGINT) };
+    let st = record.0.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(record.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(130), "bperf record ended with {st}: {err}");
+    assert!(
+        err.contains("[ bperf record: Captured and wrote") && !err.contains("were lost"),
+        "{err}"
+    );
+    docker_ok(&["rm", "-f", &late]);
+    let o = common::run_ok(common::bperf().arg("report").arg("-i").arg(&data).args([
+        "--sort",
+        "container",
+        "-x,",
+    ]));
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    let row = table
+        .lines()
+        .find(|l| l.split(',').next() == Some(late.as_str()))
+        .unwrap_or_else(|| panic!("no row for {late}: {table}"));
+    let ours: f64 = row.rsplit(',').next().unwrap().parse().unwrap();
+    eprintln!("{late}: recorded {ours:.0} ns, cpu.stat {kernel:.0} ns, {started:.0} ns of it at its start");
+    assert!(
+        ours <= kernel * 1.02 && ours >= (kernel - started) * 0.98,
+        "{late}: recorded {ours} ns, cpu.stat {kernel} ns ({started} ns of it before it slept)\n{table}"
+    );
 }
 
 /// perf_event mounted as a cgroup v1 hierarchy where runc looks for it (beside the other
