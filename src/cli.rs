@@ -885,9 +885,9 @@ pub struct RecordArgs {
     #[arg(short = 't', long = "tid", value_name = "TIDS")]
     pub tid: Option<String>,
 
-    /// Write to FILE, as perf record does: an earlier recording there is kept as
-    /// FILE.old once recording starts; a device, FIFO or link is written into; - is
-    /// stdout (which bperf report -i - reads).
+    /// Write to FILE, as perf record does: an earlier recording there (or a link to a
+    /// file) is kept as FILE.old once recording starts; a device or FIFO is written
+    /// into; - is stdout (which bperf report -i - reads).
     #[arg(
         short = 'o',
         long = "output",

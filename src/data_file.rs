@@ -19,12 +19,14 @@ pub fn kept_name(path: &Path) -> PathBuf {
     PathBuf::from(old)
 }
 
-/// Opens `path` for a recording, as perf opens its data files:
+/// Opens `path` for a recording, as perf opens its data files, by what the path leads
+/// to (through symbolic links):
 /// - `-` is standard output;
-/// - a regular file with something in it is an earlier recording: it is kept as
-///   `path`.old (replacing one there) and a new file is made;
-/// - anything else at the path (a device, a FIFO, a socket, or a symbolic link, to
-///   whatever it leads) is written into as it is, as a shell's redirection would;
+/// - a regular file with something in it is an earlier recording: what is at the path
+///   (the file, or the link to it) is kept as `path`.old (replacing one there) and a new
+///   file is made; the file a link leads to is never written;
+/// - anything else (a device, a FIFO, a socket, an empty file) is written into as it
+///   is, as a shell's redirection would;
 /// - nothing there: a new file.
 ///
 /// New files are readable by their owner only, as perf's. Call it only when the
@@ -36,7 +38,7 @@ pub fn create(path: &Path) -> Result<File> {
         return Ok(File::from(out.context("cannot write to standard output")?));
     }
     let cannot_create = || format!("cannot create {}", path.display());
-    match std::fs::symlink_metadata(path) {
+    match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.len() > 0 => {
             let old = kept_name(path);
             std::fs::rename(path, &old)
@@ -52,7 +54,6 @@ pub fn create(path: &Path) -> Result<File> {
             .with_context(cannot_create),
         Ok(_) => OpenOptions::new()
             .write(true)
-            .truncate(std::fs::metadata(path).is_ok_and(|m| m.is_file()))
             .open(path)
             .with_context(|| format!("cannot write to {}", path.display())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => new_file()
@@ -100,12 +101,33 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A link to a file with something in it (/etc/passwd, say) is kept as the .old, as
+    /// perf keeps it: the file it leads to is never written.
+    #[test]
+    fn a_link_to_a_file_is_kept_and_its_file_left_alone() {
+        let d = dir("link");
+        let target = d.join("passwd");
+        std::fs::write(&target, b"root:x:0:0").unwrap();
+        let link = d.join("x.data");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        create(&link).unwrap().write_all(b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"root:x:0:0");
+        assert_eq!(std::fs::read(&link).unwrap(), b"new");
+        assert!(!std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let old = kept_name(&link);
+        assert_eq!(std::fs::read_link(&old).unwrap(), target);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn what_is_not_a_regular_file_is_written_into() {
         let d = dir("other");
-        // A link to a file: written through, the link stays.
+        // A link to an empty file: written through, the link stays.
         let target = d.join("target");
-        std::fs::write(&target, b"earlier").unwrap();
+        std::fs::write(&target, b"").unwrap();
         let link = d.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         create(&link).unwrap().write_all(b"new").unwrap();
