@@ -703,3 +703,48 @@ fn check_fuzz_case(case: usize, args: &[String]) -> Option<i32> {
     }
     code
 }
+
+/// The recording in a file of its own, in `dir`, as bperf record writes it.
+fn recording_in(dir: &TempDir, name: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, recording::bytes(1000)).unwrap();
+    path
+}
+
+/// A timeline written over the recording it is read from is refused in one line naming
+/// it, with perf's status for options that cannot go together, and the recording stays
+/// whole: by its own name, and by another name (a link) for the same file. No privilege.
+#[test]
+fn a_timeline_over_its_own_recording_is_refused() {
+    let dir = TempDir::new("timeline-over");
+    let data = recording_in(&dir, "x.data");
+    let link = dir.join("x.json");
+    std::os::unix::fs::symlink(&data, &link).unwrap();
+    let before = fs::read(&data).unwrap();
+    for out in [&data, &link] {
+        let o = bperf()
+            .args(["report", "-i"])
+            .arg(&data)
+            .arg("--timeline")
+            .arg(out)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(129), "{err}");
+        assert!(
+            err.lines().count() == 1 && err.contains(&*out.to_string_lossy()),
+            "{err}"
+        );
+        assert!(fs::read(&data).unwrap() == before, "the recording changed");
+    }
+    // Another file of the same recording is written as asked.
+    let json = dir.join("y.json");
+    run_ok(
+        bperf()
+            .args(["report", "-i"])
+            .arg(&data)
+            .arg("--timeline")
+            .arg(&json),
+    );
+    assert!(fs::read_to_string(&json).unwrap().contains("traceEvents"));
+}

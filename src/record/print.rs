@@ -105,6 +105,14 @@ fn timeline_form(path: &Path) -> TimelineForm {
 /// in time and which cgroups they are of (and checks the whole file), a second writes
 /// them.
 fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
+    if same_file(input, path) {
+        return Err(crate::UsageError(format!(
+            "--timeline {}: that is the recording read (-i {}): give the timeline another file",
+            path.display(),
+            input.display()
+        ))
+        .into());
+    }
     let mut first = super::open_again(input)?;
     let mut span = Span::default();
     let mut seen = Vec::new();
@@ -166,6 +174,15 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
         path.display()
     );
     Ok(0)
+}
+
+/// Whether `a` and `b` are one file, under one name or two (links).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 /// The recorded events as the report prints them (their units and metrics).
