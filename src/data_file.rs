@@ -4,7 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -33,6 +33,51 @@ pub fn kept_name(path: &Path) -> PathBuf {
 /// recording is about to be written: a run that fails before must leave an earlier
 /// recording where it was.
 pub fn create(path: &Path) -> Result<File> {
+    let mut never = || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        false
+    };
+    Ok(create_or_give_up(path, &mut never)?.expect("never gives up"))
+}
+
+/// `create`, where a FIFO nobody reads yet is waited for, `give_up` asked between two
+/// looks (it waits a moment itself): None when it said to give up. A blocking open
+/// would wait for a reader through every signal.
+pub fn create_or_give_up(path: &Path, give_up: &mut dyn FnMut() -> bool) -> Result<Option<File>> {
+    let fifo = path.as_os_str() != STDOUT
+        && std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    if fifo {
+        return open_fifo(path, give_up);
+    }
+    create_file(path).map(Some)
+}
+
+/// The FIFO at `path` opened for writing once a reader has it open, or None when
+/// `give_up` says so first. Writes to it block, as to any FIFO.
+fn open_fifo(path: &Path, give_up: &mut dyn FnMut() -> bool) -> Result<Option<File>> {
+    let cannot = || format!("cannot write to {}", path.display());
+    loop {
+        let opened = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path);
+        match opened {
+            Ok(f) => {
+                rustix::fs::fcntl_setfl(&f, rustix::fs::OFlags::empty()).with_context(cannot)?;
+                return Ok(Some(f));
+            }
+            // No reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if give_up() {
+                    return Ok(None);
+                }
+            }
+            Err(e) => return Err(e).with_context(cannot),
+        }
+    }
+}
+
+fn create_file(path: &Path) -> Result<File> {
     if path.as_os_str() == STDOUT {
         let out = io::stdout().as_fd().try_clone_to_owned();
         return Ok(File::from(out.context("cannot write to standard output")?));
@@ -74,7 +119,7 @@ fn new_file() -> OpenOptions {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
 
     fn dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("bperf-data-file-{}-{tag}", std::process::id()));

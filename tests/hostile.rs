@@ -748,3 +748,80 @@ fn a_timeline_over_its_own_recording_is_refused() {
     );
     assert!(fs::read_to_string(&json).unwrap().contains("traceEvents"));
 }
+
+/// `child`'s exit status within `secs` seconds, or None (and `child` killed) if it is
+/// still running then.
+fn exit_within(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let status = wait_for_some(secs, || child.try_wait().unwrap());
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
+}
+
+/// A FIFO as -o that nobody opens: bperf record waits for a reader, the command running,
+/// and SIGINT ends the wait at once (130, one line naming the FIFO), the command with
+/// it, and no program is left. A reader that comes after the command has ended gets the
+/// whole recording, its time counted from the command's start (all of what the slices
+/// cover, not from the reader's coming).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_fifo_nobody_reads_is_waited_for_until_a_signal() {
+    require_root();
+    let _g = serial();
+    let dir = TempDir::new("fifo-out");
+    let fifo = dir.join("rec.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let pidfile = TempFile::new("pid-fifo");
+    let mut child = bperf()
+        .args(["record", "-a", "-o"])
+        .arg(&fifo)
+        .arg("--")
+        .args(sleeper(&pidfile))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&pidfile);
+    std::thread::sleep(Duration::from_millis(300));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = exit_within(&mut child, 5);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains(&*fifo.to_string_lossy()),
+        "{err}"
+    );
+    assert!(ended(pid), "the command outlived bperf");
+    assert!(bperf_programs().is_empty());
+
+    // The command (0.3 s) ends a second before anybody reads.
+    let mut record = bperf()
+        .args(["record", "-a", "-o"])
+        .arg(&fifo)
+        .args(["--", "sleep", "0.3"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    let report = run_ok(bperf().args(["report", "-i"]).arg(&fifo));
+    assert_eq!(exit_within(&mut record, 5).and_then(|s| s.code()), Some(0));
+    let (clock_ms, elapsed) = table_clock_and_elapsed(&String::from_utf8_lossy(&report.stdout));
+    let cpus = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(
+        elapsed >= 1.2 && clock_ms / 1e3 <= elapsed * cpus * 1.02,
+        "{clock_ms} ms of task-clock in {elapsed} s elapsed"
+    );
+}

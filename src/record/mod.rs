@@ -197,14 +197,46 @@ impl Write for Counted {
 /// Where the recording goes, buffered.
 type Output = BufWriter<Counted>;
 
+/// How often a FIFO given as -o is looked at while nobody reads it.
+const FIFO_LOOK_EVERY: Duration = Duration::from_millis(50);
+
 /// Opens `path` for the recording (see data_file::create: an earlier recording is
-/// kept as `path`.old, a device, FIFO or `-` written into).
-fn create_output(path: &Path) -> Result<Output> {
-    let file = crate::data_file::create(path)?;
-    Ok(BufWriter::with_capacity(
-        1 << 20,
-        Counted { file, bytes: 0 },
-    ))
+/// kept as `path`.old, a device, FIFO or `-` written into). A FIFO waits for its
+/// reader until SIGINT, SIGTERM or SIGHUP: Err(bperf's exit status) then, said. The
+/// other wakes that came meanwhile are sent again, for the wait that follows.
+fn create_output(
+    path: &Path,
+    wakes: &mpsc::Receiver<Wake>,
+    tx: &mpsc::Sender<Wake>,
+) -> Result<std::result::Result<Output, i32>> {
+    let mut signal = None;
+    let mut later = Vec::new();
+    let mut give_up = || match wakes.recv_timeout(FIFO_LOOK_EVERY) {
+        Ok(Wake::Signal(sig)) => {
+            signal = Some(sig);
+            true
+        }
+        Ok(wake) => {
+            later.push(wake);
+            false
+        }
+        Err(_) => false,
+    };
+    let file = crate::data_file::create_or_give_up(path, &mut give_up)?;
+    later.into_iter().for_each(|w| drop(tx.send(w)));
+    match (file, signal) {
+        (Some(file), _) => Ok(Ok(BufWriter::with_capacity(
+            1 << 20,
+            Counted { file, bytes: 0 },
+        ))),
+        (None, sig) => {
+            eprintln!(
+                "bperf: nothing recorded: nobody opened {} for reading",
+                path.display()
+            );
+            Ok(Err(128 + sig.unwrap_or(libc::SIGTERM)))
+        }
+    }
 }
 
 /// A cgroup of the plan as the file names it; `containers` knows its container's name.
@@ -383,7 +415,10 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
-    // earlier recording as it was. Its first slices wait in the ring meanwhile.
+    // earlier recording as it was. Its first slices wait in the ring meanwhile, and the
+    // time recorded runs from its start, however long the output takes to open (a FIFO
+    // waits for its reader).
+    let start = Instant::now();
     let child = match start_targets(&plan, workload, &tx)? {
         Ok(child) => child,
         Err(code) => return Ok(code),
@@ -391,8 +426,12 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
     containers.add(&plan.cgroups);
+    let output = match create_output(&a.output, &wakes, &tx)? {
+        Ok(output) => output,
+        Err(code) => return Ok(code),
+    };
     let out = bperf_data::Writer::new(
-        create_output(&a.output)?,
+        output,
         &header(&plan, &supported, a, !tasks.is_empty(), &containers),
         a.compression_level,
     )
@@ -407,7 +446,6 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         to_reader: &to_reader,
         done: &done,
     });
-    let start = Instant::now();
     // Cgroups made between the plan and the watch are found by a first look.
     if let Some(f) = &mut follow {
         f.refresh(&mut counter)?;
