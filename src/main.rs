@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use bperf::output::people::escape_controls;
 use bperf::{cli, list, metrics, stat, InvalidError, UsageError};
 use clap::Parser;
 
@@ -109,22 +110,6 @@ fn clap_one_line(e: &clap::Error) -> String {
     // clap lists missing arguments on indented lines of their own.
     let msg = msg.replace(":\n  ", ": ").replace("\n  ", ", ");
     escape_controls(&format!("{msg} (see 'bperf --help')"))
-}
-
-/// Control characters written as escapes, so that what the user typed cannot move the
-/// cursor or break the line: `\n`, `\t`, `\x1b`.
-fn escape_controls(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -46,6 +46,22 @@ pub fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Control characters written as escapes, so that what a user typed or a task named
+/// itself cannot move the cursor or break the line: `\n`, `\t`, `\x1b`.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

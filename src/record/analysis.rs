@@ -136,6 +136,11 @@ impl Key {
         }
     }
 
+    /// Whether its values are numbers (CPU, pid, tid) rather than names.
+    pub fn is_number(self) -> bool {
+        matches!(self, Key::Cpu | Key::Pid | Key::Tid)
+    }
+
     /// The slice's value of this key, as a number (a comm's 16 bytes are one).
     fn raw(self, s: &Slice) -> u128 {
         match self {

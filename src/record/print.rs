@@ -259,7 +259,11 @@ fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
         .iter()
         .map(first_count)
         .fold(0u64, u64::saturating_add);
-    let mut columns: Vec<Column> = keys.iter().map(|k| Column::text(k.name())).collect();
+    let key_column = |k: &Key| match k.is_number() {
+        true => Column::number(k.name()),
+        false => Column::text(k.name()),
+    };
+    let mut columns: Vec<Column> = keys.iter().map(key_column).collect();
     columns.extend(["slices", "time-ms", "share"].map(Column::number));
     columns.extend(h.events.iter().map(|e| Column::number(e)));
     let rows = groups
@@ -307,31 +311,51 @@ fn hist_table(h: &Header, dists: &Distributions) -> Table {
     Table { columns, rows }
 }
 
+/// Prints `t`: its text (names that tasks and cgroups give themselves) with control
+/// characters escaped in the table and CSV, and as strings in JSON, where its numbers
+/// are numbers.
 fn print_table(out: &mut dyn Write, format: &Format, t: &Table) -> io::Result<()> {
+    let printable = || {
+        t.rows
+            .iter()
+            .map(|r| r.iter().map(|v| people::escape_controls(v)).collect())
+            .collect::<Vec<Vec<String>>>()
+    };
     match format {
-        Format::Table => write!(out, "{}", people::draw(&t.columns, &t.rows))?,
+        Format::Table => write!(out, "{}", people::draw(&t.columns, &printable()))?,
         Format::Csv(sep) => {
             let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
             writeln!(out, "{}", names.join(sep))?;
-            for r in &t.rows {
+            for r in printable() {
                 writeln!(out, "{}", r.join(sep))?;
             }
         }
         Format::Json => {
             for r in &t.rows {
                 let mut obj = Map::new();
-                for (c, v) in t.columns.iter().map(|c| &c.name).zip(r) {
-                    let value = match v.trim_end_matches('%').parse::<f64>() {
-                        Ok(n) if !v.is_empty() => serde_json::json!(n),
-                        _ => Json::String(v.clone()),
-                    };
-                    obj.insert(c.clone(), value);
+                for (c, v) in t.columns.iter().zip(r) {
+                    obj.insert(c.name.clone(), json_value(c, v));
                 }
                 writeln!(out, "{}", Json::Object(obj))?;
             }
         }
     }
     out.flush()
+}
+
+/// A cell as JSON: a number column's figures as integers or numbers (a share without
+/// its %), anything else as the string it is.
+fn json_value(c: &Column, v: &str) -> Json {
+    if c.numeric {
+        if let Ok(n) = v.parse::<u64>() {
+            return Json::from(n);
+        }
+        let finite = v.trim_end_matches('%').parse::<f64>().ok();
+        if let Some(n) = finite.and_then(serde_json::Number::from_f64) {
+            return Json::Number(n);
+        }
+    }
+    Json::String(v.to_string())
 }
 
 #[cfg(test)]
@@ -363,6 +387,65 @@ mod tests {
         print_table(&mut out, &Format::Json, &t).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
-            .starts_with("{\"comm\":\"spin\",\"slices\":12.0}"));
+            .starts_with("{\"comm\":\"spin\",\"slices\":12}"));
+    }
+
+    /// What a task names itself is text, whatever it looks like: never a number, a null,
+    /// a second row or a command to the terminal. Counts are integers, the rest numbers.
+    #[test]
+    fn names_stay_text_and_on_their_line() {
+        let t = Table {
+            columns: vec![
+                Column::text("comm"),
+                Column::number("pid"),
+                Column::number("slices"),
+                Column::number("time-ms"),
+                Column::number("share"),
+            ],
+            rows: vec![
+                vec![
+                    "nan".into(),
+                    "7".into(),
+                    "12".into(),
+                    "1.500".into(),
+                    "49.33%".into(),
+                ],
+                vec![
+                    "0042".into(),
+                    "8".into(),
+                    "1".into(),
+                    "0.000".into(),
+                    "0.00%".into(),
+                ],
+                vec![
+                    "a\nb\u{1b}[2J".into(),
+                    "9".into(),
+                    "1".into(),
+                    "0.000".into(),
+                    "0.00%".into(),
+                ],
+            ],
+        };
+        let mut out = Vec::new();
+        print_table(&mut out, &Format::Json, &t).unwrap();
+        let lines: Vec<Json> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0],
+            serde_json::json!({"comm": "nan", "pid": 7, "slices": 12, "time-ms": 1.5, "share": 49.33})
+        );
+        assert_eq!(lines[1]["comm"], "0042");
+        assert_eq!(lines[2]["comm"], "a\nb\u{1b}[2J");
+        for format in [Format::Table, Format::Csv(",".into())] {
+            let mut out = Vec::new();
+            print_table(&mut out, &format, &t).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(!text.contains('\u{1b}'), "{text}");
+            let row = text.lines().find(|l| l.contains("a\\nb")).expect(&text);
+            assert!(row.contains("a\\nb\\x1b[2J") && row.contains('9'), "{text}");
+        }
     }
 }
