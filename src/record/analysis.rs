@@ -260,6 +260,14 @@ impl Group {
         }
     }
 
+    /// What the group is ranked by: its count of `event` (see ranking_event), or its
+    /// time without one.
+    pub fn rank(&self, event: Option<usize>) -> u64 {
+        event
+            .and_then(|i| self.counts.get(i).copied())
+            .unwrap_or(self.time)
+    }
+
     fn merge(&mut self, o: &Group) {
         self.slices = self.slices.saturating_add(o.slices);
         self.time = self.time.saturating_add(o.time);
@@ -269,11 +277,19 @@ impl Group {
     }
 }
 
+/// The event breakdowns are ranked by: the first the machine could count (one it could
+/// not count is 0 in every slice); None when it could count none.
+pub fn ranking_event(h: &Header) -> Option<usize> {
+    (0..h.events.len()).find(|&i| h.supported.get(i).copied().unwrap_or(true))
+}
+
 /// The slices grouped by some keys (each slice once, under its innermost cgroup): the
 /// memory it takes grows with the groups, not the slices.
 pub struct Breakdown {
     keys: Vec<Key>,
     nr_events: usize,
+    /// The event the groups are ranked by.
+    rank: Option<usize>,
     /// By the keys' raw values, in the keys' order (unused places 0).
     groups: FxHashMap<[u128; 5], Group>,
     /// Per CPU, the group of the cut slice that goes on in the next slice there: not yet
@@ -286,6 +302,7 @@ impl Breakdown {
         Breakdown {
             keys: keys.to_vec(),
             nr_events: h.events.len(),
+            rank: ranking_event(h),
             groups: FxHashMap::default(),
             open: FxHashMap::default(),
         }
@@ -320,7 +337,7 @@ impl Breakdown {
             .or_insert_with(|| Group::new(Vec::new(), nr_events))
     }
 
-    /// The groups, the one that counted most of the first event first, their cgroups
+    /// The groups, the one that counted most of the ranking event first, their cgroups
     /// named as `h` (with every cgroup of the recording) names them. Groups whose keys
     /// print the same (two cgroups of one name) are one.
     pub fn groups(mut self, h: &Header) -> Vec<Group> {
@@ -346,9 +363,11 @@ impl Breakdown {
                 .merge(&g);
         }
         let mut out: Vec<Group> = by_text.into_values().collect();
+        let rank = self.rank;
         out.sort_by(|a, b| {
-            let first = |g: &Group| g.counts.first().copied().unwrap_or(g.time);
-            first(b).cmp(&first(a)).then_with(|| a.key.cmp(&b.key))
+            b.rank(rank)
+                .cmp(&a.rank(rank))
+                .then_with(|| a.key.cmp(&b.key))
         });
         out
     }
@@ -671,6 +690,30 @@ mod tests {
             (t[0][0].counter, t[1][0].counter, t[2][0].counter),
             (10, 10, 5)
         );
+    }
+
+    /// An event the machine could not count (cycles here) counted 0 in every slice: the
+    /// groups are ranked by the first event that was counted instead.
+    #[test]
+    fn groups_rank_by_the_first_event_counted() {
+        let h = Header {
+            events: vec!["cycles".into(), "task-clock".into()],
+            supported: vec![false, true],
+            ..header()
+        };
+        let with_clock = |mut s: Slice| {
+            let clock = s.deltas[0];
+            s.deltas = vec![Reading::default(), clock];
+            s
+        };
+        let mut b = Breakdown::new(&h, &[Key::Comm]);
+        b.add(&with_clock(slice(0, 0, "a", 5, 5)));
+        b.add(&with_clock(slice(0, 0, "b", 50, 50)));
+        let groups = b.groups(&h);
+        let names: Vec<&str> = groups.iter().map(|g| g.key[0].as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(ranking_event(&h), Some(1));
+        assert_eq!(groups[0].rank(ranking_event(&h)), 50);
     }
 
     /// --sort container: slices by the recorded name of their cgroup's container, the

@@ -255,9 +255,10 @@ struct Table {
 }
 
 fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
+    let rank = analysis::ranking_event(h);
     let all = groups
         .iter()
-        .map(first_count)
+        .map(|g| g.rank(rank))
         .fold(0u64, u64::saturating_add);
     let key_column = |k: &Key| match k.is_number() {
         true => Column::number(k.name()),
@@ -274,7 +275,7 @@ fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
             row.push(format!("{:.3}", g.time as f64 / 1e6));
             let share = match all {
                 0 => 0.0,
-                _ => 100.0 * first_count(g) as f64 / all as f64,
+                _ => 100.0 * g.rank(rank) as f64 / all as f64,
             };
             row.push(format!("{share:.2}%"));
             row.extend(g.counts.iter().map(u64::to_string));
@@ -282,11 +283,6 @@ fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
         })
         .collect();
     Table { columns, rows }
-}
-
-/// What a group is ranked by: its first event's count.
-fn first_count(g: &Group) -> u64 {
-    g.counts.first().copied().unwrap_or(g.time)
 }
 
 fn hist_table(h: &Header, dists: &Distributions) -> Table {
