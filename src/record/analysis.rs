@@ -519,15 +519,18 @@ impl Measure {
 }
 
 /// What --hist shows: slice length, each event's count, CPUs with task-clock, and IPC
-/// when both cycles and instructions were recorded.
-pub fn measures(events: &[String]) -> Vec<Measure> {
+/// when both cycles and instructions were recorded; of the events the machine could
+/// count (`supported`, by event; an event not in it could).
+pub fn measures(events: &[String], supported: &[bool]) -> Vec<Measure> {
+    let counted = |i: &usize| supported.get(*i).copied().unwrap_or(true);
     let find = |name: &str| {
         events
             .iter()
             .position(|e| e.split(':').next() == Some(name))
+            .filter(counted)
     };
     let mut out = vec![Measure::Length];
-    out.extend((0..events.len()).map(Measure::Count));
+    out.extend((0..events.len()).filter(counted).map(Measure::Count));
     if let Some(i) = find("task-clock") {
         out.push(Measure::Cpus(i));
     }
@@ -852,7 +855,10 @@ mod tests {
         let names: Vec<String> = ["task-clock", "cycles", "instructions"]
             .map(String::from)
             .into();
-        let labels: Vec<String> = measures(&names).iter().map(|m| m.label(&names)).collect();
+        let labels: Vec<String> = measures(&names, &[])
+            .iter()
+            .map(|m| m.label(&names))
+            .collect();
         assert_eq!(
             labels,
             [
@@ -864,6 +870,13 @@ mod tests {
                 "IPC"
             ]
         );
+        // An event the machine could not count has no distribution (it counted 0 in
+        // every slice), and IPC none without both of its events.
+        let labels: Vec<String> = measures(&names, &[true, false, true])
+            .iter()
+            .map(|m| m.label(&names))
+            .collect();
+        assert_eq!(labels, ["slice-us", "task-clock", "instructions", "CPUs"]);
         let s = spread(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.p50, s.max, s.mean), (2.0, 3.0, 2.0));
     }

@@ -43,7 +43,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
             print_table(out, &format, &table)?;
         }
         None if a.hist => {
-            let mut dists = Distributions::new(analysis::measures(&start.events));
+            let mut dists = Distributions::new(analysis::measures(&start.events, &start.supported));
             let end = input.each_slice(|s| dists.add(s))?;
             dists.close();
             say_lost(&end);
