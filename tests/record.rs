@@ -630,11 +630,12 @@ fn a_failed_run_leaves_the_earlier_recording() {
             .unwrap()
     };
     let no_command = record(&["-e", "task-clock", "--", "/nonexistent/command"]);
-    assert_eq!(
-        no_command.status.code(),
-        Some(255),
-        "{}",
-        stderr(&no_command)
+    let err = stderr(&no_command);
+    assert_eq!(no_command.status.code(), Some(255), "{err}");
+    // One line naming the command, as perf record names it.
+    assert!(
+        err.lines().count() == 1 && err.contains("'/nonexistent/command'"),
+        "{err}"
     );
     let no_event = record(&["-e", "no-such-event", "--", "true"]);
     assert!(!no_event.status.success(), "{}", stderr(&no_event));

@@ -42,6 +42,7 @@ use crate::bpf::shared::Target;
 use crate::bpf::slice_ring::{self, SliceRing};
 use crate::cli::{RecordArgs, ReportArgs};
 use crate::counter::Counter;
+use crate::output::people::escape_controls;
 use crate::reading::Reading;
 use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan, Wake};
@@ -329,17 +330,19 @@ fn plan_of(a: &RecordArgs) -> Result<Plan> {
     Ok(plan)
 }
 
-/// Starts the command, whose end is sent as a wake, or else watches the processes -p and
-/// -t record until they all end. Err(255) when the command could not run (said).
+/// Starts the command (`workload`, running `command`), whose end is sent as a wake, or
+/// else watches the processes -p and -t record until they all end. Err(255) when the
+/// command could not run (said in one line naming it, as perf record names it).
 fn start_targets(
     plan: &Plan,
-    workload: Option<Workload>,
+    (workload, command): (Option<Workload>, &[String]),
     tx: &mpsc::Sender<Wake>,
 ) -> Result<std::result::Result<Option<Child>, i32>> {
     let exited = tx.clone();
     match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
         Some(Err(e)) => {
-            eprintln!("Workload failed: {e}");
+            let name = command.first().map_or("", String::as_str);
+            eprintln!("bperf: cannot run '{}': {e}", escape_controls(name));
             Ok(Err(255))
         }
         Some(Ok(child)) => Ok(Ok(Some(child))),
@@ -419,7 +422,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     // time recorded runs from its start, however long the output takes to open (a FIFO
     // waits for its reader).
     let start = Instant::now();
-    let child = match start_targets(&plan, workload, &tx)? {
+    let child = match start_targets(&plan, (workload, &a.command), &tx)? {
         Ok(child) => child,
         Err(code) => return Ok(code),
     };
