@@ -825,3 +825,26 @@ fn a_fifo_nobody_reads_is_waited_for_until_a_signal() {
         "{clock_ms} ms of task-clock in {elapsed} s elapsed"
     );
 }
+
+/// A recording that is not there is said as such with --timeline too (perf's 255 for a
+/// file it cannot open), not as a pipe, and no timeline is made. No privilege.
+#[test]
+fn a_timeline_of_no_recording_names_what_is_missing() {
+    let dir = TempDir::new("timeline-none");
+    let missing = dir.join("none.data");
+    let json = dir.join("t.json");
+    let o = bperf()
+        .args(["report", "-i"])
+        .arg(&missing)
+        .arg("--timeline")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains("cannot open") && !err.contains("pipe"),
+        "{err}"
+    );
+    assert!(dir.names().is_empty(), "{:?}", dir.names());
+}

@@ -626,10 +626,12 @@ pub fn open(path: &Path) -> Result<Input> {
     })
 }
 
-/// The recording in `path` opened for another pass: it must be a file, not a pipe.
+/// The recording in `path` opened for another pass: it must be a file, not a pipe (or a
+/// device). What is not there, or a directory, is said by `open`.
 pub fn open_again(path: &Path) -> Result<Input> {
-    let regular = path.as_os_str() != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
-    if !regular {
+    let stream = path.as_os_str() == "-"
+        || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if stream {
         return Err(UsageError(format!(
             "{}: --timeline reads the recording twice: give it a file, not a pipe",
             path.display()
