@@ -68,9 +68,20 @@ pub enum Command {
 
 /// Parses the command line; for `stat`, notes which -e each --filter and -G follows, as
 /// perf applies a filter to the event before it and -G to the events before it.
+/// `cmd` where a negative number after an option that takes a value is that value, as
+/// perf reads "-d -1": refused by the value's own check, in a line naming the option,
+/// rather than as an unknown option '-1'.
+fn negative_values(cmd: clap::Command) -> clap::Command {
+    let takes_value = |a: clap::Arg| match !a.is_positional() && a.get_action().takes_values() {
+        true => a.allow_negative_numbers(true),
+        false => a,
+    };
+    cmd.mut_subcommands(move |sub| sub.mut_args(takes_value))
+}
+
 pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
-    let matches = Cli::command().try_get_matches_from(args)?;
+    let matches = negative_values(Cli::command()).try_get_matches_from(args)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     if let (Command::Stat(a), Some(m)) = (&mut cli.cmd, matches.subcommand_matches("stat")) {
         let events: Vec<usize> = m

@@ -211,3 +211,23 @@ fn control_characters_are_escaped_in_errors() {
         );
     }
 }
+
+/// A negative number after an option is that option's value, refused as one in a line
+/// that names the option, as perf takes it ("-d -1"), not as an unknown option '-1'.
+#[test]
+fn a_negative_number_is_the_options_value() {
+    for (args, option) in [
+        (&["top", "--batch", "-d", "-1"][..], "--delay"),
+        (&["top", "--batch", "-n", "-1"], "--iterations"),
+        (&["record", "-m", "-1", "--", "true"], "-m -1"),
+        (
+            &["record", "--max-cgroups", "-1", "--", "true"],
+            "--max-cgroups",
+        ),
+        (&["stat", "-I", "-1", "-a", "--", "true"], "-1"),
+    ] {
+        one_line_usage_error(args, option);
+        let (_, err) = fails(args);
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
