@@ -848,3 +848,74 @@ fn a_timeline_of_no_recording_names_what_is_missing() {
     );
     assert!(dir.names().is_empty(), "{:?}", dir.names());
 }
+
+/// Whether a thread of process `pid` waits to write into a full pipe or FIFO.
+fn writing_into_a_full_pipe(pid: u32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks
+        .flatten()
+        .any(|t| fs::read_to_string(t.path().join("wchan")).is_ok_and(|w| w.contains("pipe_write")))
+}
+
+/// A FIFO whose reader stops reading while bperf record writes: the first SIGINT ends
+/// the recording, which cannot be written, and a second one gives it up at once (130,
+/// one line naming the FIFO), with nothing left loaded, where bperf waited for ever.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_second_signal_gives_up_an_output_that_takes_no_more() {
+    require_root();
+    let _g = serial();
+    let dir = TempDir::new("fifo-stalled");
+    let fifo = dir.join("rec.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    // A reader that never reads (read and write, so that opening does not wait).
+    let _reader = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let mut child = bperf()
+        .args(["record", "-a", "-o"])
+        .arg(&fifo)
+        .arg("--")
+        .arg(workload())
+        .args(["pingpong", "2000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(30, || writing_into_a_full_pipe(child.id())),
+        "bperf never filled the FIFO"
+    );
+    let interrupt = || {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::INT,
+        )
+    };
+    interrupt().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // The recording cannot end: bperf still runs, until the second SIGINT.
+    let _ = interrupt();
+    let status = exit_within(&mut child, 5);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    // bperf's lines (the workload's child says how it ended, too).
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("bperf")).collect();
+    assert!(
+        said.len() == 1 && said[0].contains(&*fifo.to_string_lossy()),
+        "{err}"
+    );
+    assert!(bperf_programs().is_empty());
+}

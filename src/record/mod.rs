@@ -358,14 +358,21 @@ fn start_targets(
     }
 }
 
+/// How often the end of a recording looks for a signal while the file is finished.
+const END_LOOK_EVERY: Duration = Duration::from_millis(5);
+
 /// Ends a recording: the last slices sent, the reader stopped once it has drained them,
-/// and the file finished with the counters' totals and what was lost.
+/// and the file finished with the counters' totals and what was lost. The file is
+/// finished on a thread of its own, and a signal meanwhile (Ctrl-C again) gives it up:
+/// a FIFO or pipe whose reader takes no more would hold bperf for ever, as a blocking
+/// write ignores signals. Some(exit status) when given up (said).
 fn end_recording(
     mut counter: Counter,
     start: Instant,
     reader: (Arc<AtomicBool>, JoinHandle<Result<Drained>>),
     output: &Path,
-) -> Result<()> {
+    wakes: &mpsc::Receiver<Wake>,
+) -> Result<Option<i32>> {
     counter.close_recording();
     let totals = counter.read()?;
     let duration = start.elapsed();
@@ -374,18 +381,36 @@ fn end_recording(
     drop(counter);
     let (stop, reader) = reader;
     stop.store(true, Ordering::Release);
-    let drained = reader.join().expect("the ring reader does not panic")?;
-    let end = End {
-        duration_ns: duration.as_nanos() as u64,
-        lost,
-        // The program counts every slice the ring had no room for in `lost`.
-        ring_lost: Vec::new(),
-        totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
-        sent,
-    };
-    let bytes = finish_file(drained.out, &end, output)?;
-    say_written(output, bytes, drained.slices, end.lost_total());
-    Ok(())
+    let path = output.to_path_buf();
+    let finisher = std::thread::spawn(move || -> Result<()> {
+        let drained = reader.join().expect("the ring reader does not panic")?;
+        let end = End {
+            duration_ns: duration.as_nanos() as u64,
+            lost,
+            // The program counts every slice the ring had no room for in `lost`.
+            ring_lost: Vec::new(),
+            totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
+            sent,
+        };
+        let bytes = finish_file(drained.out, &end, &path)?;
+        say_written(&path, bytes, drained.slices, end.lost_total());
+        Ok(())
+    });
+    while !finisher.is_finished() {
+        match wakes.recv_timeout(END_LOOK_EVERY) {
+            Ok(Wake::Signal(sig)) => {
+                eprintln!(
+                    "bperf: gave up writing {}: it took no more (nobody reads it?)",
+                    output.display()
+                );
+                return Ok(Some(128 + sig));
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(END_LOOK_EVERY),
+            _ => {}
+        }
+    }
+    finisher.join().expect("the file's end does not panic")?;
+    Ok(None)
 }
 
 /// Runs `bperf record`; returns the process exit code.
@@ -454,8 +479,8 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         f.refresh(&mut counter)?;
     }
     let code = wait_for_end(&wakes, child.as_ref(), &mut counter, &mut follow)?;
-    end_recording(counter, start, (stop, reader), &a.output)?;
-    Ok(code)
+    let given_up = end_recording(counter, start, (stop, reader), &a.output, &wakes)?;
+    Ok(given_up.unwrap_or(code))
 }
 
 /// Live cgroups in a recording: the tree followed, and the reader thread told.
