@@ -1019,7 +1019,7 @@ pub const TOP_DEFAULT_EVENTS: &str =
 #[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Show each of these cgroups (names or patterns, as bperf stat takes them)")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Show every cgroup, those created later included (the default without cgroup options)")))]
-#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included, named by its container (and image, with --batch)")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included, named by its container (and its image: with --batch, and on a terminal wide enough for both)")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct TopArgs {
     /// Seconds between refreshes (fractions allowed).

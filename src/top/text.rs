@@ -143,8 +143,8 @@ struct PageLayout {
     tree: bool,
 }
 
-/// A row's container image as --batch prints it: `-` where none was said.
-fn image(r: &Row) -> &str {
+/// A row's container image as shown: `-` where none was said.
+pub fn image(r: &Row) -> &str {
     r.cgroup.image.as_deref().unwrap_or("-")
 }
 
