@@ -494,11 +494,11 @@ fn name_and_cpus(line: &str) -> (String, f64) {
     )
 }
 
-/// The tree view (`t`): a parent cgroup with a spinning child and an idle one nested
-/// under it, the busy child first; the parent's CPUs hold its children's (bperf charges
-/// a cgroup's counts to every counted ancestor, as cpu.stat does); Left folds the
-/// selected parent (`▸`, its children hidden, its own figures the same), Right unfolds
-/// it; `t` again gives the flat list.
+/// The tree view (started with --tree): a parent cgroup with a spinning child and an
+/// idle one nested under it, the busy child first; the parent's CPUs hold its children's
+/// (bperf charges a cgroup's counts to every counted ancestor, as cpu.stat does); Left
+/// folds the selected parent (`▸`, its children hidden, its own figures the same), Right
+/// unfolds it; `t` gives the flat list, and `t` again the tree.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn tree_view_folds_a_parent() {
@@ -513,16 +513,10 @@ fn tree_view_folds_a_parent() {
     let _spin = spinner(&busy, 60_000);
     let bin = env!("CARGO_BIN_EXE_bperf");
     tmux.type_text(&format!(
-        "{bin} top -d 0.5 --for-each-cgroup '{}(/.*)?'",
+        "{bin} top -d 0.5 --tree --for-each-cgroup '{}(/.*)?'",
         parent.name
     ));
     tmux.keys(&["Enter"]);
-    assert!(
-        wait_for(15, || table_lines(&tmux.pane()).len() == 3),
-        "{}",
-        tmux.pane()
-    );
-    tmux.keys(&["t"]);
     let nested = |lines: &[String]| {
         lines.len() == 3
             && lines[0].starts_with("▾ ")
@@ -531,7 +525,7 @@ fn tree_view_folds_a_parent() {
             && lines[2].starts_with("    idle ")
     };
     assert!(
-        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        wait_for(15, || nested(&table_lines(&tmux.pane()))),
         "{}",
         tmux.pane()
     );
@@ -569,6 +563,12 @@ fn tree_view_folds_a_parent() {
                 .all(|l| !l.starts_with(' ') && !l.contains('▾'))
     });
     assert!(flat, "{}", tmux.pane());
+    tmux.keys(&["t"]);
+    assert!(
+        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        "{}",
+        tmux.pane()
+    );
     tmux.keys(&["q"]);
     tmux.wait_restored();
 }
