@@ -1007,12 +1007,15 @@ folds the selected row of the tree and Right unfolds it (Enter toggles; a folded
 figures hold its descendants', as every cgroup's do), p pauses, q or Ctrl-C quits. The \
 terminal is restored on every exit (q, Ctrl-C, SIGTERM, a panic).
 
-Needs a terminal on stdout; --batch prints plain text instead, for scripts.";
+Needs a terminal on stdout; --batch prints plain text instead, for scripts. --tree starts \
+in the tree view; with --batch it prints every refresh as the tree, each line ending with \
+the cgroup's whole path.";
 
 const TOP_EXAMPLES: &[&str] = &[
     "bperf top",
     "bperf top -e task-clock,cycles,instructions --for-each-cgroup 'system.slice/.*'",
     "bperf top --batch -n 3 -d 0.5",
+    "bperf top --batch --tree -n 1 --for-each-cgroup 'system.slice(/.*)?'",
     "bperf top --bpf-counters",
 ];
 
@@ -1027,7 +1030,7 @@ pub const TOP_DEFAULT_EVENTS: &str =
 #[command(mut_arg("all_cpus", |a| help_of(a, "Count on all CPUs (the default, unless -C is given)")))]
 #[command(mut_arg("for_each_cgroup", |a| help_of(a, "Show each of these cgroups (names or patterns, as bperf stat takes them)")))]
 #[command(mut_arg("all_cgroups", |a| help_of(a, "Show every cgroup, those created later included (the default without cgroup options)")))]
-#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included, named by its container (and image, with --batch)")))]
+#[command(mut_arg("for_each_container", |a| help_of(a, "Show each container's cgroup, those started later included, named by its container (and its image: with --batch, and on a terminal wide enough for both)")))]
 #[command(mut_arg("verbose", |a| help_of(a, VERBOSE_OF_EXPORTERS)))]
 pub struct TopArgs {
     /// Seconds between refreshes (fractions allowed).
@@ -1039,6 +1042,13 @@ pub struct TopArgs {
     /// and a table, for scripts and pipes.
     #[arg(short = 'b', long = "batch")]
     pub batch: bool,
+
+    /// Start in the tree view (`t` still switches): each cgroup under its parent,
+    /// siblings in the sort order. With --batch, the figures come first and each line
+    /// ends with the cgroup's whole path, indented under its parent's as `ps f` draws
+    /// its forest (` \_ `), so that the path stays the last field.
+    #[arg(long = "tree")]
+    pub tree: bool,
 
     /// Stop after N refreshes (default: run until q, Ctrl-C or SIGTERM).
     #[arg(short = 'n', long = "iterations", value_name = "N",

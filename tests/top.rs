@@ -33,11 +33,13 @@ fn spinner(cg: &TestCgroup, ms: u32) -> Running {
 }
 
 /// One refresh of --batch as the test saw it: the window bperf says it covered, the
-/// rows (name, CPUs), and, read as its header arrived, each cgroup's cpu.stat usage,
+/// rows (name, CPUs) and their lines, and, read as its header arrived, each cgroup's cpu.stat usage,
 /// what cpu.stat leaves out, and the time.
 struct Page {
     window_s: f64,
     rows: Vec<(String, f64)>,
+    /// The rows' lines as printed.
+    lines: Vec<String>,
     usage: Vec<u64>,
     unaccounted: f64,
     at: Instant,
@@ -74,45 +76,9 @@ fn batch_against_cpu_stat(options: &[&str]) {
     let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 30_000)).collect();
     let cgs = [&busy[0], &busy[1], &idle];
     let pattern = format!("bperf-test-{}-top-.*", std::process::id());
-    let mut top = Running(
-        bperf()
-            .args([
-                "top",
-                "--batch",
-                "-n",
-                "3",
-                "-d",
-                "0.5",
-                "--for-each-cgroup",
-                &pattern,
-            ])
-            .args(options)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let out = BufReader::new(top.0.stdout.take().unwrap());
-    let mut pages: Vec<Page> = Vec::new();
-    for line in out.lines() {
-        let line = line.unwrap();
-        if line.starts_with("bperf top ") {
-            pages.push(Page {
-                window_s: window_of(&line),
-                rows: Vec::new(),
-                usage: cgs.iter().map(|c| c.usage_ns()).collect(),
-                unaccounted: unaccounted_ns(),
-                at: Instant::now(),
-            });
-        } else if let Some(page) = pages.last_mut() {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() > 1 && words[0] != "CGROUP" {
-                page.rows
-                    .push((words[0].to_string(), words[1].parse().expect(&line)));
-            }
-        }
-    }
-    assert!(top.0.wait().unwrap().success());
-    assert_eq!(pages.len(), 3);
+    let mut args = vec!["--for-each-cgroup", &pattern];
+    args.extend(options);
+    let pages = batch_pages(&args, &cgs);
     for (k, page) in pages.iter().enumerate() {
         let names: Vec<&str> = page.rows.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names.len(), 3, "{names:?}");
@@ -125,35 +91,136 @@ fn batch_against_cpu_stat(options: &[&str]) {
             page.rows
         );
         assert!(page.rows[2].1 < 0.01, "idle: {:?}", page.rows);
-        assert!(
-            (page.window_s - 0.5).abs() < 0.1,
-            "window {}",
-            page.window_s
-        );
-        if k == 0 {
-            continue;
+        if k > 0 {
+            against_cpu_stat(&pages, k, &cgs, &[0, 1]);
         }
-        // Each refresh against cpu.stat between the arrivals of its page and the one
-        // before.
-        let before = &pages[k - 1];
-        let wall = (page.at - before.at).as_secs_f64();
-        let unaccounted = page.unaccounted - before.unaccounted + 1e7;
-        for (i, cg) in busy.iter().enumerate() {
-            let cpus = page.rows.iter().find(|(n, _)| *n == cg.name).unwrap().1;
-            let kernel_ns = (page.usage[i] - before.usage[i]) as f64;
-            let ours_ns = cpus * wall * 1e9;
-            eprintln!(
-                "refresh {k}, {}: {cpus} CPUs, cpu.stat {:.4}",
-                cg.name,
-                kernel_ns / wall / 1e9
-            );
-            let ok = ours_ns >= kernel_ns * 0.95 && ours_ns <= kernel_ns * 1.05 + unaccounted;
-            assert!(
-                ok,
-                "refresh {k}, {}: {cpus} CPUs over {wall:.3} s against cpu.stat's {:.3} CPUs",
-                cg.name,
-                kernel_ns / wall / 1e9
-            );
+    }
+}
+
+/// `bperf top --batch -n 3 -d 0.5 ARGS`, read page by page: each page's rows are
+/// (name, CPUs), the name the first field and CPUs the second, or with --tree the
+/// path the last field and CPUs the first. Every window is about the 0.5 s asked for.
+fn batch_pages(args: &[&str], cgs: &[&TestCgroup]) -> Vec<Page> {
+    let tree = args.contains(&"--tree");
+    let mut top = Running(
+        bperf()
+            .args(["top", "--batch", "-n", "3", "-d", "0.5"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(top.0.stdout.take().unwrap());
+    let mut pages: Vec<Page> = Vec::new();
+    for line in out.lines() {
+        let line = line.unwrap();
+        if line.starts_with("bperf top ") {
+            pages.push(Page {
+                window_s: window_of(&line),
+                rows: Vec::new(),
+                lines: Vec::new(),
+                usage: cgs.iter().map(|c| c.usage_ns()).collect(),
+                unaccounted: unaccounted_ns(),
+                at: Instant::now(),
+            });
+        } else if let Some(page) = pages.last_mut() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (name, cpus) = match tree {
+                true => (words.last(), words.first()),
+                false => (words.first(), words.get(1)),
+            };
+            let (Some(name), Some(cpus)) = (name, cpus) else {
+                continue;
+            };
+            if words.len() > 1 && !words.contains(&"CGROUP") {
+                page.rows
+                    .push((name.to_string(), cpus.parse().expect(&line)));
+                page.lines.push(line.clone());
+            }
+        }
+    }
+    assert!(top.0.wait().unwrap().success());
+    assert_eq!(pages.len(), 3);
+    for page in &pages {
+        let w = page.window_s;
+        assert!((w - 0.5).abs() < 0.1, "window {w}");
+    }
+    pages
+}
+
+/// Refresh `k`'s CPUs of each `cgs[i]` for i in `which` against what cpu.stat says it
+/// used between the arrivals of page k and the one before: within 5%, or above it by no
+/// more than what cpu.stat left out meanwhile.
+fn against_cpu_stat(pages: &[Page], k: usize, cgs: &[&TestCgroup], which: &[usize]) {
+    let (page, before) = (&pages[k], &pages[k - 1]);
+    let wall = (page.at - before.at).as_secs_f64();
+    let unaccounted = page.unaccounted - before.unaccounted + 1e7;
+    for &i in which {
+        let cg = cgs[i];
+        let cpus = page.rows.iter().find(|(n, _)| *n == cg.name).unwrap().1;
+        let kernel_ns = (page.usage[i] - before.usage[i]) as f64;
+        let ours_ns = cpus * wall * 1e9;
+        eprintln!(
+            "refresh {k}, {}: {cpus} CPUs, cpu.stat {:.4}",
+            cg.name,
+            kernel_ns / wall / 1e9
+        );
+        let ok = ours_ns >= kernel_ns * 0.95 && ours_ns <= kernel_ns * 1.05 + unaccounted;
+        assert!(
+            ok,
+            "refresh {k}, {}: {cpus} CPUs over {wall:.3} s against cpu.stat's {:.3} CPUs",
+            cg.name,
+            kernel_ns / wall / 1e9
+        );
+    }
+}
+
+/// --batch --tree with a parent cgroup of two spinning children and an idle one: every
+/// page puts the parent first and its children right under it (` \_ ` and their whole
+/// paths, the busy ones first by CPUs, the idle one last); the parent's CPUs are within
+/// 5% of the sum of its children's (bperf charges what a task counts to every counted
+/// ancestor of its cgroup) and, as each busy child's, of its cpu.stat over the window.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn batch_tree_puts_the_children_under_their_parent() {
+    require_root();
+    let _s = serial();
+    let parent = TestCgroup::new("top-forest");
+    let busy = [parent.child("busy1"), parent.child("busy2")];
+    let idle = parent.child("idle");
+    let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 30_000)).collect();
+    let cgs = [&parent, &busy[0], &busy[1], &idle];
+    let pattern = format!("{}(/.*)?", parent.name);
+    let pages = batch_pages(&["--tree", "--for-each-cgroup", &pattern], &cgs);
+    for (k, page) in pages.iter().enumerate() {
+        let names: Vec<&str> = page.rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.len(), 4, "{:#?}", page.lines);
+        assert_eq!(names[0], parent.name, "{:#?}", page.lines);
+        assert!(names[1..3].contains(&busy[0].name.as_str()), "{names:?}");
+        assert!(names[1..3].contains(&busy[1].name.as_str()), "{names:?}");
+        assert_eq!(names[3], idle.name, "{:#?}", page.lines);
+        // The parent's path right after its CPUs; each child's after ` \_ `.
+        let top_line = &page.lines[0];
+        assert!(
+            top_line.ends_with(&format!(" {}", parent.name)),
+            "{top_line}"
+        );
+        assert!(!top_line.contains("\\_"), "{top_line}");
+        for (line, name) in page.lines[1..].iter().zip(&names[1..]) {
+            assert!(line.ends_with(&format!(" \\_ {name}")), "{:#?}", page.lines);
+        }
+        let cpus: Vec<f64> = page.rows.iter().map(|r| r.1).collect();
+        assert!(cpus[1] >= cpus[2] && cpus[2] > 0.1, "{cpus:?}");
+        assert!(cpus[3] < 0.01, "{cpus:?}");
+        let children: f64 = cpus[1..].iter().sum();
+        eprintln!("refresh {k}: parent {} CPUs, children {children}", cpus[0]);
+        assert!(
+            (cpus[0] - children).abs() <= children * 0.05,
+            "parent {} CPUs, children {cpus:?}",
+            cpus[0]
+        );
+        if k > 0 {
+            against_cpu_stat(&pages, k, &cgs, &[0, 1, 2]);
         }
     }
 }
@@ -427,11 +494,11 @@ fn name_and_cpus(line: &str) -> (String, f64) {
     )
 }
 
-/// The tree view (`t`): a parent cgroup with a spinning child and an idle one nested
-/// under it, the busy child first; the parent's CPUs hold its children's (bperf charges
-/// a cgroup's counts to every counted ancestor, as cpu.stat does); Left folds the
-/// selected parent (`▸`, its children hidden, its own figures the same), Right unfolds
-/// it; `t` again gives the flat list.
+/// The tree view (started with --tree): a parent cgroup with a spinning child and an
+/// idle one nested under it, the busy child first; the parent's CPUs hold its children's
+/// (bperf charges a cgroup's counts to every counted ancestor, as cpu.stat does); Left
+/// folds the selected parent (`▸`, its children hidden, its own figures the same), Right
+/// unfolds it; `t` gives the flat list, and `t` again the tree.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn tree_view_folds_a_parent() {
@@ -446,16 +513,10 @@ fn tree_view_folds_a_parent() {
     let _spin = spinner(&busy, 60_000);
     let bin = env!("CARGO_BIN_EXE_bperf");
     tmux.type_text(&format!(
-        "{bin} top -d 0.5 --for-each-cgroup '{}(/.*)?'",
+        "{bin} top -d 0.5 --tree --for-each-cgroup '{}(/.*)?'",
         parent.name
     ));
     tmux.keys(&["Enter"]);
-    assert!(
-        wait_for(15, || table_lines(&tmux.pane()).len() == 3),
-        "{}",
-        tmux.pane()
-    );
-    tmux.keys(&["t"]);
     let nested = |lines: &[String]| {
         lines.len() == 3
             && lines[0].starts_with("▾ ")
@@ -464,7 +525,7 @@ fn tree_view_folds_a_parent() {
             && lines[2].starts_with("    idle ")
     };
     assert!(
-        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        wait_for(15, || nested(&table_lines(&tmux.pane()))),
         "{}",
         tmux.pane()
     );
@@ -502,6 +563,12 @@ fn tree_view_folds_a_parent() {
                 .all(|l| !l.starts_with(' ') && !l.contains('▾'))
     });
     assert!(flat, "{}", tmux.pane());
+    tmux.keys(&["t"]);
+    assert!(
+        wait_for(10, || nested(&table_lines(&tmux.pane()))),
+        "{}",
+        tmux.pane()
+    );
     tmux.keys(&["q"]);
     tmux.wait_restored();
 }

@@ -881,6 +881,21 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
 }
 
 /*
+ * Outside a switch, in @task's context: marks this CPU busy (a flush that interrupts it
+ * leaves it alone) and charges what @task ran up to @now. The caller clears st->busy
+ * once it has done the rest of its work.
+ */
+static __always_inline void settle_busy(struct cpu_state *st, struct task_struct *task,
+					struct rq *rq, __u64 now)
+{
+	st->busy = 1;
+	asm volatile("" ::: "memory");
+	take_switches(st, rq);
+	settle_current_task(st, task, rq, now);
+	asm volatile("" ::: "memory");
+}
+
+/*
  * Fires in the context of the task that wrote to cgroup.procs, after the move. When it
  * moved itself, its time up to now belongs to the old cgroup and from now to the new one.
  * (If the switch to it was not seen, all of its time since it arrived goes to the new
@@ -895,11 +910,7 @@ int BPF_PROG(bperf_on_attach)
 
 	if (!st)
 		return 0;
-	st->busy = 1;
-	asm volatile("" ::: "memory");
-	take_switches(st, rq);
-	settle_current_task(st, task, rq, cpu_clock_now(rq));
-	asm volatile("" ::: "memory");
+	settle_busy(st, task, rq, cpu_clock_now(rq));
 	st->busy = 0;
 	return 0;
 }
@@ -920,10 +931,7 @@ int BPF_PROG(bperf_on_exec)
 
 	if (!st)
 		return 0;
-	st->busy = 1;
-	asm volatile("" ::: "memory");
-	take_switches(st, rq);
-	settle_current_task(st, task, rq, now);
+	settle_busy(st, task, rq, now);
 	if (account(st, now, false, 0))
 		send_slice(st, BPERF_SLICE_CUT);
 	if (st->owner == (__u64)task)

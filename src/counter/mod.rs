@@ -817,20 +817,7 @@ mod tests {
         let root_id = std::os::unix::fs::MetadataExt::ino(&root);
         for cgroups in [&[][..], &[root_id][..]] {
             let mut storage = MaybeUninit::uninit();
-            let setup = Setup {
-                events: &events,
-                cpus: &cpus,
-                task: None,
-                inherit: true,
-                threads: &[],
-                cgroups,
-                live_slots: None,
-                cgroup_v1: false,
-                verbose: 0,
-                shared: None,
-                slice_ring: None,
-                tasks: &[],
-            };
+            let setup = system_wide(&events, &cpus, cgroups);
             let mut counter = Counter::open(&setup, &mut storage).unwrap();
             std::thread::sleep(Duration::from_millis(200));
             let s = counter.read().unwrap();
@@ -846,6 +833,24 @@ mod tests {
         }
     }
 
+    /// `events` counted on `cpus`, for `cgroups` through BPF (none: plain per-CPU reads).
+    fn system_wide<'a>(events: &'a [Event], cpus: &'a [u32], cgroups: &'a [u64]) -> Setup<'a> {
+        Setup {
+            events,
+            cpus,
+            task: None,
+            inherit: true,
+            threads: &[],
+            cgroups,
+            live_slots: None,
+            cgroup_v1: false,
+            verbose: 0,
+            shared: None,
+            slice_ring: None,
+            tasks: &[],
+        }
+    }
+
     /// The root cgroup sees everything, idle included: its BPF total must match a plain
     /// read of the same kind of per-CPU counters over the same time.
     #[test]
@@ -858,20 +863,7 @@ mod tests {
         let root_id = std::os::unix::fs::MetadataExt::ino(&root);
         let mut s1 = MaybeUninit::uninit();
         let mut s2 = MaybeUninit::uninit();
-        let setup = |cgroups| Setup {
-            events: &events,
-            cpus: &cpus,
-            task: None,
-            inherit: true,
-            threads: &[],
-            cgroups,
-            live_slots: None,
-            cgroup_v1: false,
-            verbose: 0,
-            shared: None,
-            slice_ring: None,
-            tasks: &[],
-        };
+        let setup = |cgroups| system_wide(&events, &cpus, cgroups);
         let mut plain = Counter::open(&setup(&[]), &mut s1).unwrap();
         let mut bpf = Counter::open(&setup(&[root_id]), &mut s2).unwrap();
         let (b0, p0) = (bpf.read().unwrap(), plain.read().unwrap());

@@ -65,6 +65,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         live,
         containers,
     };
+    top.model.tree = a.tree;
     top.counter.read_into(&mut top.prev)?;
     top.prev_at = Instant::now();
     top.refresh_cgroups()?;

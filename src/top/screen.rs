@@ -24,8 +24,9 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, T
 use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
 use signal_hook::consts::SIGHUP;
 
-use super::model::{Fold, Shown, SortKey, HISTORY};
+use super::model::{Fold, Model, Shown, SortKey, HISTORY};
 use super::{text, Top, Wake};
+use crate::output::metric::Kind;
 use crate::session;
 
 /// The terminal's input, read on a thread of its own.
@@ -131,7 +132,7 @@ pub fn run(
     loop {
         if draw_now {
             terminal
-                .draw(|f| draw(f, top, &mut view, &kinds))
+                .draw(|f| draw(f, &top.model, &top.header(), &mut view, &kinds))
                 .context("cannot draw")?;
         }
         if iterations.is_some_and(|n| done >= n) {
@@ -239,15 +240,14 @@ fn fold(code: KeyCode, top: &mut Top, view: &mut View) {
 }
 
 /// The whole screen: header, table, sparkline, keys.
-fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metric::Kind]) {
-    let [header, table, spark, footer] = Layout::vertical([
+fn draw(f: &mut Frame, model: &Model, header: &text::Header, view: &mut View, kinds: &[Kind]) {
+    let [top_line, table, spark, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
         Constraint::Length(4),
         Constraint::Length(1),
     ])
     .areas(f.area());
-    let model = &top.model;
     let rows = model.shown();
     let last = rows.len().saturating_sub(1);
     match view.table.selected() {
@@ -255,7 +255,7 @@ fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metri
         Some(_) => {}
         None => view.table.select(Some(0)),
     }
-    let mut head = top.header().line();
+    let mut head = header.line();
     let order = match model.descending {
         true => "largest first",
         false => "smallest first",
@@ -266,11 +266,11 @@ fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metri
     }
     f.render_widget(
         Paragraph::new(head).style(Style::new().add_modifier(Modifier::BOLD)),
-        header,
+        top_line,
     );
-    draw_table(f, table, top, &rows, view, kinds);
+    draw_table(f, table, model, &rows, view, kinds);
     let selected = view.table.selected().and_then(|s| rows.get(s));
-    draw_sparkline(f, spark, top, selected.map(|s| s.row));
+    draw_sparkline(f, spark, model, selected.map(|s| s.row));
     let keys = match (view.editing, model.filter.is_empty()) {
         (true, _) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
         (false, false) => format!(
@@ -290,17 +290,20 @@ fn draw(f: &mut Frame, top: &Top, view: &mut View, kinds: &[crate::output::metri
     );
 }
 
+/// The table: a row's name (with containers, its image too where the terminal is wide
+/// enough), then its figures. Only the rows that fit are made into cells, the selected
+/// one in view.
 fn draw_table(
     f: &mut Frame,
     area: Rect,
-    top: &Top,
+    model: &Model,
     shown: &[Shown],
     view: &mut View,
-    kinds: &[crate::output::metric::Kind],
+    kinds: &[Kind],
 ) {
-    let model = &top.model;
     // Spans, not strings: a string is split into lines first.
     let right = |s: String| Cell::from(Line::from(Span::raw(s)).alignment(Alignment::Right));
+    let columns = TableColumns::new(model, shown, area.width);
     let first = match model.has_containers() {
         true => "CONTAINER",
         false => "CGROUP",
@@ -310,6 +313,9 @@ fn draw_table(
         model.sort == SortKey::Name,
         model.descending,
     ))];
+    if columns.image.is_some() {
+        heads.push(Cell::from("IMAGE"));
+    }
     heads.extend(model.columns.iter().enumerate().map(|(i, c)| {
         right(text::head(
             &c.title,
@@ -317,10 +323,6 @@ fn draw_table(
             model.descending,
         ))
     }));
-    // Numbers take their width, the name what is left (at least its head's).
-    let numbers = model.columns.len() * (text::WIDTH + 1);
-    let name_width = (area.width as usize).saturating_sub(numbers).max(8);
-    // Only the rows that fit are made into cells: the selected one in view.
     let fit = (area.height as usize).saturating_sub(1).max(1);
     let selected = view.table.selected().unwrap_or(0);
     let mut offset = view.table.offset().min(selected);
@@ -330,27 +332,78 @@ fn draw_table(
     *view.table.offset_mut() = offset;
     let visible = shown.iter().skip(offset).take(fit);
     let rows = visible.map(|s| {
-        let mut cells = vec![Cell::from(Line::from(Span::raw(name_cell(
-            s, model.tree, name_width,
-        ))))];
+        let name = name_cell(s, model.tree, columns.name);
+        let mut cells = vec![Cell::from(Line::from(Span::raw(name)))];
+        if let Some(w) = columns.image {
+            let image = text::tail(text::image(s.row), w);
+            cells.push(Cell::from(Line::from(Span::raw(image))));
+        }
         cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
             let v = s.row.values.get(i).copied().flatten();
             right(text::cell(c, kinds[i], v))
         }));
         Row::new(cells)
     });
-    let mut widths = vec![Constraint::Fill(1)];
-    widths.extend(
-        model
-            .columns
-            .iter()
-            .map(|_| Constraint::Length(text::WIDTH as u16)),
-    );
-    let table = Table::new(rows, widths)
+    let table = Table::new(rows, columns.widths(model))
         .header(Row::new(heads).style(Style::new().add_modifier(Modifier::UNDERLINED)))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
     let mut state = TableState::default().with_selected(Some(selected - offset));
     f.render_stateful_widget(table, area, &mut state);
+}
+
+/// How much room the name keeps before the image column is dropped: a terminal too
+/// narrow for both shows the name, and the image only on --batch.
+const NAME_ROOM: usize = 20;
+
+/// The widest an image column gets; longer images lose their start (the registry), as
+/// names do.
+const IMAGE_WIDTH: usize = 30;
+
+/// The widths of the table's text columns in a terminal `width` wide: the figures take
+/// theirs, the name what is left (at least 8), the image (with containers) its longest
+/// (at most IMAGE_WIDTH) where the name keeps NAME_ROOM.
+struct TableColumns {
+    name: usize,
+    image: Option<usize>,
+}
+
+impl TableColumns {
+    fn new(model: &Model, shown: &[Shown], width: u16) -> TableColumns {
+        let numbers = model.columns.len() * (text::WIDTH + 1);
+        let left = (width as usize).saturating_sub(numbers);
+        let image = model.has_containers().then(|| {
+            let longest = shown.iter().map(|s| text::image(s.row).chars().count());
+            longest
+                .chain(["IMAGE".len()])
+                .max()
+                .unwrap_or(0)
+                .min(IMAGE_WIDTH)
+        });
+        // The image, a space, and the name in NAME_ROOM at least.
+        match image.filter(|w| left > NAME_ROOM + w) {
+            Some(w) => TableColumns {
+                name: left - w - 1,
+                image: Some(w),
+            },
+            None => TableColumns {
+                name: left.max(8),
+                image: None,
+            },
+        }
+    }
+
+    /// The constraints of the table's columns: the name fills what the others leave.
+    fn widths(&self, model: &Model) -> Vec<Constraint> {
+        let mut widths = vec![Constraint::Fill(1)];
+        widths.extend(self.image.map(|w| Constraint::Length(w as u16)));
+        widths.extend(
+            model
+                .columns
+                .iter()
+                .map(|_| Constraint::Length(text::WIDTH as u16)),
+        );
+        widths
+    }
 }
 
 /// A row's name in `width` characters (the start cut when too long): in the flat view
@@ -375,8 +428,7 @@ fn name_cell(s: &Shown, tree: bool, width: usize) -> String {
 }
 
 /// The selected row's history of the sorted column (the first when sorted by name).
-fn draw_sparkline(f: &mut Frame, area: Rect, top: &Top, row: Option<&super::model::Row>) {
-    let model = &top.model;
+fn draw_sparkline(f: &mut Frame, area: Rect, model: &Model, row: Option<&super::model::Row>) {
     let column = match model.sort {
         SortKey::Column(c) => c,
         SortKey::Name => 0,
@@ -423,6 +475,143 @@ mod tests {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
+
+    use crate::top::model::Cgroup;
+    use ratatui::backend::TestBackend;
+
+    /// Three containers under top's default events: web (busybox, 0.5 CPUs), api (an
+    /// image longer than IMAGE_WIDTH, 0.25 CPUs) and db (no image said, idle); cycles
+    /// and instructions not counted.
+    fn containers() -> (Model, Vec<Kind>) {
+        use crate::event::Event;
+        let events = [
+            Event::plain("task-clock", 1, 1),
+            Event::plain("context-switches", 1, 3),
+            Event::plain("cpu-migrations", 1, 4),
+            Event::plain("page-faults", 1, 2),
+            Event::plain("cycles", 0, 0),
+            Event::plain("instructions", 0, 1),
+        ];
+        let mut m = Model::new(&events);
+        let kinds = text::kinds(&events, &m.columns);
+        let container = |slot: usize, name: &str, image: Option<&str>| Cgroup {
+            id: slot as u64 + 1,
+            slot,
+            path: format!("docker/{name}0123456789abcdef"),
+            container: Some(name.into()),
+            image: image.map(Into::into),
+        };
+        let api_image = "registry.example.com:5000/shop/api-server:1.2.3";
+        m.set_cgroups(vec![
+            container(0, "web", Some("busybox")),
+            container(1, "api", Some(api_image)),
+            container(2, "db", None),
+        ]);
+        let clock = [500_000_000, 250_000_000, 0];
+        m.refresh(1e9, |slot, e| {
+            let counter = match e {
+                0 => clock[slot],
+                1 => 10,
+                _ => 0,
+            };
+            (e < 4).then_some(crate::reading::Reading {
+                counter,
+                enabled: 1,
+                running: 1,
+            })
+        });
+        (m, kinds)
+    }
+
+    /// The whole screen drawn on a terminal of `width` x `height`, line by line.
+    fn screen(model: &Model, kinds: &[Kind], width: u16, height: u16) -> Vec<String> {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        let header = text::Header {
+            window: Duration::from_secs(1),
+            cpus: 2,
+            cgroups: model.nr_rows(),
+            left_out: 0,
+        };
+        let mut view = View::default();
+        terminal
+            .draw(|f| draw(f, model, &header, &mut view, kinds))
+            .unwrap();
+        let buf = terminal.backend().buffer();
+        (0..height)
+            .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    /// A table line: the name in `name` columns, the image (if any) in `image`, then
+    /// each figure right-aligned in its column, one space between columns.
+    fn table_line(name: (&str, usize), image: Option<(&str, usize)>, figures: &[&str]) -> String {
+        let mut s = format!("{:<w$}", name.0, w = name.1);
+        if let Some((i, w)) = image {
+            s += &format!(" {i:<w$}");
+        }
+        for f in figures {
+            s += &format!(" {f:>w$}", w = text::WIDTH);
+        }
+        s
+    }
+
+    /// The full screen shows each container's image between its name and its figures
+    /// where the terminal is wide enough for the name to keep NAME_ROOM columns beside
+    /// it (the image cut at its start past IMAGE_WIDTH, `-` where none was said), and
+    /// drops it first where it is not: at 80x24 the name keeps the room left by the
+    /// figures and the screen is whole (header, table, sparkline, keys on the last line).
+    #[test]
+    fn the_image_shows_where_the_terminal_is_wide_enough() {
+        let (m, kinds) = containers();
+        let figures = |cpus| [cpus, "10.0", "0.0", "0.0", "-", "-", "-"];
+        let numbers = 7 * (text::WIDTH + 1);
+        let narrow = screen(&m, &kinds, 80, 24);
+        let name = 80 - numbers;
+        assert!(narrow[0].starts_with("bperf top "), "{narrow:#?}");
+        let heads = [
+            "CPUsv", "cs/s", "migr/s", "faults/s", "cycles/s", "insn/s", "IPC",
+        ];
+        assert_eq!(narrow[1], table_line(("CONTAINER", name), None, &heads));
+        assert_eq!(
+            narrow[2],
+            table_line(("web", name), None, &figures("0.500"))
+        );
+        assert_eq!(
+            narrow[3],
+            table_line(("api", name), None, &figures("0.250"))
+        );
+        assert_eq!(narrow[4], table_line(("db", name), None, &figures("0.000")));
+        assert!(
+            narrow[19].contains(" web: CPUs, last 60 refreshes"),
+            "{narrow:#?}"
+        );
+        assert!(narrow[23].starts_with("j/k move"), "{narrow:#?}");
+        // 100 columns: the image would take IMAGE_WIDTH and leave the name less than
+        // NAME_ROOM: still dropped.
+        let lines = screen(&m, &kinds, 100, 24);
+        assert!(!lines[1].contains("IMAGE"), "{lines:#?}");
+        assert_eq!(
+            lines[2],
+            table_line(("web", 100 - numbers), None, &figures("0.500"))
+        );
+        // 120 and 160: the image in its longest (cut to IMAGE_WIDTH), the name in
+        // what is left, at least NAME_ROOM.
+        for width in [120, 160] {
+            let lines = screen(&m, &kinds, width, 24);
+            let name = width as usize - numbers - IMAGE_WIDTH - 1;
+            assert!(name >= NAME_ROOM);
+            let line = |n, i, cpus| table_line((n, name), Some((i, IMAGE_WIDTH)), &figures(cpus));
+            let head = table_line(("CONTAINER", name), Some(("IMAGE", IMAGE_WIDTH)), &heads);
+            assert_eq!(lines[1], head, "{width}: {lines:#?}");
+            assert_eq!(lines[2], line("web", "busybox", "0.500"));
+            assert_eq!(
+                lines[3],
+                line("api", "…om:5000/shop/api-server:1.2.3", "0.250")
+            );
+            assert_eq!(lines[4], line("db", "-", "0.000"));
+            assert!(lines[23].starts_with("j/k move"));
+        }
+    }
 
     /// Set in the child that `a_panic_restores_the_terminal_before_its_message` starts.
     const CHILD: &str = "BPERF_TOP_PANIC_CHILD";

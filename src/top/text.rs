@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::model::{Column, Figure, Model, Row, SortKey};
+use super::model::{Column, Figure, Model, Row, Shown, SortKey};
 use crate::output::metric::{self, Kind};
 
 /// What the header says besides the time.
@@ -111,69 +111,123 @@ pub fn head(title: &str, sorted: bool, descending: bool) -> String {
 }
 
 /// One refresh as --batch prints it: the header, the column heads and a line per row,
-/// then an empty line. With containers, a line starts with the container's name and
-/// image (`-`: none said) and ends with the cgroup's path.
+/// then an empty line. A line starts with the row's name (with containers, the
+/// container's name and image, `-` where none was said), then come the figures; with
+/// containers it ends with the cgroup's path. In the tree view every line ends with the
+/// cgroup's whole path, drawn into the tree as `ps f` draws its forest (each level four
+/// columns deeper, ` \_ ` before a nested row's path), and the name column goes where
+/// it would only repeat that path (without containers): the path stays the last field.
 pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
     let shown = model.shown();
-    let rows: Vec<&Row> = shown.iter().map(|s| s.row).collect();
-    let containers = model.has_containers();
-    let width = |f: &dyn Fn(&Row) -> &str, head: &str| {
-        rows.iter()
-            .map(|r| f(r).chars().count())
-            .chain([head.chars().count()])
-            .max()
-            .unwrap_or(0)
-    };
-    fn image(r: &Row) -> &str {
-        r.cgroup.image.as_deref().unwrap_or("-")
-    }
-    let (first, name_width) = match containers {
-        true => ("CONTAINER", width(&|r| r.name(), "CONTAINER")),
-        false => ("CGROUP", width(&|r| r.name(), "CGROUP")),
-    };
-    let image_width = width(&image, "IMAGE");
-    // A figure's column: WIDTH, or where its head is longer, the head and its sort mark.
-    let widths: Vec<usize> = model
-        .columns
-        .iter()
-        .map(|c| match c.title.chars().count() {
-            n if n > WIDTH => n + 1,
-            _ => WIDTH,
-        })
-        .collect();
+    let layout = PageLayout::new(model, &shown);
     let mut s = header.line() + "\n";
-    s += &format!(
-        "{:<name_width$}",
-        head(first, model.sort == SortKey::Name, model.descending)
-    );
-    if containers {
-        s += &format!(" {:<image_width$}", "IMAGE");
+    s += &layout.heads(model);
+    for r in &shown {
+        s += &layout.line(model, kinds, r);
     }
-    for (i, c) in model.columns.iter().enumerate() {
-        let sorted = model.sort == SortKey::Column(i);
-        let w = widths[i];
-        s += &format!(" {:>w$}", head(&c.title, sorted, model.descending));
+    s + "\n"
+}
+
+/// The columns of a --batch page, and how wide each is.
+struct PageLayout {
+    /// The head and width of the name column, where there is one.
+    name: Option<(&'static str, usize)>,
+    /// The width of the image column, with containers.
+    image: Option<usize>,
+    /// Each figure's column's width: WIDTH, or where its head is longer, the head and
+    /// its sort mark.
+    figures: Vec<usize>,
+    /// Whether a line ends with the cgroup's path (with containers, and in the tree).
+    path_last: bool,
+    /// Whether that path is drawn into the tree.
+    tree: bool,
+}
+
+/// A row's container image as shown: `-` where none was said.
+pub fn image(r: &Row) -> &str {
+    r.cgroup.image.as_deref().unwrap_or("-")
+}
+
+impl PageLayout {
+    fn new(model: &Model, shown: &[Shown]) -> PageLayout {
+        let containers = model.has_containers();
+        let widest = |f: &dyn Fn(&Row) -> &str, head: &str| {
+            shown
+                .iter()
+                .map(|s| f(s.row).chars().count())
+                .chain([head.chars().count()])
+                .max()
+                .unwrap_or(0)
+        };
+        let name = match (containers, model.tree) {
+            (true, _) => Some(("CONTAINER", widest(&|r| r.name(), "CONTAINER"))),
+            (false, false) => Some(("CGROUP", widest(&|r| r.name(), "CGROUP"))),
+            (false, true) => None,
+        };
+        let figures = model
+            .columns
+            .iter()
+            .map(|c| match c.title.chars().count() {
+                n if n > WIDTH => n + 1,
+                _ => WIDTH,
+            })
+            .collect();
+        PageLayout {
+            name,
+            image: containers.then(|| widest(&image, "IMAGE")),
+            figures,
+            path_last: containers || model.tree,
+            tree: model.tree,
+        }
     }
-    if containers {
-        s += " CGROUP";
+
+    /// The line of column heads; the one sorted by marked.
+    fn heads(&self, model: &Model) -> String {
+        let by_name = model.sort == SortKey::Name;
+        let mut fields = Vec::new();
+        if let Some((title, w)) = self.name {
+            fields.push(format!("{:<w$}", head(title, by_name, model.descending)));
+        }
+        if let Some(w) = self.image {
+            fields.push(format!("{:<w$}", "IMAGE"));
+        }
+        for (i, c) in model.columns.iter().enumerate() {
+            let sorted = model.sort == SortKey::Column(i);
+            let w = self.figures[i];
+            fields.push(format!("{:>w$}", head(&c.title, sorted, model.descending)));
+        }
+        if self.path_last {
+            // Marked when it is the name sorted by: without containers in the tree.
+            let marked = by_name && self.name.is_none();
+            fields.push(head("CGROUP", marked, model.descending));
+        }
+        fields.join(" ") + "\n"
     }
-    s += "\n";
-    for r in rows {
-        s += &format!("{:<name_width$}", r.name());
-        if containers {
-            s += &format!(" {:<image_width$}", image(r));
+
+    /// The line of shown row `s`.
+    fn line(&self, model: &Model, kinds: &[Kind], s: &Shown) -> String {
+        let r = s.row;
+        let mut fields = Vec::new();
+        if let Some((_, w)) = self.name {
+            fields.push(format!("{:<w$}", r.name()));
+        }
+        if let Some(w) = self.image {
+            fields.push(format!("{:<w$}", image(r)));
         }
         for (i, c) in model.columns.iter().enumerate() {
             let v = r.values.get(i).copied().flatten();
-            let w = widths[i];
-            s += &format!(" {:>w$}", cell(c, kinds[i], v));
+            let w = self.figures[i];
+            fields.push(format!("{:>w$}", cell(c, kinds[i], v)));
         }
-        if containers {
-            s += &format!(" {}", r.cgroup.path);
+        if self.path_last {
+            let branch = match (self.tree, s.depth) {
+                (false, _) | (_, 0) => String::new(),
+                (true, d) => format!("{} \\_ ", "    ".repeat(d - 1)),
+            };
+            fields.push(branch + &r.cgroup.path);
         }
-        s += "\n";
+        fields.join(" ") + "\n"
     }
-    s + "\n"
 }
 
 #[cfg(test)]
@@ -262,6 +316,78 @@ mod tests {
         assert_eq!(lines[1], "CONTAINER IMAGE      CPUsv CGROUP");
         assert_eq!(lines[2], "web       busybox    0.500 docker/3474383178be");
         assert_eq!(lines[3], "db        -          0.000 docker/99aa");
+    }
+
+    /// A --batch page of task-clock's CPUs: `cgroups[i]` ran `cpus[i]` CPUs.
+    fn cpus_page(cgroups: Vec<crate::top::model::Cgroup>, cpus: &[f64], tree: bool) -> String {
+        let events = vec![crate::event::Event::plain("task-clock", 1, 1)];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        let mut m = Model::new(&events);
+        m.tree = tree;
+        m.set_cgroups(cgroups);
+        m.refresh(1e9, |slot, _| {
+            Some(crate::reading::Reading {
+                counter: (cpus[slot] * 1e9) as u64,
+                enabled: 1,
+                running: 1,
+            })
+        });
+        let h = Header {
+            window: Duration::from_secs(1),
+            cpus: 2,
+            cgroups: cpus.len(),
+            left_out: 0,
+        };
+        page(&h, &m, &kinds)
+    }
+
+    /// The tree: the figures first, then each cgroup's whole path, under its parent's
+    /// in the order of the tree, siblings by CPUs, drawn as `ps f` draws a forest; the
+    /// path is the last field (what `awk '{print $NF}'` prints).
+    #[test]
+    fn a_tree_page_ends_each_line_with_the_path_under_its_parent() {
+        let paths = ["/", "batch", "shop", "shop/db", "shop/web", "shop/web/x"];
+        let cgroups = (0..paths.len())
+            .map(|i| cgroup(i as u64 + 1, i, paths[i]))
+            .collect();
+        let page = cpus_page(cgroups, &[2.0, 0.0, 1.5, 0.5, 1.0, 0.25], true);
+        let lines: Vec<&str> = page.lines().skip(1).collect();
+        assert_eq!(
+            lines,
+            [
+                "   CPUsv CGROUP",
+                "   2.000 /",
+                "   1.500  \\_ shop",
+                "   1.000      \\_ shop/web",
+                "   0.250          \\_ shop/web/x",
+                "   0.500      \\_ shop/db",
+                "   0.000  \\_ batch",
+                "",
+            ],
+            "{page}"
+        );
+        let last: Vec<&str> = lines[1..6]
+            .iter()
+            .map(|l| l.split_whitespace().last().unwrap())
+            .collect();
+        assert_eq!(last, ["/", "shop", "shop/web", "shop/web/x", "shop/db"]);
+    }
+
+    /// With containers the tree keeps the container's name and image first.
+    #[test]
+    fn a_tree_page_with_containers_names_them_first() {
+        let mut web = cgroup(2, 1, "docker/3474383178be");
+        web.container = Some("web".into());
+        web.image = Some("busybox".into());
+        let page = cpus_page(vec![cgroup(1, 0, "docker"), web], &[0.5, 0.5], true);
+        let lines: Vec<&str> = page.lines().skip(1).collect();
+        assert_eq!(lines[0], "CONTAINER IMAGE      CPUsv CGROUP");
+        assert_eq!(lines[1], "docker    -          0.500 docker");
+        assert_eq!(
+            lines[2],
+            "web       busybox    0.500  \\_ docker/3474383178be"
+        );
     }
 
     /// A head longer than a figure's width widens its column: figures end under it.
