@@ -454,7 +454,7 @@ fn draw_sparkline(f: &mut Frame, area: Rect, model: &Model, row: Option<&super::
         .collect();
     let title = format!(
         " {}: {}, last {} refreshes (max {:.3}) ",
-        row.name(),
+        crate::output::people::escape_controls(row.name()),
         model.columns[column].title,
         HISTORY,
         max

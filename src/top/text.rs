@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::model::{Column, Figure, Model, Row, Shown, SortKey};
 use crate::output::metric::{self, Kind};
+use crate::output::people::escape_controls;
 
 /// What the header says besides the time.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,11 +80,12 @@ fn rate(v: f64) -> String {
 }
 
 /// `name` in at most `width` characters: its end, which tells cgroups of one parent
-/// apart, after a `…` where the start is cut.
+/// apart, after a `…` where the start is cut; control characters as escapes.
 pub fn tail(name: &str, width: usize) -> String {
+    let name = escape_controls(name);
     let n = name.chars().count();
     match n <= width {
-        true => name.to_string(),
+        true => name,
         false => {
             let skip = n - width.saturating_sub(1);
             std::iter::once('…')
@@ -154,7 +156,7 @@ impl PageLayout {
         let widest = |f: &dyn Fn(&Row) -> &str, head: &str| {
             shown
                 .iter()
-                .map(|s| f(s.row).chars().count())
+                .map(|s| escape_controls(f(s.row)).chars().count())
                 .chain([head.chars().count()])
                 .max()
                 .unwrap_or(0)
@@ -209,10 +211,10 @@ impl PageLayout {
         let r = s.row;
         let mut fields = Vec::new();
         if let Some((_, w)) = self.name {
-            fields.push(format!("{:<w$}", r.name()));
+            fields.push(format!("{:<w$}", escape_controls(r.name())));
         }
         if let Some(w) = self.image {
-            fields.push(format!("{:<w$}", image(r)));
+            fields.push(format!("{:<w$}", escape_controls(image(r))));
         }
         for (i, c) in model.columns.iter().enumerate() {
             let v = r.values.get(i).copied().flatten();
@@ -224,7 +226,7 @@ impl PageLayout {
                 (false, _) | (_, 0) => String::new(),
                 (true, d) => format!("{} \\_ ", "    ".repeat(d - 1)),
             };
-            fields.push(branch + &r.cgroup.path);
+            fields.push(branch + &escape_controls(&r.cgroup.path));
         }
         fields.join(" ") + "\n"
     }
@@ -272,6 +274,38 @@ mod tests {
         assert_eq!(lines[2], "a/web     0.988    2.50G    3.00G     1.20");
         assert_eq!(lines[3], "idle      0.000        -        -        -");
         assert_eq!(lines[4], "");
+    }
+
+    /// A cgroup named with control characters (anyone with a delegated subtree can
+    /// make one) prints them as escapes: the terminal is not cleared, the columns stay.
+    #[test]
+    fn control_characters_in_a_name_are_escaped() {
+        // The full screen's cells, too.
+        assert_eq!(tail("a\u{1b}[2J", 10), "a\\x1b[2J");
+        let events = vec![crate::event::Event::plain("task-clock", 1, 1)];
+        let columns = crate::top::model::columns(&events);
+        let kinds = kinds(&events, &columns);
+        for tree in [false, true] {
+            let mut m = Model::new(&events);
+            m.tree = tree;
+            m.set_cgroups(vec![cgroup(1, 0, "e\u{1b}[2Jx"), cgroup(2, 1, "ok")]);
+            m.refresh(1e9, |_, _| Some(crate::reading::Reading::default()));
+            let h = Header {
+                window: Duration::from_millis(500),
+                cpus: 2,
+                cgroups: 2,
+                left_out: 0,
+            };
+            let page = page(&h, &m, &kinds);
+            assert!(!page.contains('\u{1b}'), "{page}");
+            let lines: Vec<&str> = page.lines().collect();
+            let at = |l: &str| l.find("0.000").unwrap();
+            let (esc, ok) = (
+                lines.iter().find(|l| l.contains("e\\x1b[2Jx")),
+                lines.iter().find(|l| l.contains("ok")),
+            );
+            assert_eq!(at(esc.expect(&page)), at(ok.expect(&page)), "{page}");
+        }
     }
 
     fn cgroup(id: u64, slot: usize, path: &str) -> crate::top::model::Cgroup {
