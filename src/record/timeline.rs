@@ -147,8 +147,11 @@ fn colour(i: usize) -> String {
     format!("hsl({:.0},65%,55%)", (i as f64 * 137.508) % 360.0)
 }
 
+/// `s` as XML text: markup escaped, control characters (which XML does not allow) as
+/// `\x1b`-style text.
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
+    crate::output::people::escape_controls(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -300,6 +303,16 @@ mod tests {
     use super::*;
     use crate::reading::Reading;
     use crate::record::bperf_data::{comm, RecordedCgroup};
+
+    /// Text in the picture is XML's: markup escaped, and control characters (which XML
+    /// does not allow, even escaped) written as `\x1b`-style text.
+    #[test]
+    fn names_in_the_picture_are_well_formed_xml() {
+        assert_eq!(
+            escape("e\u{1b}[2J<&\"x\"\t"),
+            "e\\x1b[2J&lt;&amp;&quot;x&quot;\\t"
+        );
+    }
 
     fn header() -> Header {
         let cg = |slot: usize, name: &str| RecordedCgroup {
