@@ -919,3 +919,47 @@ fn a_second_signal_gives_up_an_output_that_takes_no_more() {
     );
     assert!(bperf_programs().is_empty());
 }
+
+/// bperf stat record to a FIFO nobody opens: the counts printed, it waits for a reader,
+/// and SIGINT ends the wait at once (130, one line naming the FIFO), where it waited
+/// through every signal.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn stat_record_to_a_fifo_nobody_reads_ends_on_a_signal() {
+    require_root();
+    let _g = serial();
+    let dir = TempDir::new("stat-fifo");
+    let fifo = dir.join("perf.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let mut child = bperf()
+        .args(["stat", "record", "-e", "task-clock", "-o"])
+        .arg(&fifo)
+        .args(["--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The command has ended and the counts are out before the file is opened.
+    std::thread::sleep(Duration::from_millis(1000));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = exit_within(&mut child, 5);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    let said: Vec<&str> = err.lines().filter(|l| l.starts_with("bperf")).collect();
+    assert!(
+        said.len() == 1 && said[0].contains(&*fifo.to_string_lossy()),
+        "{err}"
+    );
+    assert!(bperf_programs().is_empty());
+}

@@ -198,9 +198,6 @@ impl Write for Counted {
 /// Where the recording goes, buffered.
 type Output = BufWriter<Counted>;
 
-/// How often a FIFO given as -o is looked at while nobody reads it.
-const FIFO_LOOK_EVERY: Duration = Duration::from_millis(50);
-
 /// Opens `path` for the recording (see data_file::create: an earlier recording is
 /// kept as `path`.old, a device, FIFO or `-` written into). A FIFO waits for its
 /// reader until SIGINT, SIGTERM or SIGHUP: Err(bperf's exit status) then, said. The
@@ -212,16 +209,9 @@ fn create_output(
 ) -> Result<std::result::Result<Output, i32>> {
     let mut signal = None;
     let mut later = Vec::new();
-    let mut give_up = || match wakes.recv_timeout(FIFO_LOOK_EVERY) {
-        Ok(Wake::Signal(sig)) => {
-            signal = Some(sig);
-            true
-        }
-        Ok(wake) => {
-            later.push(wake);
-            false
-        }
-        Err(_) => false,
+    let mut give_up = || {
+        signal = session::signal_within(wakes, |wake| later.push(wake));
+        signal.is_some()
     };
     let file = crate::data_file::create_or_give_up(path, &mut give_up)?;
     later.into_iter().for_each(|w| drop(tx.send(w)));

@@ -66,6 +66,29 @@ pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<(
     Ok(())
 }
 
+/// How often an output that waits for its reader (a FIFO) looks for a signal.
+const SIGNAL_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Waits a moment for a wake: Some(the signal) when it is SIGINT, SIGTERM or SIGHUP;
+/// any other wake is given to `other`.
+pub fn signal_within<R>(
+    wakes: &mpsc::Receiver<Wake<R>>,
+    mut other: impl FnMut(Wake<R>),
+) -> Option<i32> {
+    match wakes.recv_timeout(SIGNAL_LOOK_EVERY) {
+        Ok(Wake::Signal(sig)) => Some(sig),
+        Ok(wake) => {
+            other(wake);
+            None
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => None,
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::thread::sleep(SIGNAL_LOOK_EVERY);
+            None
+        }
+    }
+}
+
 /// How a counter is opened for a plan, beyond what the plan counts.
 #[derive(Default)]
 pub struct Open<'a> {

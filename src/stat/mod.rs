@@ -108,7 +108,11 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     }
     let code = print_runs(&plan, &mut runs.report, &runs.output, &measured)?;
     match (recording, measured.last(), &mut runs.pipe) {
-        (Some(RecordTo::File(path)), Some(run), _) => write_record(&path, &plan, run, a)?,
+        (Some(RecordTo::File(path)), Some(run), _) => {
+            if let Some(given_up) = write_record(&path, &plan, run, a, &runs.wakes)? {
+                return Ok(given_up);
+            }
+        }
         (Some(RecordTo::Pipe), Some(run), Some(pipe)) => pipe.finish(&plan, a, run)?,
         _ => {}
     }

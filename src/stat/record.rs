@@ -153,13 +153,16 @@ fn run_counts(rows: &RecordedRows, plan: &Plan, run: &Measured) -> Vec<crate::pe
     })
 }
 
-/// Writes the run's counts to a perf.data file as `perf stat record` writes them.
+/// Writes the run's counts to a perf.data file as `perf stat record` writes them. A
+/// FIFO waits for its reader until a signal comes (`wakes`): Some(bperf's exit status)
+/// then, said.
 pub(super) fn write_record(
     path: &std::path::Path,
     plan: &Plan,
     run: &Measured,
     a: &StatArgs,
-) -> Result<()> {
+    wakes: &std::sync::mpsc::Receiver<crate::session::Wake>,
+) -> Result<Option<i32>> {
     use crate::perfdata::Round;
     let rows = RecordedRows::of(plan);
     let mut file = rows.header(plan, a)?;
@@ -175,9 +178,21 @@ pub(super) fn write_record(
         .collect();
     file.counts = run_counts(&rows, plan, run);
     file.elapsed_ns = run.elapsed.as_nanos() as u64;
-    crate::data_file::create(path)?
-        .write_all(&file.to_bytes())
-        .with_context(|| format!("cannot write {}", path.display()))
+    let mut signal = None;
+    let mut give_up = || {
+        signal = crate::session::signal_within(wakes, drop);
+        signal.is_some()
+    };
+    let Some(mut out) = crate::data_file::create_or_give_up(path, &mut give_up)? else {
+        eprintln!(
+            "bperf: nothing recorded: nobody opened {} for reading",
+            path.display()
+        );
+        return Ok(Some(128 + signal.unwrap_or(libc::SIGTERM)));
+    };
+    out.write_all(&file.to_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(None)
 }
 
 /// stat record to a pipe: perf's pipe records written as counting goes, each
