@@ -497,24 +497,25 @@ impl Measure {
         }
     }
 
-    fn of(&self, s: &Slice) -> Option<f64> {
+    /// The measure of slice `s` as a sum and, for a ratio, what it is over (0 for the
+    /// others): the pieces of a cut slice add up in both, so that a whole slice's ratio
+    /// is that of its pieces' sums.
+    fn parts(&self, s: &Slice) -> Option<(f64, f64)> {
+        let count = |i: usize| s.deltas.get(i).map(|d| d.counter as f64);
         match *self {
-            Measure::Length => Some(s.length as f64 / 1e3),
-            Measure::Count(i) => s.deltas.get(i).map(|d| d.counter as f64),
-            Measure::Ipc(ins, cyc) => {
-                let (i, c) = (s.deltas.get(ins)?.counter, s.deltas.get(cyc)?.counter);
-                (c > 0).then(|| i as f64 / c as f64)
-            }
-            Measure::Cpus(i) => {
-                let t = s.deltas.get(i)?.counter;
-                (s.length > 0).then(|| t as f64 / s.length as f64)
-            }
+            Measure::Length => Some((s.length as f64 / 1e3, 0.0)),
+            Measure::Count(i) => Some((count(i)?, 0.0)),
+            Measure::Ipc(ins, cyc) => Some((count(ins)?, count(cyc)?)),
+            Measure::Cpus(i) => Some((count(i)?, s.length as f64)),
         }
     }
 
-    /// Whether pieces of a slice cut by a read add up (ratios do not).
-    fn joinable(&self) -> bool {
-        !matches!(self, Measure::Ipc(..) | Measure::Cpus(_))
+    /// The value of a (whole) slice from its parts; a ratio over nothing has none.
+    fn value(&self, (sum, over): (f64, f64)) -> Option<f64> {
+        match self {
+            Measure::Ipc(..) | Measure::Cpus(_) => (over > 0.0).then(|| sum / over),
+            Measure::Length | Measure::Count(_) => Some(sum),
+        }
     }
 }
 
@@ -544,39 +545,48 @@ pub fn measures(events: &[String], supported: &[bool]) -> Vec<Measure> {
 struct Distribution {
     measure: Measure,
     per_slot: Vec<Histogram>,
-    /// Per CPU, the cut slice that goes on in the next one there: its slot and value.
-    open: FxHashMap<u32, (u32, f64)>,
+    /// Per CPU, the cut slice that goes on in the next one there: its slot and parts.
+    open: FxHashMap<u32, (u32, (f64, f64))>,
 }
 
 impl Distribution {
     fn add(&mut self, s: &Slice) {
-        let Some(v) = self.measure.of(s) else { return };
+        let Some((sum, over)) = self.measure.parts(s) else {
+            return;
+        };
         let slot = s.slot as usize;
         if self.per_slot.len() <= slot {
             self.per_slot.resize(slot + 1, Histogram::default());
         }
-        // A slice cut by a read is one with the next: lengths are whole slices.
+        // A cut slice is one with the next part on its CPU: lengths, counts and ratios
+        // are of whole slices (an exec's cut can leave a piece of no length).
         let carried = match self.open.remove(&s.cpu) {
-            Some((slot, v0)) if slot == s.slot => v0,
+            Some((slot, parts)) if slot == s.slot => parts,
             // Its next part went to another cgroup: it is a whole slice of its own.
-            Some((slot, v0)) => {
-                self.per_slot[slot as usize].add(v0);
-                0.0
+            Some((slot, parts)) => {
+                self.add_whole(slot, parts);
+                (0.0, 0.0)
             }
-            None => 0.0,
+            None => (0.0, 0.0),
         };
-        let values = &mut self.per_slot[s.slot as usize];
-        if s.cut && self.measure.joinable() {
-            self.open.insert(s.cpu, (s.slot, carried + v));
+        let parts = (carried.0 + sum, carried.1 + over);
+        if s.cut {
+            self.open.insert(s.cpu, (s.slot, parts));
         } else {
-            values.add(carried + v);
+            self.add_whole(s.slot, parts);
+        }
+    }
+
+    fn add_whole(&mut self, slot: u32, parts: (f64, f64)) {
+        if let Some(v) = self.measure.value(parts) {
+            self.per_slot[slot as usize].add(v);
         }
     }
 
     /// Adds the cut slices the recording ended in.
     fn close(&mut self) {
-        for (slot, v) in std::mem::take(&mut self.open).into_values() {
-            self.per_slot[slot as usize].add(v);
+        for (slot, parts) in std::mem::take(&mut self.open).into_values() {
+            self.add_whole(slot, parts);
         }
     }
 }
@@ -838,20 +848,31 @@ mod tests {
     fn distributions_join_cut_slices() {
         let mut first = slice(0, 0, "x", 4000, 4000);
         first.cut = true;
+        // Cut by an exec where the run queue's clock had not moved: no length, 900 ns
+        // of task-clock; the rest of its slice 2100 ns long with 1100 ns.
+        let mut exec = slice(0, 0, "sh", 0, 900);
+        exec.cut = true;
         let slices = [
             first,
             slice(0, 0, "x", 6000, 6000),
             slice(0, 0, "x", 1000, 1000),
+            exec,
+            slice(0, 0, "x", 2100, 1100),
         ];
         let mut d = Distributions::new(vec![Measure::Length, Measure::Cpus(0)]);
         slices.iter().for_each(|s| d.add(s));
         let spreads = d.spreads(&header());
         let (_, lengths) = &spreads[0];
         assert_eq!(lengths.len(), 1);
-        assert_eq!(lengths[0].1.n, 2);
+        assert_eq!(lengths[0].1.n, 3);
         assert_eq!(lengths[0].1.max, 10.0);
+        // Ratios of whole slices too: 2000 ns of task-clock in 2100, not 1100 in 2100
+        // and a piece of no length.
         let (_, cpus) = &spreads[1];
-        assert_eq!((cpus[0].1.n, cpus[0].1.max), (3, 1.0));
+        assert_eq!(cpus[0].1.n, 3);
+        let mean = (2.0 + 2000.0 / 2100.0) / 3.0;
+        assert!((cpus[0].1.mean - mean).abs() < 1e-9, "{:?}", cpus[0].1);
+        assert_eq!(cpus[0].1.max, 1.0);
         let names: Vec<String> = ["task-clock", "cycles", "instructions"]
             .map(String::from)
             .into();
