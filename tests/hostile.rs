@@ -771,7 +771,7 @@ fn make_fifo(dir: &TempDir, name: &str) -> std::path::PathBuf {
 /// A FIFO as -o that nobody opens: bperf record waits for a reader, the command running,
 /// and SIGINT ends the wait at once (130, one line naming the FIFO), the command with
 /// it, and no program is left. A reader that comes after the command has ended gets the
-/// whole recording, its time counted from the command's start (all of what the slices
+/// whole recording, its time counted from when counting started (all of what the slices
 /// cover, not from the reader's coming).
 #[test]
 #[ignore = "needs root (make test runs it)"]
@@ -896,7 +896,7 @@ fn a_second_signal_gives_up_an_output_that_takes_no_more() {
     // The recording cannot end: bperf still runs, until the second SIGINT.
     let _ = interrupt(&child);
     // bperf's lines (the workload's child says how it ended, too).
-    assert_interrupted_naming(child, &fifo, |l| l.contains("bperf"));
+    assert_interrupted_naming(child, &fifo, |l| l.contains("bperf"), None);
 }
 
 /// bperf stat record to a FIFO nobody opens: the counts printed, it waits for a reader,
@@ -909,17 +909,24 @@ fn stat_record_to_a_fifo_nobody_reads_ends_on_a_signal() {
     let _g = serial();
     let dir = TempDir::new("stat-fifo");
     let fifo = make_fifo(&dir, "perf.fifo");
+    let err_path = dir.join("stderr");
     let child = bperf()
         .args(["stat", "record", "-e", "task-clock", "-o"])
         .arg(&fifo)
         .args(["--", "true"])
-        .stderr(Stdio::piped())
+        .stderr(fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
-    // The command has ended and the counts are out before the file is opened.
-    std::thread::sleep(Duration::from_millis(1000));
+    // The command has ended and the counts are out before the file is opened (a signal
+    // while the command runs is the command's, as in perf stat).
+    let said = || fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(
+        wait_for(60, || said().contains("seconds time elapsed")),
+        "no counts: {}",
+        said()
+    );
     interrupt(&child).unwrap();
-    assert_interrupted_naming(child, &fifo, |l| l.starts_with("bperf"));
+    assert_interrupted_naming(child, &fifo, |l| l.starts_with("bperf"), Some(&err_path));
 }
 
 /// Sends SIGINT to `child`.
@@ -928,16 +935,21 @@ fn interrupt(child: &std::process::Child) -> rustix::io::Result<()> {
     rustix::process::kill_process(pid, rustix::process::Signal::INT)
 }
 
-/// `child`, interrupted, ends within 5 s with 130, and of the lines of its stderr that
-/// are `bperf_said`, there is one, naming `fifo`; no BPF program is left.
+/// `child`, interrupted, ends within 5 s with 130, and of the lines of its stderr (piped,
+/// or written to `err_file`) that are `bperf_said`, there is one, naming `fifo`; no BPF
+/// program is left.
 fn assert_interrupted_naming(
     mut child: std::process::Child,
     fifo: &std::path::Path,
     bperf_said: impl Fn(&str) -> bool,
+    err_file: Option<&std::path::Path>,
 ) {
     let status = exit_within(&mut child, 5);
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = match err_file {
+        Some(path) => fs::read_to_string(path).unwrap(),
+        None => String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
     assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
     let said: Vec<&str> = err.lines().filter(|l| bperf_said(l)).collect();
     assert!(

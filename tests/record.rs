@@ -776,9 +776,10 @@ fn record_a_process_by_pid() {
     require_root();
     let _s = serial();
     let cg = TestCgroup::new("rec-pid");
-    const SLEEP_MS: u64 = 1500;
+    // Long enough for bperf to start while it sleeps (1.5 s was not always, emulated).
+    let sleep_ms: u64 = if emulated() { 5000 } else { 1500 };
     let spinner = std::process::Command::new(workload())
-        .args(["spin", "1500", &cg.procs(), &SLEEP_MS.to_string()])
+        .args(["spin", "1500", &cg.procs(), &sleep_ms.to_string()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -791,7 +792,7 @@ fn record_a_process_by_pid() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let took = wait_for_recording(std::time::Duration::from_millis(SLEEP_MS));
+    let took = wait_for_recording(std::time::Duration::from_millis(sleep_ms));
     // It still sleeps: what it ran before (exec and start-up, 100 ms and more under
     // emulation) is not the recording's.
     let ran_before = schedstat_run_ns(pid);

@@ -428,15 +428,16 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         ..Open::default()
     };
     let mut counter = session::open_counter(&mut plan, &how, &mut storage)?;
+    // The time recorded runs from here, where counting starts, however long the command
+    // takes to start and the output to open (a FIFO waits for its reader): the totals
+    // are of that time, and CPUs utilized is over it.
+    let start = Instant::now();
     let mut live = session::follow_cgroups(&plan, &tx)?;
     let supported: Vec<bool> = (0..plan.events.len())
         .map(|i| counter.supported(i))
         .collect();
     // The command runs before the file is touched: a command that cannot run leaves an
-    // earlier recording as it was. Its first slices wait in the ring meanwhile, and the
-    // time recorded runs from its start, however long the output takes to open (a FIFO
-    // waits for its reader).
-    let start = Instant::now();
+    // earlier recording as it was. Its first slices wait in the ring meanwhile.
     let child = match start_targets(&plan, (workload, &a.command), &tx)? {
         Ok(child) => child,
         Err(code) => return Ok(code),
