@@ -207,27 +207,10 @@ fn create_output(
     wakes: &mpsc::Receiver<Wake>,
     tx: &mpsc::Sender<Wake>,
 ) -> Result<std::result::Result<Output, i32>> {
-    let mut signal = None;
     let mut later = Vec::new();
-    let mut give_up = || {
-        signal = session::signal_within(wakes, |wake| later.push(wake));
-        signal.is_some()
-    };
-    let file = crate::data_file::create_or_give_up(path, &mut give_up)?;
+    let file = session::create_output(path, wakes, |wake| later.push(wake))?;
     later.into_iter().for_each(|w| drop(tx.send(w)));
-    match (file, signal) {
-        (Some(file), _) => Ok(Ok(BufWriter::with_capacity(
-            1 << 20,
-            Counted { file, bytes: 0 },
-        ))),
-        (None, sig) => {
-            eprintln!(
-                "bperf: nothing recorded: nobody opened {} for reading",
-                path.display()
-            );
-            Ok(Err(128 + sig.unwrap_or(libc::SIGTERM)))
-        }
-    }
+    Ok(file.map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 })))
 }
 
 /// A cgroup of the plan as the file names it; `containers` knows its container's name.

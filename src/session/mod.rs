@@ -69,9 +69,32 @@ pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<(
 /// How often an output that waits for its reader (a FIFO) looks for a signal.
 const SIGNAL_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// Opens `path` for a recording (data_file::create), a FIFO once its reader comes or
+/// until SIGINT, SIGTERM or SIGHUP: Err(bperf's exit status) then, said. The other wakes
+/// that come meanwhile are given to `other`.
+pub fn create_output<R>(
+    path: &std::path::Path,
+    wakes: &mpsc::Receiver<Wake<R>>,
+    mut other: impl FnMut(Wake<R>),
+) -> Result<std::result::Result<std::fs::File, i32>> {
+    let mut signal = None;
+    let mut give_up = || {
+        signal = signal_within(wakes, &mut other);
+        signal.is_some()
+    };
+    if let Some(file) = crate::data_file::create_or_give_up(path, &mut give_up)? {
+        return Ok(Ok(file));
+    }
+    eprintln!(
+        "bperf: nothing recorded: nobody opened {} for reading",
+        path.display()
+    );
+    Ok(Err(128 + signal.unwrap_or(libc::SIGTERM)))
+}
+
 /// Waits a moment for a wake: Some(the signal) when it is SIGINT, SIGTERM or SIGHUP;
 /// any other wake is given to `other`.
-pub fn signal_within<R>(
+fn signal_within<R>(
     wakes: &mpsc::Receiver<Wake<R>>,
     mut other: impl FnMut(Wake<R>),
 ) -> Option<i32> {

@@ -178,17 +178,9 @@ pub(super) fn write_record(
         .collect();
     file.counts = run_counts(&rows, plan, run);
     file.elapsed_ns = run.elapsed.as_nanos() as u64;
-    let mut signal = None;
-    let mut give_up = || {
-        signal = crate::session::signal_within(wakes, drop);
-        signal.is_some()
-    };
-    let Some(mut out) = crate::data_file::create_or_give_up(path, &mut give_up)? else {
-        eprintln!(
-            "bperf: nothing recorded: nobody opened {} for reading",
-            path.display()
-        );
-        return Ok(Some(128 + signal.unwrap_or(libc::SIGTERM)));
+    let mut out = match crate::session::create_output(path, wakes, drop)? {
+        Ok(out) => out,
+        Err(code) => return Ok(Some(code)),
     };
     out.write_all(&file.to_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
