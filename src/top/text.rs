@@ -235,6 +235,16 @@ impl PageLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page's header: `window`, 2 CPUs, `cgroups`, none left out.
+    fn header(window: Duration, cgroups: usize) -> Header {
+        Header {
+            window,
+            cpus: 2,
+            cgroups,
+            left_out: 0,
+        }
+    }
     use crate::top::model::Model;
 
     #[test]
@@ -260,12 +270,7 @@ mod tests {
                 running: 1,
             })
         });
-        let h = Header {
-            window: Duration::from_millis(500),
-            cpus: 2,
-            cgroups: 2,
-            left_out: 0,
-        };
+        let h = header(Duration::from_millis(500), 2);
         let page = page(&h, &m, &kinds);
         let lines: Vec<&str> = page.lines().collect();
         assert!(lines[0].starts_with("bperf top "), "{page}");
@@ -290,12 +295,7 @@ mod tests {
             m.tree = tree;
             m.set_cgroups(vec![cgroup(1, 0, "e\u{1b}[2Jx"), cgroup(2, 1, "ok")]);
             m.refresh(1e9, |_, _| Some(crate::reading::Reading::default()));
-            let h = Header {
-                window: Duration::from_millis(500),
-                cpus: 2,
-                cgroups: 2,
-                left_out: 0,
-            };
+            let h = header(Duration::from_millis(500), 2);
             let page = page(&h, &m, &kinds);
             assert!(!page.contains('\u{1b}'), "{page}");
             let lines: Vec<&str> = page.lines().collect();
@@ -339,12 +339,7 @@ mod tests {
                 running: 1,
             })
         });
-        let h = Header {
-            window: Duration::from_secs(1),
-            cpus: 2,
-            cgroups: 2,
-            left_out: 0,
-        };
+        let h = header(Duration::from_secs(1), 2);
         let page = page(&h, &m, &kinds);
         let lines: Vec<&str> = page.lines().collect();
         assert_eq!(lines[1], "CONTAINER IMAGE      CPUsv CGROUP");
@@ -367,12 +362,7 @@ mod tests {
                 running: 1,
             })
         });
-        let h = Header {
-            window: Duration::from_secs(1),
-            cpus: 2,
-            cgroups: cpus.len(),
-            left_out: 0,
-        };
+        let h = header(Duration::from_secs(1), cpus.len());
         page(&h, &m, &kinds)
     }
 
@@ -439,12 +429,7 @@ mod tests {
                 running: 1,
             })
         });
-        let h = Header {
-            window: Duration::from_secs(1),
-            cpus: 2,
-            cgroups: 1,
-            left_out: 0,
-        };
+        let h = header(Duration::from_secs(1), 1);
         let page = page(&h, &m, &kinds);
         let lines: Vec<&str> = page.lines().collect();
         assert_eq!(lines[1], "CGROUP instructions:u/sv      IPC");
