@@ -652,6 +652,12 @@ mod tests {
         }
     }
 
+    /// `s`, marked cut: it goes on in the next slice of its CPU.
+    fn cut(mut s: Slice) -> Slice {
+        s.cut = true;
+        s
+    }
+
     fn slice(slot: u32, cpu: u32, name: &str, length: u64, count: u64) -> Slice {
         Slice {
             start: 0,
@@ -798,10 +804,6 @@ mod tests {
 
     #[test]
     fn a_cut_slice_is_one_with_its_next_part_only_in_the_same_group() {
-        let cut = |mut s: Slice| {
-            s.cut = true;
-            s
-        };
         // CPU 0: sh cut by a read, sh goes on, then is cut by its exec into x.
         // CPU 1: y, cut as the recording ended.
         let slices = [
@@ -830,10 +832,10 @@ mod tests {
 
     #[test]
     fn a_cut_piece_whose_next_part_went_elsewhere_is_a_whole_slice() {
-        let mut first = slice(0, 0, "x", 4000, 4000);
-        first.cut = true;
-        let mut last = slice(2, 0, "y", 1000, 1000);
-        last.cut = true;
+        let (first, last) = (
+            cut(slice(0, 0, "x", 4000, 4000)),
+            cut(slice(2, 0, "y", 1000, 1000)),
+        );
         let mut d = Distributions::new(vec![Measure::Length]);
         [first, slice(2, 0, "y", 6000, 6000), last]
             .iter()
@@ -846,17 +848,13 @@ mod tests {
 
     #[test]
     fn distributions_join_cut_slices() {
-        let mut first = slice(0, 0, "x", 4000, 4000);
-        first.cut = true;
-        // Cut by an exec where the run queue's clock had not moved: no length, 900 ns
-        // of task-clock; the rest of its slice 2100 ns long with 1100 ns.
-        let mut exec = slice(0, 0, "sh", 0, 900);
-        exec.cut = true;
+        // The fourth is cut by an exec where the run queue's clock had not moved: no
+        // length, 900 ns of task-clock; the rest of its slice 2100 ns long with 1100 ns.
         let slices = [
-            first,
+            cut(slice(0, 0, "x", 4000, 4000)),
             slice(0, 0, "x", 6000, 6000),
             slice(0, 0, "x", 1000, 1000),
-            exec,
+            cut(slice(0, 0, "sh", 0, 900)),
             slice(0, 0, "x", 2100, 1100),
         ];
         let mut d = Distributions::new(vec![Measure::Length, Measure::Cpus(0)]);
