@@ -75,7 +75,9 @@ struct Targets {
 }
 
 impl Targets {
+    /// Attached through tracefs, which the test's Serial unmounts again if it mounts it.
     fn load() -> Targets {
+        common::ensure_tracefs();
         let storage = Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit()));
         let open = target::ProgTargetSkelBuilder::default()
             .open(storage)

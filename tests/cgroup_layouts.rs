@@ -10,42 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use bperf::cgroup::Mount;
+use common::v1::{self, mount_v1, perf_event_hierarchy, perf_event_mounted, umount};
 use common::*;
-
-/// perf_event's hierarchy in /proc/cgroups (0: cgroup2).
-fn perf_event_hierarchy() -> u32 {
-    let text = fs::read_to_string("/proc/cgroups").unwrap();
-    bperf::cgroup::perf_event_hierarchy(&text).expect("perf_event in /proc/cgroups")
-}
-
-fn mounts() -> Vec<Mount> {
-    Mount::parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap())
-}
-
-/// Whether perf_event is mounted anywhere as a cgroup v1 hierarchy.
-fn perf_event_mounted() -> bool {
-    mounts()
-        .iter()
-        .any(|m| m.fstype == "cgroup" && m.options.iter().any(|o| o == "perf_event"))
-}
-
-fn is_mount_point(dir: &Path) -> bool {
-    mounts().iter().any(|m| m.point == dir)
-}
-
-fn mount_v1(dir: &Path) -> bool {
-    let st = Command::new("mount")
-        .args(["-t", "cgroup", "-o", "perf_event", "cgroup"])
-        .arg(dir)
-        .status();
-    st.is_ok_and(|s| s.success())
-}
-
-fn umount(dir: &Path) -> bool {
-    let st = Command::new("umount").arg(dir).status();
-    st.is_ok_and(|s| s.success())
-}
 
 /// perf_event on a cgroup v1 hierarchy of the test's own, mounted at `dir`, with a child
 /// cgroup that holds a sleeping task: that task keeps the hierarchy alive once unmounted.
@@ -66,7 +32,7 @@ impl V1Hierarchy {
         let dir = TempDir::new("v1");
         let mut h = V1Hierarchy { dir, holder: None };
         assert!(
-            mount_v1(h.dir.path()),
+            v1::mount_for_test(h.dir.path()),
             "cannot mount perf_event as cgroup v1"
         );
         fs::create_dir(h.child()).unwrap();
@@ -101,31 +67,11 @@ impl V1Hierarchy {
 
 impl Drop for V1Hierarchy {
     fn drop(&mut self) {
-        if !is_mount_point(self.dir.path()) {
-            mount_v1(self.dir.path());
-        }
         if let Some(mut h) = self.holder.take() {
             let _ = h.kill();
             let _ = h.wait();
         }
-        let child = self.child();
-        wait_for(5, || fs::remove_dir(&child).is_ok() || !child.exists());
-        // A hierarchy unmounted while a removed cgroup is still being freed outlives
-        // its mount: mount and unmount until it is gone.
-        let restored = wait_for(20, || {
-            umount(self.dir.path());
-            if wait_for(1, || perf_event_hierarchy() == 0) {
-                return true;
-            }
-            mount_v1(self.dir.path());
-            false
-        });
-        if is_mount_point(self.dir.path()) {
-            umount(self.dir.path());
-        }
-        if !restored {
-            eprintln!("warning: perf_event is still on a cgroup v1 hierarchy (not cgroup2)");
-        }
+        v1::put_back_or_fail(self.dir.path());
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bperf::container::names::Names;
 use bperf::container::{recognize, Runtime};
 use bperf::sys::engine_api::EngineSocket;
-use common::{require_root, wait_for, TempDir};
+use common::{require_root, v1, wait_for, TempDir};
 
 const DOCKERD: &str = "/usr/sbin/dockerd";
 /// busybox-static's binary: a static busybox runs in an image with nothing else in it.
@@ -940,7 +940,7 @@ impl PerfEventV1 {
         }
         let dir = PathBuf::from("/sys/fs/cgroup/perf_event");
         fs::create_dir(&dir).unwrap();
-        if !mount_perf_event_v1(&dir) {
+        if !v1::mount_for_test(&dir) {
             let _ = fs::remove_dir(&dir);
             eprintln!("skipped: perf_event cannot be mounted as v1 here");
             return None;
@@ -954,55 +954,8 @@ impl Drop for PerfEventV1 {
     /// nowhere: every cgroup in it (dockerd's `docker` and what runc has not yet
     /// removed of a container's) goes first.
     fn drop(&mut self) {
-        wait_for(10, || {
-            remove_cgroups_below(&self.0);
-            child_dirs(&self.0).is_empty()
-        });
-        // A removed cgroup is let go of a little later; a hierarchy unmounted before
-        // that stays: mounted again and unmounted until the kernel has dropped it.
-        wait_for(10, || {
-            let _ = Command::new("umount").arg(&self.0).status();
-            perf_event_v1_gone() || !mount_perf_event_v1(&self.0)
-        });
-        let _ = Command::new("umount").arg(&self.0).status();
+        v1::put_back_or_fail(&self.0);
         let _ = fs::remove_dir(&self.0);
-    }
-}
-
-/// Whether no v1 hierarchy holds perf_event (/proc/cgroups: hierarchy 0).
-fn perf_event_v1_gone() -> bool {
-    let cgroups = fs::read_to_string("/proc/cgroups").unwrap_or_default();
-    cgroups
-        .lines()
-        .find(|l| l.starts_with("perf_event\t"))
-        .and_then(|l| l.split('\t').nth(1))
-        .is_none_or(|h| h == "0")
-}
-
-fn mount_perf_event_v1(dir: &Path) -> bool {
-    Command::new("mount")
-        .args(["-t", "cgroup", "-o", "perf_event", "cgroup"])
-        .arg(dir)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn child_dirs(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Removes the cgroups below `dir`, deepest first (those still holding tasks stay).
-fn remove_cgroups_below(dir: &Path) {
-    for child in child_dirs(dir) {
-        remove_cgroups_below(&child);
-        let _ = fs::remove_dir(&child);
     }
 }
 

@@ -7,6 +7,7 @@ pub mod http;
 pub mod parity;
 pub mod perfetto;
 pub mod recording;
+pub mod v1;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,10 +21,90 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const COUNT_LOCK: &str = "/tmp/bperf-count.lock";
 
 /// Held while a test counts: nothing else in this process, nor any other counting job
-/// that takes the shared lock, runs meanwhile.
+/// that takes the shared lock, runs meanwhile. Dropped, it unmounts the tracefs that
+/// perf, bperf or the test mounted meanwhile (perf and bperf mount it where a tracepoint
+/// is looked up and nothing has, and leave it): a test leaves the machine as it found it.
 pub struct Serial {
+    _tracefs: TracefsMounts,
     _local: MutexGuard<'static, ()>,
     _file: Option<fs::File>,
+}
+
+/// The tracefs mounts (and debugfs, which mounts tracefs below itself when looked in) that
+/// were there when this was made; dropped, it unmounts those made since.
+pub struct TracefsMounts(Vec<PathBuf>);
+
+impl TracefsMounts {
+    pub fn now() -> TracefsMounts {
+        TracefsMounts(tracefs_mounts())
+    }
+}
+
+impl Drop for TracefsMounts {
+    fn drop(&mut self) {
+        // The deepest first: tracefs below a debugfs mount goes before it.
+        let mut made: Vec<PathBuf> = tracefs_mounts()
+            .into_iter()
+            .filter(|m| !self.0.contains(m))
+            .collect();
+        made.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+        for m in made {
+            let _ = Command::new("umount").arg(&m).status();
+        }
+    }
+}
+
+/// The tracefs mounts when this test binary started, for its exit to unmount the others:
+/// tests that hold no Serial (`bperf list`, perf's own runs) can make perf or bperf mount
+/// tracefs too.
+static TRACEFS_AT_START: std::sync::OnceLock<TracefsMounts> = std::sync::OnceLock::new();
+
+extern "C" fn unmount_tracefs_made_since_start() {
+    if let Some(at_start) = TRACEFS_AT_START.get() {
+        drop(TracefsMounts(at_start.0.clone()));
+    }
+}
+
+extern "C" fn keep_tracefs_as_found() {
+    if TRACEFS_AT_START.set(TracefsMounts::now()).is_ok() {
+        // SAFETY: atexit(3) with a function that takes and returns nothing; it runs once,
+        // at exit, after the tests.
+        unsafe { libc::atexit(unmount_tracefs_made_since_start) };
+    }
+}
+
+/// Run when a test binary starts, before its tests: see TRACEFS_AT_START.
+#[used]
+#[link_section = ".init_array"]
+static KEEP_TRACEFS_AS_FOUND: extern "C" fn() = keep_tracefs_as_found;
+
+/// Where tracefs and debugfs are mounted in this mount namespace.
+fn tracefs_mounts() -> Vec<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    bperf::cgroup::Mount::parse_mountinfo(&text)
+        .into_iter()
+        .filter(|m| m.fstype == "tracefs" || m.fstype == "debugfs")
+        .map(|m| m.point)
+        .collect()
+}
+
+/// Mounts tracefs at /sys/kernel/tracing where no tracefs is mounted (a fresh machine), as
+/// perf does: libbpf attaches `tracepoint/` programs through it. The Serial held unmounts
+/// it at the test's end.
+pub fn ensure_tracefs() {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounted = bperf::cgroup::Mount::parse_mountinfo(&text)
+        .iter()
+        .any(|m| m.fstype == "tracefs");
+    if !mounted {
+        let st = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
+        assert!(
+            st.is_ok_and(|s| s.success()),
+            "cannot mount tracefs at /sys/kernel/tracing"
+        );
+    }
 }
 
 /// Counting tests measure each other's workloads on a two-core machine: one at a time,
@@ -42,6 +123,7 @@ pub fn serial() -> Serial {
         unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
     }
     Serial {
+        _tracefs: TracefsMounts::now(),
         _local: local,
         _file: file,
     }
