@@ -33,8 +33,9 @@ static FAULTS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 static SWITCHES_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 
 fn rusage() -> libc::rusage {
-    // SAFETY: getrusage fills a plain struct.
+    // SAFETY: rusage is a plain struct, all zeroes a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage(2) fills the live struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     ru
 }

@@ -374,6 +374,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
     std::thread::sleep(Duration::from_millis(1500));
     let fds = perf_event_fds();
     let victim = sessions.remove(0);
+    // SAFETY: kill(2) on a child this test started and has not reaped.
     unsafe { libc::kill(victim.child.id() as i32, libc::SIGKILL) };
     let mut failures = Vec::new();
     let cpus = bperf::sys::online_cpus().unwrap().len() as f64;
@@ -439,6 +440,7 @@ fn the_last_session_killed_leaves_nothing() {
     }
     assert!(Path::new(DIR).join("registry").exists());
     assert!(keepers() > 0);
+    // SAFETY: kill(2) on a child this test started and has not reaped.
     unsafe { libc::kill(s.child.id() as i32, libc::SIGKILL) };
     let _ = s.child.wait();
     assert_nothing_left(was_mounted);

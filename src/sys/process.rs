@@ -184,6 +184,7 @@ pub fn wait4(pid: libc::pid_t) -> Option<(ExitStatus, libc::rusage)> {
         let mut status = 0;
         // SAFETY: rusage is plain data the kernel fills in.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4(2) with pointers to a live int and rusage.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r == pid {
             return Some((ExitStatus::from_raw(status), ru));

@@ -293,12 +293,9 @@ pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     let mut r = Registry::new();
     r.mounted_bpffs = on_bperf_mount(dir).into();
     r.cgroup_v1 = config.cgroup_v1.into();
-    // SAFETY: plain old data.
-    registry.update(
-        &0u32.to_ne_bytes(),
-        unsafe { plain::as_bytes(&*r) },
-        MapFlags::ANY,
-    )?;
+    // SAFETY: the registry is plain old data (no padding read as anything but bytes).
+    let bytes = unsafe { plain::as_bytes(&*r) };
+    registry.update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)?;
     // Pinned last: a directory with a registry holds a whole instance.
     pin("registry", registry.pin(dir.join("registry")))?;
     Ok(())
