@@ -1161,7 +1161,8 @@ pub struct ReportArgs {
 
     /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON; Perfetto's
     /// protobuf trace when FILE ends in .perfetto-trace or .pftrace; an SVG picture when
-    /// it ends in .svg.
+    /// it ends in .svg; - writes the JSON to standard output. FILE is written whole or
+    /// not at all: through a temporary file beside it, renamed at the end.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
 }
