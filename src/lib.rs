@@ -50,11 +50,47 @@ impl std::fmt::Display for InvalidError {
 
 impl std::error::Error for InvalidError {}
 
+/// A failure perf reports with its -errno as the exit status: perf record's -ENOMEM
+/// (244) for a -p process it cannot find.
+#[derive(Debug)]
+pub struct ErrnoError {
+    pub errno: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for ErrnoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ErrnoError {}
+
 /// Fixtures for the library's unit tests.
 #[cfg(test)]
 mod test_fixtures {
     /// The sysfs fixture tree at `root`, read as the running system's would be.
     pub fn sysfs_at(root: impl Into<std::path::PathBuf>) -> crate::sys::sysfs::Sysfs {
         crate::sys::sysfs::Sysfs::at(root)
+    }
+
+    /// The first line of a unit test that loads BPF or counts, marked `#[ignore = "needs
+    /// root (make test runs it)"]`: included without root, it fails saying why.
+    pub fn require_root() {
+        assert!(
+            crate::sys::is_root(),
+            "needs root (CAP_BPF and CAP_PERFMON): run it as root, as make test does"
+        );
+    }
+
+    /// Said by a test that cannot run on this machine for want of `what`, before it
+    /// returns: it says it skipped, and fails under BPERF_REQUIRE_PRIV (CI), where the
+    /// machine must have everything the tests use.
+    pub fn skip(what: &str) {
+        assert!(
+            std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
+            "BPERF_REQUIRE_PRIV is set but this machine has no {what}"
+        );
+        eprintln!("skipped: needs {what}");
     }
 }

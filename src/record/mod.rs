@@ -45,9 +45,10 @@ use crate::counter::Counter;
 use crate::output::people::escape_controls;
 use crate::reading::Reading;
 use crate::session::containers::ContainerNames;
+use crate::session::plan::NoProcess;
 use crate::session::{self, LiveCgroups, Open, Plan, Wake};
 use crate::sys::process::{Child, Workload};
-use crate::UsageError;
+use crate::{ErrnoError, UsageError};
 use bperf_data::{End, Header, RecordedCgroup};
 
 pub use print::report;
@@ -293,7 +294,14 @@ fn plan_of(a: &RecordArgs) -> Result<Plan> {
         )
         .into());
     }
-    let plan = Plan::new(&a.request())?;
+    let plan = Plan::new(&a.request()).map_err(|e| match e.downcast::<NoProcess>() {
+        Ok(NoProcess(_)) => ErrnoError {
+            errno: libc::ENOMEM,
+            message: "Couldn't create thread/CPU maps: No such process".into(),
+        }
+        .into(),
+        Err(e) => e,
+    })?;
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),
