@@ -676,9 +676,7 @@ pub fn check_report_args(a: &ReportArgs) -> Result<()> {
         )
         .into());
     }
-    if a.field_separator.as_deref() == Some("") {
-        return Err(UsageError("-x needs a separator".into()).into());
-    }
+    crate::output::Format::of(a.field_separator.as_deref(), a.json)?;
     Ok(())
 }
 

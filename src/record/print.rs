@@ -30,7 +30,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         return write_timeline(&a.input, path);
     }
     let out = &mut io::stdout().lock();
-    let format = format_of(a);
+    let format = Format::of(a.field_separator.as_deref(), a.json)?;
     let mut input = super::open(&a.input)?;
     let start = input.header().clone();
     // The header once every slice is read names the cgroups that came meanwhile too.
@@ -71,14 +71,6 @@ fn say_lost(end: &End) {
         eprintln!(
             "bperf report: {lost} slices were lost while recording: breakdowns, distributions and the timeline miss them; the totals are the counters' own"
         );
-    }
-}
-
-fn format_of(a: &ReportArgs) -> Format {
-    match (&a.field_separator, a.json) {
-        (_, true) => Format::Json,
-        (Some(sep), _) => Format::Csv(sep.clone()),
-        _ => Format::Table,
     }
 }
 
