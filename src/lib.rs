@@ -26,6 +26,37 @@ pub mod stat;
 pub mod sys;
 pub mod top;
 
+/// What the library has to say to the person running bperf while it works (cgroups
+/// left out, a runtime that does not answer, watches the kernel refused), returned
+/// rather than printed: each command puts the notes where they are seen, stderr for
+/// stat, serve and record, the status line for top while it holds the screen.
+#[must_use = "notes are for the person running bperf: say them or show them"]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Notes(pub Vec<String>);
+
+impl Notes {
+    pub fn one(note: String) -> Notes {
+        Notes(vec![note])
+    }
+
+    /// These notes, then `more`.
+    pub fn and(mut self, more: Notes) -> Notes {
+        self.0.extend(more.0);
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Says each note on stderr, as a line of its own.
+    pub fn say(self) {
+        for note in self.0 {
+            eprintln!("bperf: {note}");
+        }
+    }
+}
+
 /// Bad input from the user: perf exits 129 for these, as for a usage error.
 #[derive(Debug)]
 pub struct UsageError(pub String);

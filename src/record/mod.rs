@@ -435,7 +435,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     };
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
-    containers.add(&plan.cgroups);
+    containers.add(&plan.cgroups).say();
     let output = match create_output(&a.output, &wakes, &tx)? {
         Ok(output) => output,
         Err(code) => return Ok(code),
@@ -480,7 +480,7 @@ impl Follow<'_> {
     fn refresh(&mut self, counter: &mut Counter) -> Result<()> {
         loop {
             let (to_reader, done, containers) = (self.to_reader, self.done, &mut *self.containers);
-            self.live.refresh_with(counter, |changes, counter| {
+            let (_, notes) = self.live.refresh_with(counter, |changes, counter| {
                 if changes.removed.is_empty() && changes.added.is_empty() {
                     return Ok(());
                 }
@@ -494,7 +494,7 @@ impl Follow<'_> {
                         .map(|(slot, c)| (c.id, slot_of(&totals, *slot)))
                         .collect();
                 }
-                containers.add(changes.added.iter().map(|(_, c)| c));
+                containers.add(changes.added.iter().map(|(_, c)| c)).say();
                 change.began = changes
                     .added
                     .iter()
@@ -506,6 +506,7 @@ impl Follow<'_> {
                 done.recv()
                     .map_err(|_| anyhow::anyhow!("the ring reader stopped"))
             })?;
+            notes.say();
             if !self.live.release_gone() {
                 return Ok(());
             }
