@@ -1161,16 +1161,18 @@ pub struct ReportArgs {
 
     /// Write the slices as a timeline: Chrome trace-event / Perfetto JSON; Perfetto's
     /// protobuf trace when FILE ends in .perfetto-trace or .pftrace; an SVG picture when
-    /// it ends in .svg.
+    /// it ends in .svg; - writes the JSON to standard output. FILE is written whole or
+    /// not at all: through a temporary file beside it, renamed at the end.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
 }
 
-/// The man pages, as (file name, roff text): bperf(1) and one per subcommand.
+/// The man pages, as (file name, roff text): bperf(1) and one per subcommand, each
+/// referring to all the others.
 pub fn man_pages() -> Vec<(String, String)> {
     let top = Cli::command();
     let version = top.get_version().unwrap_or("").to_string();
-    let mut pages = vec![("bperf.1".to_string(), man_page(top.clone(), &[]))];
+    let mut commands = vec![("bperf".to_string(), top.clone(), &[][..])];
     for sub in top.get_subcommands() {
         let name = format!("bperf-{}", sub.get_name());
         let examples: &[&str] = match sub.get_name() {
@@ -1185,12 +1187,26 @@ pub fn man_pages() -> Vec<(String, String)> {
             .name(name.clone())
             .bin_name(format!("bperf {}", sub.get_name()))
             .version(version.clone());
-        pages.push((format!("{name}.1"), man_page(cmd, examples)));
+        commands.push((name, cmd, examples));
     }
-    pages
+    let names: Vec<String> = commands.iter().map(|(name, ..)| name.clone()).collect();
+    commands
+        .into_iter()
+        .map(|(name, cmd, examples)| {
+            let others = names.iter().filter(|n| **n != name).map(String::as_str);
+            let page = man_page(cmd, examples, others);
+            (format!("{name}.1"), page)
+        })
+        .collect()
 }
 
-fn man_page(cmd: clap::Command, examples: &[&str]) -> String {
+/// A page of `cmd` with its `examples`, whose SEE ALSO names the pages `others` and
+/// perf-stat(1).
+fn man_page<'a>(
+    cmd: clap::Command,
+    examples: &[&str],
+    others: impl Iterator<Item = &'a str>,
+) -> String {
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd)
         .render(&mut out)
@@ -1206,9 +1222,11 @@ fn man_page(cmd: clap::Command, examples: &[&str]) -> String {
     }
     page.push_str(".SH \"EXIT STATUS\"\n");
     page.push_str(&roff_escape(EXIT_STATUS));
-    page.push_str(
-        "\n.SH \"SEE ALSO\"\nbperf(1), bperf\\-stat(1), bperf\\-list(1), bperf\\-serve(1), bperf\\-record(1), bperf\\-report(1), perf\\-stat(1)\n",
-    );
+    let see_also: Vec<String> = others
+        .chain(["perf-stat"])
+        .map(|name| format!("{}(1)", roff_escape(name)))
+        .collect();
+    page.push_str(&format!("\n.SH \"SEE ALSO\"\n{}\n", see_also.join(", ")));
     page
 }
 

@@ -1,5 +1,6 @@
 //! Where `bperf record` and `bperf stat record` write their recording, by perf's rules
-//! for its data files: what is at the path decides.
+//! for its data files: what is at the path decides. And `WholeFile`, where `bperf report
+//! --timeline` writes: a file that is there whole or not at all.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -109,6 +110,105 @@ fn create_file(path: &Path) -> Result<File> {
     }
 }
 
+/// A file written whole or not at all (bperf report --timeline): the file at the path is
+/// made in a temporary file beside it, renamed over the path by `finish`, so a write
+/// that fails (a full disk) leaves what was there before, or nothing, never a part.
+/// Dropped before `finish`, the temporary file is removed.
+pub struct WholeFile {
+    file: File,
+    /// The temporary file and the path it becomes; None when written in place.
+    rename: Option<(PathBuf, PathBuf)>,
+}
+
+impl WholeFile {
+    /// Opens `path` to be written whole, by what the path leads to (through links):
+    /// - `-` is standard output;
+    /// - a regular file, or nothing: a temporary file in the same directory, which
+    ///   takes a replaced file's permissions and, where it may, its owner; a link at
+    ///   `path` is replaced by the file, the file it leads to is never written;
+    /// - anything else (a device, a FIFO) is written into as it is, as a shell's
+    ///   redirection would: it cannot be replaced.
+    pub fn create(path: &Path) -> Result<WholeFile> {
+        if path.as_os_str() == STDOUT {
+            return Ok(WholeFile {
+                file: create_file(path)?,
+                rename: None,
+            });
+        }
+        let cannot = || format!("cannot write {}", path.display());
+        let replaced = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => Some(m),
+            // A directory is refused here (EISDIR).
+            Ok(_) => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .with_context(cannot)?;
+                return Ok(WholeFile { file, rename: None });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(cannot),
+        };
+        let temporary = temporary_name(path);
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let file = options.open(&temporary).with_context(cannot)?;
+        let whole = WholeFile {
+            file,
+            rename: Some((temporary, path.to_path_buf())),
+        };
+        if let Some(m) = replaced {
+            use std::os::unix::fs::MetadataExt;
+            whole
+                .file
+                .set_permissions(m.permissions())
+                .with_context(cannot)?;
+            // Only root may give a file away: for anybody else it stays theirs.
+            let _ = std::os::unix::fs::fchown(&whole.file, Some(m.uid()), Some(m.gid()));
+        }
+        Ok(whole)
+    }
+
+    /// The file to write.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Puts the file written at its path: on disk, then renamed over what was there.
+    pub fn finish(mut self) -> Result<()> {
+        let Some((temporary, path)) = self.rename.take() else {
+            return Ok(());
+        };
+        let cannot = || format!("cannot write {}", path.display());
+        let done = self
+            .file
+            .sync_all()
+            .and_then(|()| std::fs::rename(&temporary, &path));
+        if done.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        done.with_context(cannot)
+    }
+}
+
+impl Drop for WholeFile {
+    fn drop(&mut self) {
+        if let Some((temporary, _)) = &self.rename {
+            let _ = std::fs::remove_file(temporary);
+        }
+    }
+}
+
+/// The temporary name a whole file at `path` is written under: hidden, beside it, and
+/// this process's own.
+fn temporary_name(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or(path.as_os_str());
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    path.with_file_name(temporary)
+}
+
 fn new_file() -> OpenOptions {
     let mut o = OpenOptions::new();
     o.write(true).create(true).mode(0o600);
@@ -191,6 +291,48 @@ mod tests {
         assert!(!Path::new("/dev/null.old").exists());
         // A directory is refused.
         assert!(create(&d).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A whole file replaces what is at the path only at `finish`: dropped before, it
+    /// leaves the old file as it was and nothing else; a link is replaced, not the file
+    /// it leads to; a replaced file's permissions are kept; a device stays a device.
+    #[test]
+    fn a_whole_file_is_there_whole_or_not_at_all() {
+        let d = dir("whole");
+        let path = d.join("t.json");
+        std::fs::write(&path, b"old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let whole = WholeFile::create(&path).unwrap();
+        whole.file().write_all(b"part").unwrap();
+        drop(whole);
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        let whole = WholeFile::create(&path).unwrap();
+        whole.file().write_all(b"new").unwrap();
+        whole.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        // A link: replaced by the file, the file it led to left alone.
+        let link = d.join("link.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let whole = WholeFile::create(&link).unwrap();
+        whole.file().write_all(b"through").unwrap();
+        whole.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::read(&link).unwrap(), b"through");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+        // /dev/null: written into, still the device.
+        let null = WholeFile::create(Path::new("/dev/null")).unwrap();
+        null.file().write_all(b"x").unwrap();
+        null.finish().unwrap();
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert!(null.file_type().is_char_device());
+        // A directory is refused, naming it.
+        let e = WholeFile::create(&d).err().unwrap();
+        assert!(format!("{e:#}").contains(&*d.to_string_lossy()), "{e:#}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -5,7 +5,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use bperf::output::people::escape_controls;
-use bperf::{cli, list, metrics, stat, InvalidError, UsageError};
+use bperf::session::plan::NoProcess;
+use bperf::{cli, list, metrics, stat, ErrnoError, InvalidError, UsageError};
 use clap::Parser;
 
 const EXIT_USAGE: u8 = 129;
@@ -67,8 +68,11 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
+            } else if let Some(ErrnoError { errno, .. }) = e.downcast_ref() {
+                ExitCode::from(errno.wrapping_neg() as u8)
             } else if e.downcast_ref::<metrics::UnknownMetric>().is_some()
                 || e.downcast_ref::<InvalidError>().is_some()
+                || e.downcast_ref::<NoProcess>().is_some()
             {
                 ExitCode::from(EXIT_INVALID)
             } else {

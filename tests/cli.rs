@@ -231,3 +231,48 @@ fn a_negative_number_is_the_options_value() {
         assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
     }
 }
+
+/// The output options stat refuses with -a are refused with -b too, with the same line
+/// and status: -b goes through stat's checks. perf 6.12 refuses -B with -x under -b with
+/// the status bperf gives (it takes an empty -x, and -x with -j, where bperf refuses
+/// both, and so does report). The program (ID 999999, not there) is never looked for.
+/// No privilege.
+#[test]
+fn stat_b_refuses_what_stat_refuses() {
+    let perf = common::parity::perf_612();
+    if perf.is_none() {
+        eprintln!("no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf): bperf -b checked against bperf -a only");
+    }
+    let cases: [&[&str]; 4] = [
+        &["-B", "-x,"],
+        &["-x,", "-j"],
+        &["-x", ""],
+        &["-x", "", "-j"],
+    ];
+    for options in cases {
+        let mut results = Vec::new();
+        for target in [&["-a"][..], &["-b", "999999"]] {
+            let args = [&["stat"], target, options, &["true"]].concat();
+            let (code, err) = fails(&args);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            results.push((code, err));
+        }
+        assert_eq!(results[0], results[1], "{options:?}: -a, then -b");
+        let Some(perf) = perf.as_ref().filter(|_| options == ["-B", "-x,"]) else {
+            continue;
+        };
+        let args = [&["stat", "-b", "999999"], options, &["true"]].concat();
+        let theirs = std::process::Command::new(perf)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            theirs.status.code(),
+            Some(results[1].0),
+            "{args:?}: perf, then bperf"
+        );
+    }
+    let (code, err) = fails(&["report", "-i", "/nonexistent/bperf.data", "-x", ""]);
+    assert_eq!((code, err.lines().count()), (129, 1), "{err}");
+    assert!(err.contains("-x needs a separator"), "{err}");
+}

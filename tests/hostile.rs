@@ -739,14 +739,97 @@ fn a_timeline_over_its_own_recording_is_refused() {
     }
     // Another file of the same recording is written as asked.
     let json = dir.join("y.json");
+    timeline_ok(&data, &json);
+    assert!(fs::read_to_string(&json).unwrap().contains("traceEvents"));
+}
+
+/// The timeline of the recording `data` written to `out` by bperf report, which must
+/// succeed.
+fn timeline_ok(data: &std::path::Path, out: &std::path::Path) -> std::process::Output {
     run_ok(
         bperf()
             .args(["report", "-i"])
-            .arg(&data)
+            .arg(data)
             .arg("--timeline")
-            .arg(&json),
+            .arg(out),
+    )
+}
+
+/// `--timeline -` writes the JSON timeline to standard output, as `-i -` reads standard
+/// input: the same bytes as --timeline t.json writes, and no file named `-`. No
+/// privilege.
+#[test]
+fn a_timeline_to_standard_output() {
+    let dir = TempDir::new("timeline-stdout");
+    let data = recording_in(&dir, "x.data");
+    let json = dir.join("t.json");
+    timeline_ok(&data, &json);
+    let o =
+        run_ok(
+            bperf()
+                .current_dir(dir.path())
+                .args(["report", "-i", "x.data", "--timeline", "-"]),
+        );
+    assert!(
+        o.stdout == fs::read(&json).unwrap(),
+        "standard output is not the timeline: {} bytes",
+        o.stdout.len()
     );
-    assert!(fs::read_to_string(&json).unwrap().contains("traceEvents"));
+    assert_eq!(dir.names(), ["t.json", "x.data"]);
+    assert!(stderr(&o).contains("to standard output"), "{}", stderr(&o));
+}
+
+/// A timeline whose write fails (a full file system: a 16 kB tmpfs, mounted in a mount
+/// namespace of the test's own, which ends with it) leaves the timeline that was there
+/// as it was, and no part nor temporary file: one line naming the file and the error,
+/// in each form.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_failed_timeline_write_leaves_no_part() {
+    require_root();
+    let dir = TempDir::new("timeline-full");
+    let data = recording_in(&dir, "x.data");
+    let full = dir.join("full");
+    fs::create_dir(&full).unwrap();
+    for name in ["t.json", "t.svg", "t.pftrace"] {
+        let script = format!(
+            "mount -t tmpfs -o size=16k bperf-test \"$1\" || exit 90
+            printf old > \"$1/{name}\"
+            \"$2\" report -i \"$3\" --timeline \"$1/{name}\" 2>\"$1/../err\"
+            echo \"status $?\"; cat \"$1/{name}\"; echo; ls -A \"$1\""
+        );
+        let o = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+            .arg(&full)
+            .arg(env!("CARGO_BIN_EXE_bperf"))
+            .arg(&data)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = fs::read_to_string(dir.join("err")).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines.len() == 3 && lines[0] != "status 0" && lines[0].starts_with("status "),
+            "{name}: {} lines, the first {:?}; {}",
+            lines.len(),
+            lines.first(),
+            stderr(&o)
+        );
+        assert!(
+            lines[1] == "old",
+            "{name}: the timeline that was there changed: {} bytes there now",
+            lines[1].len()
+        );
+        assert_eq!(lines[2], name, "{name}: left in the full file system");
+        assert!(
+            err.lines().count() == 1 && err.contains(name) && err.contains("No space left"),
+            "{name}: {err}"
+        );
+    }
+    assert!(
+        full.read_dir().unwrap().next().is_none(),
+        "the tmpfs outlived its namespace"
+    );
 }
 
 /// `child`'s exit status within `secs` seconds, or None (and `child` killed) if it is

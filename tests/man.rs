@@ -16,6 +16,35 @@ fn man_pages_are_current() {
     }
 }
 
+/// Each page's SEE ALSO names every other page in man/.
+#[test]
+fn every_page_refers_to_every_other() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|n| n.strip_suffix(".1").map(String::from))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 7, "{names:?}");
+    for name in &names {
+        let page = fs::read_to_string(dir.join(format!("{name}.1"))).unwrap();
+        let see_also = page
+            .split(".SH \"SEE ALSO\"\n")
+            .nth(1)
+            .and_then(|s| s.lines().next())
+            .unwrap_or_else(|| panic!("man/{name}.1 has no SEE ALSO"))
+            .replace("\\-", "-");
+        let named: Vec<&str> = see_also.split(", ").collect();
+        for other in names.iter().filter(|o| *o != name) {
+            assert!(
+                named.contains(&&*format!("{other}(1)")),
+                "man/{name}.1's SEE ALSO leaves out {other}(1): {see_also}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_long_option_of_stat_is_in_its_man_page() {
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_bperf"))

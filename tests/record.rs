@@ -975,3 +975,46 @@ fn a_cgroup_made_while_recording_is_recorded() {
     );
     assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
 }
+
+/// A -p process that is not there is refused as perf 6.12 refuses it: record with
+/// "Couldn't create thread/CPU maps: No such process" and its status (-ENOMEM), stat
+/// with its own (-EINVAL), and no recording made. No privilege.
+#[test]
+fn a_gone_process_is_refused_as_perf_refuses_it() {
+    let Some(perf) = common::parity::perf_612() else {
+        eprintln!("skipped: no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf) to compare with");
+        return;
+    };
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let pid = gone.id().to_string();
+    let dir = TempDir::new("record-gone");
+    for (tool, out) in [
+        (bperf(), "bperf.data"),
+        (std::process::Command::new(&perf), "perf.data"),
+    ] {
+        let mut tool = tool;
+        let o = tool
+            .current_dir(dir.path())
+            .args(["record", "-p", &pid, "-o", out])
+            .output()
+            .unwrap();
+        let code = o.status.code();
+        let err = stderr(&o);
+        assert_eq!(code, Some(244), "{out}: {err}");
+        assert!(
+            err.lines().any(|l| l.trim_start_matches("bperf: ")
+                == "Couldn't create thread/CPU maps: No such process"),
+            "{out}: {err}"
+        );
+    }
+    assert!(dir.names().is_empty(), "{:?}", dir.names());
+    let codes: Vec<Option<i32>> = [bperf(), std::process::Command::new(&perf)]
+        .into_iter()
+        .map(|mut tool| {
+            let o = tool.args(["stat", "-p", &pid]).output().unwrap();
+            o.status.code()
+        })
+        .collect();
+    assert_eq!(codes[0], codes[1], "stat -p {pid}: bperf, perf");
+}

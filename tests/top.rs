@@ -471,6 +471,79 @@ fn sigterm_and_ctrl_c_restore_the_terminal() {
     tmux.wait_restored();
 }
 
+/// The state letter of process `pid` in /proc (R, S, T...).
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Ctrl-Z stops top as procps top stops: the shell has its terminal back (out of the
+/// alternate screen, its prompt read as a line) and bperf is stopped (T); `fg`
+/// continues it and the whole screen is back. SIGTSTP from elsewhere does the same. A
+/// note from the library while the screen is held (cgroups left out with --max-cgroups
+/// 2, on a machine with more) is on the status line, the last, and nowhere else.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn ctrl_z_stops_top_and_fg_continues_it() {
+    require_root();
+    let _s = serial();
+    let Some(tmux) = Tmux::start("stop") else {
+        return;
+    };
+    let _more = [TestCgroup::new("top-stop1"), TestCgroup::new("top-stop2")];
+    let bin = env!("CARGO_BIN_EXE_bperf");
+    tmux.type_text(&format!("{bin} top -d 0.5 --max-cgroups 2"));
+    tmux.keys(&["Enter"]);
+    let held = || {
+        tmux.alternate()
+            && tmux
+                .pane()
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("CGROUP"))
+    };
+    assert!(wait_for(15, held), "{}", tmux.pane());
+    let pid = tmux.child_of_shell().expect("bperf top's pid");
+    let noted = wait_for(5, || {
+        let pane = tmux.pane();
+        let last = pane.lines().last().unwrap_or("");
+        last.contains("cgroups are not counted: all 2 places are taken")
+    });
+    let pane = tmux.pane();
+    assert!(noted, "no note on the status line:\n{pane}");
+    let lines: Vec<&str> = pane.lines().collect();
+    assert!(lines[0].starts_with("bperf top "), "{pane}");
+    assert_eq!(pane.matches("not counted").count(), 1, "{pane}");
+    for stop in ["Ctrl-Z", "SIGTSTP"] {
+        match stop {
+            "Ctrl-Z" => tmux.keys(&["C-z"]),
+            // SAFETY: plain kill(2) of the process this test started in the pane.
+            _ => assert_eq!(unsafe { libc::kill(pid, libc::SIGTSTP) }, 0),
+        }
+        let stopped = wait_for(10, || {
+            !tmux.alternate()
+                && state_of(pid) == Some('T')
+                && tmux.pane().lines().any(|l| l.trim() == "prompt$")
+        });
+        assert!(stopped, "{stop}: {:?}\n{}", state_of(pid), tmux.pane());
+        tmux.type_text("fg");
+        tmux.keys(&["Enter"]);
+        let back = wait_for(10, || held() && state_of(pid).is_some_and(|s| s != 'T'));
+        assert!(back, "{stop}, fg: {:?}\n{}", state_of(pid), tmux.pane());
+        // The whole screen: the header on top, the keys at the bottom.
+        let full = wait_for(10, || {
+            let pane = tmux.pane();
+            let lines: Vec<&str> = pane.lines().collect();
+            lines.len() == 24
+                && lines[0].starts_with("bperf top ")
+                && (lines[23].contains(" quit") || lines[23].contains("not counted"))
+        });
+        assert!(full, "{stop}, fg:\n{}", tmux.pane());
+    }
+    tmux.keys(&["q"]);
+    tmux.wait_restored();
+}
+
 /// The lines of the table's rows, top down (the tree view indents them).
 fn table_lines(pane: &str) -> Vec<String> {
     pane.lines()

@@ -69,6 +69,22 @@ pub enum Format {
     Json,
 }
 
+impl Format {
+    /// The format -x SEP and -j ask for, the same for stat, stat -b and report: the
+    /// table without either; an empty SEP, or both, refused as usage errors.
+    pub fn of(field_separator: Option<&str>, json: bool) -> Result<Format, crate::UsageError> {
+        match (field_separator, json) {
+            (Some(_), true) => Err(crate::UsageError(
+                "-x and -j cannot be used together".into(),
+            )),
+            (Some(""), false) => Err(crate::UsageError("-x needs a separator".into())),
+            (Some(sep), false) => Ok(Format::Csv(sep.to_string())),
+            (None, true) => Ok(Format::Json),
+            (None, false) => Ok(Format::Table),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     pub format: Format,

@@ -453,13 +453,6 @@ fn slice_bytes(nr_events: usize) -> usize {
     SLICE_HEAD + nr_events * READING
 }
 
-/// A slice block's bytes as a Slice, for `nr_events` events.
-pub fn parse_slice(b: &[u8], nr_events: usize) -> Result<Slice> {
-    let mut s = Slice::default();
-    parse_slice_into(&mut s, b, nr_events)?;
-    Ok(s)
-}
-
 /// A slice block's bytes into `s`, whose buffers are reused.
 fn parse_slice_into(s: &mut Slice, b: &[u8], nr_events: usize) -> Result<()> {
     if b.len() < SLICE_HEAD {

@@ -45,9 +45,10 @@ use crate::counter::Counter;
 use crate::output::people::escape_controls;
 use crate::reading::Reading;
 use crate::session::containers::ContainerNames;
+use crate::session::plan::NoProcess;
 use crate::session::{self, LiveCgroups, Open, Plan, Wake};
 use crate::sys::process::{Child, Workload};
-use crate::UsageError;
+use crate::{ErrnoError, UsageError};
 use bperf_data::{End, Header, RecordedCgroup};
 
 pub use print::report;
@@ -293,7 +294,14 @@ fn plan_of(a: &RecordArgs) -> Result<Plan> {
         )
         .into());
     }
-    let plan = Plan::new(&a.request())?;
+    let plan = Plan::new(&a.request()).map_err(|e| match e.downcast::<NoProcess>() {
+        Ok(NoProcess(_)) => ErrnoError {
+            errno: libc::ENOMEM,
+            message: "Couldn't create thread/CPU maps: No such process".into(),
+        }
+        .into(),
+        Err(e) => e,
+    })?;
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),
@@ -427,7 +435,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     };
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
-    containers.add(&plan.cgroups);
+    containers.add(&plan.cgroups).say();
     let output = match create_output(&a.output, &wakes, &tx)? {
         Ok(output) => output,
         Err(code) => return Ok(code),
@@ -472,7 +480,7 @@ impl Follow<'_> {
     fn refresh(&mut self, counter: &mut Counter) -> Result<()> {
         loop {
             let (to_reader, done, containers) = (self.to_reader, self.done, &mut *self.containers);
-            self.live.refresh_with(counter, |changes, counter| {
+            let (_, notes) = self.live.refresh_with(counter, |changes, counter| {
                 if changes.removed.is_empty() && changes.added.is_empty() {
                     return Ok(());
                 }
@@ -486,7 +494,7 @@ impl Follow<'_> {
                         .map(|(slot, c)| (c.id, slot_of(&totals, *slot)))
                         .collect();
                 }
-                containers.add(changes.added.iter().map(|(_, c)| c));
+                containers.add(changes.added.iter().map(|(_, c)| c)).say();
                 change.began = changes
                     .added
                     .iter()
@@ -498,6 +506,7 @@ impl Follow<'_> {
                 done.recv()
                     .map_err(|_| anyhow::anyhow!("the ring reader stopped"))
             })?;
+            notes.say();
             if !self.live.release_gone() {
                 return Ok(());
             }
@@ -668,9 +677,7 @@ pub fn check_report_args(a: &ReportArgs) -> Result<()> {
         )
         .into());
     }
-    if a.field_separator.as_deref() == Some("") {
-        return Err(UsageError("-x needs a separator".into()).into());
-    }
+    crate::output::Format::of(a.field_separator.as_deref(), a.json)?;
     Ok(())
 }
 

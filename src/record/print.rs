@@ -13,6 +13,7 @@ use super::bperf_data::{End, Header};
 use super::perfetto::PerfettoTrace;
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
+use crate::data_file::{WholeFile, STDOUT};
 use crate::event::{self, Event};
 use crate::output::people::{self, Column};
 use crate::output::{Footer, Format, Line, Options, Report, Value};
@@ -29,7 +30,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         return write_timeline(&a.input, path);
     }
     let out = &mut io::stdout().lock();
-    let format = format_of(a);
+    let format = Format::of(a.field_separator.as_deref(), a.json)?;
     let mut input = super::open(&a.input)?;
     let start = input.header().clone();
     // The header once every slice is read names the cgroups that came meanwhile too.
@@ -73,14 +74,6 @@ fn say_lost(end: &End) {
     }
 }
 
-fn format_of(a: &ReportArgs) -> Format {
-    match (&a.field_separator, a.json) {
-        (_, true) => Format::Json,
-        (Some(sep), _) => Format::Csv(sep.clone()),
-        _ => Format::Table,
-    }
-}
-
 /// The forms of --timeline, by the output file's extension.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum TimelineForm {
@@ -101,11 +94,15 @@ fn timeline_form(path: &Path) -> TimelineForm {
     }
 }
 
-/// Writes the timeline of `input` to `path`: a first pass finds where the slices lie
-/// in time and which cgroups they are of (and checks the whole file), a second writes
-/// them.
+/// Writes the timeline of `input` to `path` (`-`: standard output), whole or not at all
+/// (data_file::WholeFile): a first pass finds where the slices lie in time and which
+/// cgroups they are of (and checks the whole file), a second writes them.
 fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
-    if same_file(input, path) {
+    let written = match path.as_os_str() == STDOUT {
+        true => Path::new("/dev/stdout"),
+        false => path,
+    };
+    if same_file(input, written) {
         return Err(crate::UsageError(format!(
             "--timeline {}: that is the recording read (-i {}): give the timeline another file",
             path.display(),
@@ -132,8 +129,8 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
     seen.resize(analysis::slot_names(&header).len(), false);
     let mut second = super::open_again(input)?;
     let cannot_write = || format!("cannot write {}", path.display());
-    let file = std::fs::File::create(path).with_context(cannot_write)?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let whole = WholeFile::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, whole.file());
     let mut failed = None;
     match timeline_form(path) {
         TimelineForm::Picture => {
@@ -168,10 +165,15 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
         return Err(e).with_context(cannot_write);
     }
     out.flush().with_context(cannot_write)?;
+    drop(out);
+    whole.finish()?;
+    let to = match path.as_os_str() == STDOUT {
+        true => "standard output".into(),
+        false => path.display().to_string(),
+    };
     eprintln!(
-        "[ bperf report: wrote the timeline of {slices} slices on {} CPUs to {} ]",
+        "[ bperf report: wrote the timeline of {slices} slices on {} CPUs to {to} ]",
         header.cpus.len(),
-        path.display()
     );
     Ok(0)
 }

@@ -76,7 +76,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
     }
     let mut containers = ContainerNames::system();
-    containers.add(&plan.cgroups);
+    containers.add(&plan.cgroups).say();
     let mut exporter = Exporter {
         plan: &plan,
         counter,
@@ -165,11 +165,14 @@ impl Exporter<'_, '_> {
 
     fn refresh_cgroups(&mut self) -> Result<()> {
         if let Some(live) = &mut self.live {
-            let changes = live.refresh(&mut self.counter)?;
+            let (changes, notes) = live.refresh(&mut self.counter)?;
+            notes.say();
             if !changes.removed.is_empty() {
                 self.unseen = self.outputs;
             }
-            self.containers.add(changes.added.iter().map(|(_, cg)| cg));
+            self.containers
+                .add(changes.added.iter().map(|(_, cg)| cg))
+                .say();
         }
         Ok(())
     }
@@ -182,7 +185,7 @@ impl Exporter<'_, '_> {
             eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
         }
         // Containers whose runtime did not list them yet when their cgroup came.
-        self.containers.name_unnamed();
+        self.containers.name_unnamed().1.say();
         let cgroups: Vec<(usize, &Cgroup)> = match &self.live {
             Some(live) => live.reported(),
             None => self.plan.cgroups.iter().enumerate().collect(),

@@ -10,6 +10,7 @@ use crate::cgroup::Cgroup;
 use crate::container::labels::Labels;
 use crate::container::names::{Names, Source};
 use crate::container::{self, Container};
+use crate::Notes;
 
 /// How often the runtimes are asked again for a container they did not list.
 const RETRY: Duration = Duration::from_millis(250);
@@ -50,7 +51,8 @@ impl ContainerNames {
 
     /// Takes in cgroups added to the session: those that are a container's own cgroup
     /// are named (the runtimes are asked when they do not know the container yet).
-    pub fn add<'c>(&mut self, added: impl IntoIterator<Item = &'c Cgroup>) {
+    /// What there is to say: runtimes that did not answer.
+    pub fn add<'c>(&mut self, added: impl IntoIterator<Item = &'c Cgroup>) -> Notes {
         let now = Instant::now();
         for cg in added {
             let path = cg.path.to_string_lossy();
@@ -71,16 +73,18 @@ impl ContainerNames {
                 },
             );
         }
-        self.name_unnamed();
+        self.name_unnamed().1
     }
 
     /// Asks the runtimes again about containers not named yet, at most every [`RETRY`]
     /// and for [`GIVE_UP`] after their cgroup came: a runtime can make a container's
-    /// cgroup before it lists the container. True when one was named. Called between
-    /// reads, never while counts are read.
-    pub fn name_unnamed(&mut self) -> bool {
+    /// cgroup before it lists the container. True when one was named, and what there is
+    /// to say (runtimes that did not answer). Called between reads, never while counts
+    /// are read.
+    pub fn name_unnamed(&mut self) -> (bool, Notes) {
         let now = Instant::now();
         let mut named = false;
+        let mut notes = Notes::default();
         let waiting = self
             .by_cgroup
             .values_mut()
@@ -92,11 +96,9 @@ impl ContainerNames {
                 entry.named = true;
                 named = true;
             }
-            for w in warnings {
-                eprintln!("bperf: {w}");
-            }
+            notes.0.extend(warnings);
         }
-        named
+        (named, notes)
     }
 
     /// Forgets every cgroup but `kept` (those still reported).
@@ -167,17 +169,18 @@ mod tests {
         };
         let (mut n, asked) = names(Ok(vec![info]));
         let inner = format!("docker/{ID}/init");
-        n.add(&[
+        let notes = n.add(&[
             cgroup(&format!("docker/{ID}"), 7),
             cgroup("docker", 8),
             cgroup(&inner, 9),
         ]);
+        assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(n.column(7).as_deref(), Some("web"));
         assert_eq!(n.get(7).unwrap().image.as_deref(), Some("busybox"));
         assert_eq!(n.column(8), None);
         assert_eq!(n.column(9), None, "a sub-cgroup inside a container");
         // Named once: adding other cgroups asks no more.
-        n.add(&[cgroup("system.slice", 10)]);
+        assert!(n.add(&[cgroup("system.slice", 10)]).is_empty());
         assert_eq!(asked.get(), 1);
     }
 
@@ -199,7 +202,7 @@ mod tests {
     fn a_container_listed_after_its_cgroup_came_is_named_later() {
         let listed = Rc::new(std::cell::RefCell::new(Vec::new()));
         let mut n = ContainerNames::new(vec![Box::new(Listing(listed.clone()))]);
-        n.add(&[cgroup(&format!("docker/{ID}"), 7)]);
+        assert!(n.add(&[cgroup(&format!("docker/{ID}"), 7)]).is_empty());
         assert_eq!(n.column(7).as_deref(), Some("3474383178be"));
         listed.borrow_mut().push(ContainerInfo {
             id: ID.into(),
@@ -207,18 +210,31 @@ mod tests {
             ..Default::default()
         });
         // Not before RETRY: the runtimes are not asked at every read.
-        assert!(!n.name_unnamed());
+        assert!(!n.name_unnamed().0);
         std::thread::sleep(RETRY);
-        assert!(n.name_unnamed());
+        assert!(n.name_unnamed().0);
         assert_eq!(n.column(7).as_deref(), Some("late"));
     }
 
     #[test]
     fn without_a_runtime_the_short_id_names_it() {
         let (mut n, _) = names(Err(SourceError::Absent));
-        n.add(&[cgroup(&format!("docker/{ID}"), 7)]);
+        assert!(n.add(&[cgroup(&format!("docker/{ID}"), 7)]).is_empty());
         assert_eq!(n.column(7).as_deref(), Some("3474383178be"));
         n.retain(&[]);
         assert_eq!(n.column(7), None);
+    }
+
+    /// A runtime that fails is said as a note, given back to the command (which knows
+    /// where it is seen: top holds the screen), not printed.
+    #[test]
+    fn a_failing_runtime_is_a_note_given_back() {
+        let (mut n, _) = names(Err(SourceError::Failed("refused".into())));
+        let notes = n.add(&[cgroup(&format!("docker/{ID}"), 7)]);
+        assert!(
+            notes.0.len() == 1 && notes.0[0].contains("refused"),
+            "{notes:?}"
+        );
+        assert_eq!(n.column(7).as_deref(), Some("3474383178be"));
     }
 }

@@ -3,7 +3,7 @@
 //! slots::LiveSlots for their slots), and the rows follow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 
@@ -13,6 +13,7 @@ use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::counter::Counter;
 use crate::slots::{Changes, LiveSlots};
 use crate::sys::cgroupfs::{self, Cgroupfs};
+use crate::Notes;
 
 /// The cgroups a session counts while the tree changes.
 pub struct LiveCgroups {
@@ -26,6 +27,8 @@ pub struct LiveCgroups {
     /// A change of the tree waits to be looked at: set by the watching thread, cleared
     /// by [`refresh`](Self::refresh).
     pending: Arc<AtomicBool>,
+    /// What the watching thread had to say, given out by the next refresh.
+    watch_notes: Arc<Mutex<Notes>>,
 }
 
 impl LiveCgroups {
@@ -44,17 +47,28 @@ impl LiveCgroups {
             left_out: 0,
             left_out_said: LeftOutPeak::default(),
             pending: Arc::new(AtomicBool::new(false)),
+            watch_notes: Arc::default(),
         };
-        let flag = live.pending.clone();
-        cgroupfs::watch(&live.tree.hierarchy().mount, move || {
+        let (flag, notes) = (live.pending.clone(), live.watch_notes.clone());
+        let now = cgroupfs::watch(&live.tree.hierarchy().mount, move |said| {
+            if !said.is_empty() {
+                let mut notes = notes.lock().unwrap_or_else(|e| e.into_inner());
+                notes.0.extend(said.0);
+            }
             flag.swap(true, Ordering::SeqCst) || changed()
         })?;
+        live.watch_notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .extend(now.0);
         Ok(live)
     }
 
     /// Reads the tree again: counts new cgroups from now on, stops counting removed
     /// ones (they are reported once more, until [`release_gone`](Self::release_gone)).
-    pub fn refresh(&mut self, counter: &mut Counter) -> Result<Changes> {
+    /// The changes, and what there is to say (cgroups left out, watches refused).
+    pub fn refresh(&mut self, counter: &mut Counter) -> Result<(Changes, Notes)> {
         self.refresh_with(counter, |_, _| Ok(()))
     }
 
@@ -65,8 +79,10 @@ impl LiveCgroups {
         &mut self,
         counter: &mut Counter,
         between: impl FnOnce(&Changes, &mut Counter) -> Result<()>,
-    ) -> Result<Changes> {
+    ) -> Result<(Changes, Notes)> {
         self.pending.store(false, Ordering::SeqCst);
+        let mut notes =
+            std::mem::take(&mut *self.watch_notes.lock().unwrap_or_else(|e| e.into_inner()));
         let now = self.selection.select(&self.tree)?;
         let changes = self.slots.update(&now);
         let added: Vec<(usize, u64)> = changes.added.iter().map(|(s, c)| (*s, c.id)).collect();
@@ -75,14 +91,14 @@ impl LiveCgroups {
         between(&changes, counter)?;
         counter.add_cgroups(&added)?;
         if self.left_out_said.rises(changes.left_out) {
-            eprintln!(
-                "bperf: {} cgroups are not counted: all {} places are taken (--max-cgroups); their time counts in their counted ancestors",
+            notes.0.push(format!(
+                "{} cgroups are not counted: all {} places are taken (--max-cgroups); their time counts in their counted ancestors",
                 changes.left_out,
                 self.slots.capacity()
-            );
+            ));
         }
         self.left_out = changes.left_out;
-        Ok(changes)
+        Ok((changes, notes))
     }
 
     /// Whether removed cgroups are still reported, with their final counts.

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
 use crate::counter::{Counter, Setup, SharedSetup};
@@ -58,6 +58,18 @@ pub fn wait_until<R>(wakes: &mpsc::Receiver<Wake<R>>, until: Option<Instant>) ->
 pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let _ = tx.send(Wake::Signal(sig));
+        }
+    });
+    Ok(())
+}
+
+/// Sends SIGTSTP and SIGCONT as wakes, for a full-screen view to give the terminal back
+/// before it stops, and take it again when continued (bperf top).
+pub fn forward_job_control<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
+    let mut signals = Signals::new([SIGTSTP, SIGCONT]).context("installing signal handlers")?;
     std::thread::spawn(move || {
         for sig in signals.forever() {
             let _ = tx.send(Wake::Signal(sig));

@@ -7,6 +7,7 @@
 //! per counted event with its count per run (`# 612.00 instructions per run`). With
 //! several programs every line names its program in the cgroup column (`ID:name`).
 
+use std::io::Write;
 use std::mem::MaybeUninit;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -25,8 +26,14 @@ use crate::sys::bpf_prog as progs;
 use crate::sys::process::{self, Workload};
 use crate::sys::{self, bpf_prog::RunStats};
 
-/// Runs `bperf stat -b LIST`: the whole session, printed; the exit status.
-pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
+/// Runs `bperf stat -b LIST`, its report going to `out` (stat's output, opened and
+/// checked as for every stat): the whole session, printed; the exit status.
+pub fn run(
+    a: &StatArgs,
+    list: &str,
+    format: Format,
+    (out, output): (Box<dyn Write>, String),
+) -> Result<i32> {
     let specs = progs::parse_specs(list).map_err(|e| super::usage(format!("-b: {e}")))?;
     let targets = progs::find(&specs)?;
     let (events, uses) = events_of(a)?;
@@ -34,8 +41,7 @@ pub fn run(a: &StatArgs, list: &str) -> Result<i32> {
         eprintln!("{warning}");
     }
     let cpus = sys::online_cpus().context("reading online CPUs")?;
-    let (out, output) = super::open_output(a)?;
-    let mut report = Report::new(options(a, list, uses), out);
+    let mut report = Report::new(options(a, list, format, uses), out);
     let (tx, wakes) = mpsc::channel::<Wake>();
     session::forward_signals(tx.clone())?;
     let workload = match a.command.is_empty() {
@@ -171,12 +177,7 @@ fn events_of(a: &StatArgs) -> Result<(Vec<Event>, Vec<crate::metrics::Use>)> {
 }
 
 /// The report's options: perf's header names the programs as given.
-fn options(a: &StatArgs, list: &str, metrics: Vec<crate::metrics::Use>) -> Options {
-    let format = match (&a.field_separator, a.json) {
-        (_, true) => Format::Json,
-        (Some(sep), _) => Format::Csv(sep.clone()),
-        (None, false) => Format::Table,
-    };
+fn options(a: &StatArgs, list: &str, format: Format, metrics: Vec<crate::metrics::Use>) -> Options {
     Options {
         format,
         thousands: match a.no_big_num {

@@ -52,8 +52,10 @@ fn plan_of(a: &StatArgs, record: bool) -> Result<Plan> {
 pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let a = &rules::as_perf_reads(a)?;
     rules::check_before_output(a)?;
-    if let Some(list) = &a.bpf_prog {
-        return bpf_prog::run(a, list);
+    if record && a.bpf_prog.is_some() {
+        return Err(usage(
+            "bperf stat record does not record -b's counts".into(),
+        ));
     }
     // stat record: -o names the perf.data file; the counts are printed as without it.
     let counting;
@@ -74,13 +76,17 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         out = Box::new(io::sink());
     }
     rules::check_after_output(a)?;
+    let format = Format::of(a.field_separator.as_deref(), a.json)?;
+    if let Some(list) = &a.bpf_prog {
+        return bpf_prog::run(a, list, format, (out, output));
+    }
     let a = &rules::settle_targets(a);
     if a.verbose.level > 0 && a.events.list.is_empty() && a.metrics.is_empty() && !a.null_run {
         // perf looks its tables up as it adds its default events.
         rules::say_cpuid();
     }
     let mut plan = plan_of(a, recording.is_some())?;
-    let options = report_options(a, &plan)?;
+    let options = report_options(a, &plan, format);
     if a.verbose.level > 0 && a.control.is_none() {
         eprintln!("Control descriptor is not initialized");
     }
@@ -165,19 +171,13 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     Ok((Box::new(out), name))
 }
 
-fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
-    let format = match (&a.field_separator, a.json) {
-        (_, true) => Format::Json,
-        (Some(sep), _) if sep.is_empty() => return Err(usage("-x needs a separator".into())),
-        (Some(sep), _) => Format::Csv(sep.clone()),
-        (None, false) => Format::Table,
-    };
+fn report_options(a: &StatArgs, plan: &Plan, format: Format) -> Options {
     // As perf: thousands grouped as the locale groups them, unless told not to.
     let thousands = match a.no_big_num {
         true => None,
         false => sys::locale_thousands_separator(),
     };
-    Ok(Options {
+    Options {
         format,
         thousands,
         interval: a.interval.map(Duration::from_millis),
@@ -200,5 +200,5 @@ fn report_options(a: &StatArgs, plan: &Plan) -> Result<Options> {
         nmi_watchdog: sys::nmi_watchdog(),
         extra_lines: Vec::new(),
         forever: false,
-    })
+    }
 }

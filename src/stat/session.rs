@@ -66,7 +66,7 @@ pub(super) fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Opti
 /// The names of the plan's containers, as counting starts.
 fn name_containers(plan: &mut Plan, live: Option<&LiveCgroups>) -> ContainerNames {
     let mut names = ContainerNames::system();
-    names.add(&plan.cgroups);
+    names.add(&plan.cgroups).say();
     put_container_columns(plan, live, &names);
     names
 }
@@ -213,7 +213,9 @@ impl Session<'_, '_> {
     /// read, never during one).
     fn name_containers(&mut self) {
         if let Some(c) = &mut self.containers {
-            if c.name_unnamed() {
+            let (named, notes) = c.name_unnamed();
+            notes.say();
+            if named {
                 put_container_columns(self.plan, self.live.as_ref(), c);
             }
         }
@@ -225,12 +227,13 @@ impl Session<'_, '_> {
         let Some(live) = &mut self.live else {
             return Ok(());
         };
-        let changes = live.refresh(&mut self.counter)?;
+        let (changes, notes) = live.refresh(&mut self.counter)?;
+        notes.say();
         for (slot, _) in &changes.added {
             self.prev.clear_slot(*slot);
         }
         if let Some(c) = &mut self.containers {
-            c.add(changes.added.iter().map(|(_, cg)| cg));
+            c.add(changes.added.iter().map(|(_, cg)| cg)).say();
         }
         self.plan.series = live.series(self.plan.events.len(), self.containers.as_ref());
         Ok(())

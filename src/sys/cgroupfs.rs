@@ -10,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::cgroup::{perf_event_hierarchy, Cgroup, Hierarchy, Tree};
+use crate::Notes;
 
 /// The hierarchy whose cgroups perf_event counts on this machine (see
 /// [`Hierarchy::find`]), from /proc/self/mountinfo and /proc/cgroups.
@@ -120,8 +121,10 @@ fn walk(dir: &Path, rel: &Path, out: &mut Vec<Cgroup>) -> std::io::Result<()> {
 
 /// Watches the cgroup tree under `mount` for cgroups created, removed or renamed, from
 /// a thread of its own, and calls `changed` after each batch of such changes until it
-/// returns false. Every directory is watched (inotify), new ones as they appear.
-pub fn watch(mount: &Path, changed: impl Fn() -> bool + Send + 'static) -> Result<()> {
+/// returns false, with what there is to say (watches the kernel refused). Every
+/// directory is watched (inotify), new ones as they appear. What there is to say about
+/// the tree as it is now is returned.
+pub fn watch(mount: &Path, changed: impl Fn(Notes) -> bool + Send + 'static) -> Result<Notes> {
     use rustix::fs::inotify::{self, CreateFlags};
     let fd = inotify::init(CreateFlags::CLOEXEC).context("cannot watch the cgroup tree")?;
     let mut watches = Watches {
@@ -129,10 +132,12 @@ pub fn watch(mount: &Path, changed: impl Fn() -> bool + Send + 'static) -> Resul
         root: mount.to_path_buf(),
         dirs: WatchedDirs::default(),
         warned: false,
+        notes: Notes::default(),
     };
     watches.add_tree(mount);
+    let now = std::mem::take(&mut watches.notes);
     std::thread::spawn(move || watches.run(changed));
-    Ok(())
+    Ok(now)
 }
 
 /// The directories watched, by watch descriptor and by path, kept in step.
@@ -191,6 +196,8 @@ struct Watches {
     dirs: WatchedDirs,
     /// Said once that the kernel's limit on watches was reached.
     warned: bool,
+    /// What to say with the next change.
+    notes: Notes,
 }
 
 impl Watches {
@@ -208,10 +215,10 @@ impl Watches {
             Err(rustix::io::Errno::NOENT) => return,
             Err(e) if !self.warned => {
                 self.warned = true;
-                eprintln!(
-                    "bperf: cannot watch {} for new cgroups: {e} (fs.inotify.max_user_watches?); cgroups created below it are found at the next change elsewhere",
+                self.notes.0.push(format!(
+                    "cannot watch {} for new cgroups: {e} (fs.inotify.max_user_watches?); cgroups created below it are found at the next change elsewhere",
                     dir.display()
-                );
+                ));
             }
             Err(_) => {}
         }
@@ -227,7 +234,7 @@ impl Watches {
 
     /// Reads changes until `changed` says to stop, watching new directories as they come
     /// and unwatching removed ones.
-    fn run(mut self, changed: impl Fn() -> bool) {
+    fn run(mut self, changed: impl Fn(Notes) -> bool) {
         use rustix::fs::inotify::{ReadFlags, Reader};
         let mut buf = [std::mem::MaybeUninit::uninit(); 16384];
         let fd = self.fd.try_clone().expect("duplicating the inotify fd");
@@ -263,7 +270,7 @@ impl Watches {
             for dir in new_dirs {
                 self.add_tree(&dir);
             }
-            if !changed() {
+            if !changed(std::mem::take(&mut self.notes)) {
                 return;
             }
         }

@@ -111,20 +111,6 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// For tests that touch the kernel: true as root. Otherwise the test skips, saying why,
-/// unless BPERF_REQUIRE_PRIV is set (CI), where a skip is a failure.
-pub fn privileged() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("BPERF_REQUIRE_PRIV").is_none(),
-        "BPERF_REQUIRE_PRIV is set but this test is not running as root"
-    );
-    eprintln!("skipped: needs root (CAP_BPF and CAP_PERFMON)");
-    false
-}
-
 /// What the BPF side may use on the running kernel, from its BTF (read once: parsing
 /// vmlinux's BTF takes milliseconds). Backports carry what they add there too.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

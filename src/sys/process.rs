@@ -178,6 +178,13 @@ impl Drop for Workload {
     }
 }
 
+/// Stops this process, as SIGSTOP does (procps top does so on SIGTSTP, once it has
+/// given the terminal back); returns once it is continued.
+pub fn stop_self() -> io::Result<()> {
+    rustix::process::kill_process(rustix::process::getpid(), Signal::STOP)?;
+    Ok(())
+}
+
 /// Waits for `pid` and returns its status and resource usage.
 pub fn wait4(pid: libc::pid_t) -> Option<(ExitStatus, libc::rusage)> {
     loop {

@@ -21,7 +21,7 @@ use crate::reading::Snapshot;
 use crate::serve::cgroup_label;
 use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan};
-use crate::UsageError;
+use crate::{Notes, UsageError};
 use model::Model;
 
 /// What wakes top besides the counting session's wakes: the terminal's input.
@@ -47,9 +47,10 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;
     let live = session::follow_cgroups(&plan, &tx)?;
+    let mut notes = Notes::default();
     let containers = a.cgroups.containers.then(|| {
         let mut names = ContainerNames::system();
-        names.add(&plan.cgroups);
+        notes = names.add(&plan.cgroups);
         names
     });
     let mut top = Top {
@@ -64,6 +65,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         counter,
         live,
         containers,
+        notes,
     };
     top.model.tree = a.tree;
     top.counter.read_into(&mut top.prev)?;
@@ -93,6 +95,9 @@ pub struct Top<'a, 'obj> {
     window: Duration,
     pub model: Model,
     verbose: u8,
+    /// What there is to say since the screen last took it: shown on the status line, or
+    /// on stderr with --batch.
+    notes: Notes,
 }
 
 impl Top<'_, '_> {
@@ -103,7 +108,8 @@ impl Top<'_, '_> {
         self.counter.read_slots_into(&self.slots, &mut self.now)?;
         let at = Instant::now();
         if self.verbose > 0 {
-            eprintln!("bperf: flush+read took {} us", t.elapsed().as_micros());
+            let took = format!("flush+read took {} us", t.elapsed().as_micros());
+            self.notes.0.push(took);
         }
         self.window = at - self.prev_at;
         let (now, prev, counter) = (&self.now, &self.prev, &self.counter);
@@ -124,22 +130,31 @@ impl Top<'_, '_> {
             }
         }
         if let Some(names) = &mut self.containers {
-            if names.name_unnamed() {
+            let (named, notes) = names.name_unnamed();
+            self.notes.0.extend(notes.0);
+            if named {
                 self.set_rows();
             }
         }
         Ok(())
     }
 
+    /// What there is to say since the last time it was taken.
+    pub fn take_notes(&mut self) -> Notes {
+        std::mem::take(&mut self.notes)
+    }
+
     /// Follows the cgroup tree after it changed: new cgroups are counted from zero.
     pub fn refresh_cgroups(&mut self) -> Result<()> {
         if let Some(live) = &mut self.live {
-            let changes = live.refresh(&mut self.counter)?;
+            let (changes, notes) = live.refresh(&mut self.counter)?;
+            self.notes.0.extend(notes.0);
             for (slot, _) in &changes.added {
                 self.prev.clear_slot(*slot);
             }
             if let Some(names) = &mut self.containers {
-                names.add(changes.added.iter().map(|(_, cg)| cg));
+                let notes = names.add(changes.added.iter().map(|(_, cg)| cg));
+                self.notes.0.extend(notes.0);
             }
         }
         self.set_rows();
@@ -201,6 +216,7 @@ impl Top<'_, '_> {
         let mut next = Instant::now() + every;
         let mut done = 0;
         while iterations.is_none_or(|n| done < n) {
+            self.take_notes().say();
             match session::wait_until(wakes, Some(next)) {
                 Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => self.refresh_cgroups()?,
                 Some(Wake::Signal(_)) => break,
@@ -216,6 +232,7 @@ impl Top<'_, '_> {
                 }
             }
         }
+        self.take_notes().say();
         Ok(0)
     }
 }

@@ -4,6 +4,11 @@
 //! sort, filter, pause and quit. The terminal is restored on every way out: q and
 //! Ctrl-C (a key in raw mode), SIGTERM and SIGINT (wakes from session::forward_signals),
 //! an error (a guard dropped) and a panic (a hook that restores before the message).
+//! Ctrl-Z (a key in raw mode) and SIGTSTP stop it as procps top stops: the terminal
+//! restored, then the process stopped; continued (SIGCONT), it takes the terminal again
+//! and draws the whole screen. What the library has to say while the view holds the
+//! screen (cgroups left out, runtimes that fail) is shown on the status line, the
+//! last one, for a while.
 
 use std::io::{stdout, Stdout};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +27,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, TableState};
 use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
-use signal_hook::consts::SIGHUP;
+use signal_hook::consts::{SIGCONT, SIGHUP, SIGTSTP};
 
 use super::model::{Fold, Model, Shown, SortKey, HISTORY};
 use super::{text, Top, Wake};
@@ -67,13 +72,10 @@ fn take_terminal() -> Result<(Terminal<CrosstermBackend<Stdout>>, Restore)> {
         restore();
         hook(info);
     }));
-    TAKEN.store(true, Ordering::SeqCst);
-    enable_raw_mode().context("cannot put the terminal in raw mode")?;
     let guard = Restore;
-    execute!(stdout(), EnterAlternateScreen).context("cannot use the alternate screen")?;
+    let (w, h) = enter()?;
     // A fixed viewport, resized on the terminal's resize events: ratatui would ask the
     // terminal's size at every frame otherwise (opening /dev/tty each time).
-    let (w, h) = ratatui::crossterm::terminal::size().context("the terminal's size")?;
     let viewport = Viewport::Fixed(Rect::new(0, 0, w, h));
     let terminal = Terminal::with_options(
         CrosstermBackend::new(stdout()),
@@ -81,6 +83,34 @@ fn take_terminal() -> Result<(Terminal<CrosstermBackend<Stdout>>, Restore)> {
     )
     .context("terminal")?;
     Ok((terminal, guard))
+}
+
+/// Raw mode and the alternate screen (again, after a stop: the shell had the terminal
+/// meanwhile); the terminal's size.
+fn enter() -> Result<(u16, u16)> {
+    TAKEN.store(true, Ordering::SeqCst);
+    enable_raw_mode().context("cannot put the terminal in raw mode")?;
+    execute!(stdout(), EnterAlternateScreen, cursor::Hide)
+        .context("cannot use the alternate screen")?;
+    ratatui::crossterm::terminal::size().context("the terminal's size")
+}
+
+/// Gives the terminal back and stops, as procps top does on Ctrl-Z; continued, takes
+/// the terminal again.
+fn suspend(terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> Result<()> {
+    restore();
+    crate::sys::process::stop_self().context("cannot stop")?;
+    resume(terminal)
+}
+
+/// Takes the terminal again after a stop (ours, or SIGSTOP's, which gave no warning),
+/// at its size now, and has the next frame draw the whole screen.
+fn resume(terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> Result<()> {
+    let (w, h) = enter()?;
+    terminal
+        .resize(Rect::new(0, 0, w, h))
+        .context("cannot resize")?;
+    terminal.clear().context("cannot draw")
 }
 
 /// Sends the terminal's keys and resizes as wakes, until the receiver is gone.
@@ -105,6 +135,28 @@ struct View {
     /// `/` was typed: keys go to the filter until Enter or Esc.
     editing: bool,
     paused: bool,
+    /// What the library said last, and when: on the status line for STATUS_SHOWN.
+    status: Option<(String, Instant)>,
+}
+
+/// How long a note stays on the status line.
+const STATUS_SHOWN: Duration = Duration::from_secs(10);
+
+impl View {
+    /// Shows what `top` has to say since the last time, if anything.
+    fn take_notes(&mut self, top: &mut Top) {
+        let notes = top.take_notes();
+        if !notes.is_empty() {
+            let text = crate::output::people::escape_controls(&notes.0.join("; "));
+            self.status = Some((text, Instant::now()));
+        }
+    }
+
+    /// The status line's text, while it is shown.
+    fn status(&self) -> Option<&str> {
+        let (text, since) = self.status.as_ref()?;
+        (since.elapsed() < STATUS_SHOWN).then_some(text.as_str())
+    }
 }
 
 /// What a key asks for.
@@ -112,6 +164,8 @@ struct View {
 enum Then {
     Draw,
     Quit,
+    /// Ctrl-Z: stop, the terminal given back.
+    Suspend,
 }
 
 pub fn run(
@@ -122,6 +176,7 @@ pub fn run(
     iterations: Option<u64>,
 ) -> Result<i32> {
     let (mut terminal, _restore) = take_terminal()?;
+    session::forward_job_control(tx.clone())?;
     read_input(tx);
     let mut view = View::default();
     view.table.select(Some(0));
@@ -130,6 +185,7 @@ pub fn run(
     let mut done = 0;
     let mut draw_now = true;
     loop {
+        view.take_notes(top);
         if draw_now {
             terminal
                 .draw(|f| draw(f, &top.model, &top.header(), &mut view, &kinds))
@@ -141,12 +197,14 @@ pub fn run(
         draw_now = true;
         match session::wait_until(wakes, Some(next)) {
             Some(Wake::Signal(SIGHUP) | Wake::Cgroups) => top.refresh_cgroups()?,
+            Some(Wake::Signal(SIGTSTP)) => suspend(&mut terminal)?,
+            Some(Wake::Signal(SIGCONT)) => resume(&mut terminal)?,
             Some(Wake::Signal(_)) => return Ok(0),
-            Some(Wake::Request(Input::Key(k))) => {
-                if key(k, top, &mut view) == Then::Quit {
-                    return Ok(0);
-                }
-            }
+            Some(Wake::Request(Input::Key(k))) => match key(k, top, &mut view) {
+                Then::Quit => return Ok(0),
+                Then::Suspend => suspend(&mut terminal)?,
+                Then::Draw => {}
+            },
             Some(Wake::Request(Input::Resize(w, h))) => {
                 terminal
                     .resize(Rect::new(0, 0, w, h))
@@ -167,9 +225,11 @@ pub fn run(
 
 /// Acts on a key.
 fn key(k: KeyEvent, top: &mut Top, view: &mut View) -> Then {
-    let ctrl_c = k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c');
-    if ctrl_c {
-        return Then::Quit;
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    match k.code {
+        KeyCode::Char('c') if ctrl => return Then::Quit,
+        KeyCode::Char('z') if ctrl => return Then::Suspend,
+        _ => {}
     }
     let model = &mut top.model;
     if view.editing {
@@ -271,16 +331,17 @@ fn draw(f: &mut Frame, model: &Model, header: &text::Header, view: &mut View, ki
     draw_table(f, table, model, &rows, view, kinds);
     let selected = view.table.selected().and_then(|s| rows.get(s));
     draw_sparkline(f, spark, model, selected.map(|s| s.row));
-    let keys = match (view.editing, model.filter.is_empty()) {
-        (true, _) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
-        (false, false) => format!(
+    let keys = match (view.editing, view.status(), model.filter.is_empty()) {
+        (true, ..) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
+        (false, Some(status), _) => status.to_string(),
+        (false, None, false) => format!(
             "filter: {}  / edit  Esc clear  s/</> sort  r reverse  p pause  q quit",
             model.filter
         ),
-        (false, true) if model.tree => {
+        (false, None, true) if model.tree => {
             "j/k move  ←/→ fold  s/</> sort  r reverse  / filter  t flat  p pause  q quit".into()
         }
-        (false, true) => {
+        (false, None, true) => {
             "j/k move  s/</> sort  r reverse  / filter  t tree  p pause  q quit".into()
         }
     };

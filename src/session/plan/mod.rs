@@ -19,8 +19,25 @@ use crate::metrics;
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::sysfs::Sysfs;
 use crate::sys::{self, process, topology};
-use crate::{InvalidError, UsageError};
+use crate::UsageError;
 pub use events::{groups, PlanEvents};
+
+/// -p names a process that is not there: perf stat refuses it with -EINVAL (234), perf
+/// record with -ENOMEM (244, "Couldn't create thread/CPU maps").
+#[derive(Debug)]
+pub struct NoProcess(pub libc::pid_t);
+
+impl std::fmt::Display for NoProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Problems finding threads of monitor: no process {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NoProcess {}
 
 /// What to count, as the command line asks for it: filled by the command-line layer
 /// (cli), read by [`Plan::new`] and [`Plan::resolve`].
@@ -371,13 +388,10 @@ fn parse_threads(t: &Targets, machine: &dyn Machine) -> Result<(Vec<Thread>, Vec
             true => machine.threads_of(id),
             false => machine.thread(id).map(|t| vec![t]),
         };
-        // As perf: a process it cannot find is refused before counting (-EINVAL), a
-        // thread when its counter cannot be opened.
+        // As perf: a process it cannot find is refused before counting, a thread when
+        // its counter cannot be opened.
         let found = found.map_err(|_| match of_process {
-            true => InvalidError(format!(
-                "Problems finding threads of monitor: no process {id}"
-            ))
-            .into(),
+            true => NoProcess(id).into(),
             false => anyhow::anyhow!("Problems finding threads of monitor: no thread {id}"),
         })?;
         threads.extend(found);

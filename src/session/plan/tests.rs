@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use super::*;
 use crate::cgroup::Hierarchy;
+use crate::InvalidError;
 
 /// A machine of four CPUs, the Intel sysfs fixture, cgroups by path (ids from 1 in
 /// order, "" the root) and processes of (pid, its threads).
@@ -276,7 +277,7 @@ fn pids_count_every_thread_of_each_process_until_they_end() {
     assert_eq!(p.threads, [(11, "comm11".to_string())]);
     assert_eq!(p.target, "thread id '11'");
     let e = refused(&request(|r| r.targets.pids = Some("10,99".into())));
-    assert!(e.downcast_ref::<InvalidError>().is_some(), "{e}");
+    assert!(matches!(e.downcast_ref(), Some(NoProcess(99))), "{e}");
     let e = refused(&request(|r| r.targets.pids = Some("x".into())));
     assert!(e.downcast_ref::<UsageError>().is_some(), "{e}");
 }
