@@ -10,15 +10,18 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{require_root, serial, TempDir, TestCgroup};
 
 /// How the fake runtime answers.
 #[derive(Clone)]
 enum Mode {
+    /// Takes the connection and never answers.
+    Silent,
     /// Answers this list of containers (JSON) after this long.
     List(String, Duration),
 }
@@ -27,6 +30,7 @@ enum Mode {
 struct FakeRuntime {
     _dir: TempDir,
     path: std::path::PathBuf,
+    mode: Arc<Mutex<Mode>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -39,14 +43,19 @@ impl FakeRuntime {
         listener.set_nonblocking(true).unwrap();
         let mode = Arc::new(Mutex::new(mode));
         let stop = Arc::new(AtomicBool::new(false));
-        let (m, s) = (mode, stop.clone());
+        let (m, s) = (mode.clone(), stop.clone());
         let thread = std::thread::spawn(move || serve(listener, &m, &s));
         FakeRuntime {
             _dir: dir,
             path,
+            mode,
             stop,
             thread: Some(thread),
         }
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
     }
 
     /// DOCKER_HOST for bperf, naming this socket.
@@ -65,8 +74,9 @@ impl Drop for FakeRuntime {
 }
 
 /// Accepts connections until `stop`: each answered on a thread of its own, as `mode`
-/// says when it comes.
+/// says when it comes. Silent connections are held open until `stop`.
 fn serve(listener: UnixListener, mode: &Mutex<Mode>, stop: &Arc<AtomicBool>) {
+    let mut held = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let Ok((conn, _)) = listener.accept() else {
             std::thread::sleep(Duration::from_millis(5));
@@ -74,6 +84,7 @@ fn serve(listener: UnixListener, mode: &Mutex<Mode>, stop: &Arc<AtomicBool>) {
         };
         conn.set_nonblocking(false).unwrap();
         match mode.lock().unwrap().clone() {
+            Mode::Silent => held.push(conn),
             Mode::List(body, delay) => {
                 std::thread::spawn(move || answer(conn, &body, delay));
             }
@@ -117,6 +128,16 @@ fn listing(containers: &[(&str, &str, &str, serde_json::Value)]) -> String {
         })
         .collect();
     serde_json::Value::Array(entries).to_string()
+}
+
+/// A bperf child killed and reaped however the test ends.
+struct Bperf(Child);
+
+impl Drop for Bperf {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The characters of `text` that would reach a terminal as control characters: C0
@@ -213,4 +234,139 @@ fn names_with_control_characters_and_separators_are_escaped_in_every_format() {
     };
     assert_eq!(container_of(&a), [ODD, ODD], "{json}");
     assert_eq!(container_of(&b), ["n\ns/p\u{1b}od,/c\0\""; 2], "{json}");
+}
+
+/// GET /metrics from 127.0.0.1:`port`: the body, and how long the answer took.
+fn timed_scrape(port: u16) -> (String, Duration) {
+    let start = Instant::now();
+    let (_, body) = common::http::get(port, "/metrics", "text/plain").expect("a scrape");
+    (body, start.elapsed())
+}
+
+/// Scrapes every 50 ms for `secs`: the slowest answer and the last body.
+fn scrape_for(port: u16, secs: f64) -> (Duration, String) {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut slowest = Duration::ZERO;
+    let mut last = String::new();
+    while Instant::now() < end {
+        let (body, took) = timed_scrape(port);
+        slowest = slowest.max(took);
+        last = body;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (slowest, last)
+}
+
+/// A runtime that takes the connection and never answers delays no scrape: scrapes
+/// answer at once with the container's short id; once the runtime answers (late, but
+/// within bperf's timeout), the scrapes after it carry the name, and none waited.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_hung_runtime_delays_no_scrape() {
+    require_root();
+    let _g = serial();
+    let parent = TestCgroup::new("hung-serve");
+    let id = fake_id('c');
+    let cg = parent.child(&id);
+    let runtime = FakeRuntime::new(Mode::Silent);
+    let port = common::http::free_port();
+    let mut serve = Bperf(
+        common::bperf()
+            .env("DOCKER_HOST", runtime.docker_host())
+            .args(["serve", "-e", "task-clock", "--for-each-container"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_for_some(20, || common::http::get(port, "/metrics", "*/*"))
+        .expect("bperf serve never answered");
+    let series = format!("cgroup=\"{}\",container=\"{}\"", cg.name, &id[..12]);
+    let (slowest, last) = scrape_for(port, 3.0);
+    assert!(last.contains(&series), "{last}");
+    assert!(
+        slowest < Duration::from_millis(100),
+        "a scrape took {slowest:?} while the runtime hung"
+    );
+    // Answering now, 0.6 s after each request (bperf gives a runtime 1 s).
+    let list = listing(&[(&id, "slowpoke", "img", serde_json::json!({}))]);
+    runtime.set(Mode::List(list, Duration::from_millis(600)));
+    let named = format!("cgroup=\"{}\",container=\"slowpoke\"", cg.name);
+    let start = Instant::now();
+    let mut slowest = Duration::ZERO;
+    while start.elapsed() < Duration::from_secs(5) {
+        let (body, took) = timed_scrape(port);
+        slowest = slowest.max(took);
+        if body.contains(&named) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (more, last) = scrape_for(port, 0.5);
+    assert!(last.contains(&named), "never named: {last}");
+    assert!(
+        slowest.max(more) < Duration::from_millis(100),
+        "a scrape took {:?} while the runtime was slow",
+        slowest.max(more)
+    );
+    assert!(serve.0.try_wait().unwrap().is_none(), "bperf serve ended");
+}
+
+/// stat -I over a runtime that never answers: every interval line comes on time (its
+/// timestamp within the period's slack of where -I puts it), the container named by its
+/// short id; once the runtime answers (late), later intervals carry its name.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_hung_runtime_delays_no_interval() {
+    use std::io::BufRead;
+    require_root();
+    let _g = serial();
+    let parent = TestCgroup::new("hung-stat");
+    let id = fake_id('d');
+    let cg = parent.child(&id);
+    let runtime = FakeRuntime::new(Mode::Silent);
+    const PERIOD: f64 = 0.2;
+    let mut stat = Bperf(
+        common::bperf()
+            .env("DOCKER_HOST", runtime.docker_host())
+            .args([
+                "stat",
+                "-a",
+                "-e",
+                "task-clock",
+                "--for-each-container",
+                "-x,",
+            ])
+            .args(["-I", "200", "--interval-count", "25"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let err = std::io::BufReader::new(stat.0.stderr.take().unwrap());
+    let list = listing(&[(&id, "slowpoke", "img", serde_json::json!({}))]);
+    // (timestamp, container) of the fake container's line in each interval.
+    let mut seen: Vec<(f64, String)> = Vec::new();
+    for line in err.lines().map_while(Result::ok) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let Some(at) = fields.iter().position(|f| *f == cg.name) else {
+            continue;
+        };
+        seen.push((fields[0].parse().unwrap(), fields[at + 1].to_string()));
+        // Two seconds hung, then the runtime answers 0.6 s after each request.
+        if seen.len() == 10 {
+            runtime.set(Mode::List(list.clone(), Duration::from_millis(600)));
+        }
+    }
+    assert!(stat.0.wait().unwrap().success());
+    assert_eq!(seen.len(), 25, "{seen:?}");
+    for (k, (ts, _)) in seen.iter().enumerate() {
+        let due = (k + 1) as f64 * PERIOD;
+        assert!(
+            *ts < due + PERIOD / 2.0,
+            "interval {} at {ts} s, due at {due} s: {seen:?}",
+            k + 1
+        );
+    }
+    assert!(seen[..10].iter().all(|(_, c)| *c == id[..12]), "{seen:?}");
+    assert_eq!(seen.last().unwrap().1, "slowpoke", "{seen:?}");
 }

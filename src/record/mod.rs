@@ -213,6 +213,10 @@ fn create_output(
     Ok(file.map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 })))
 }
 
+/// How long a cgroup's beginning waits for its container's name from the runtimes (the
+/// file keeps the name it had when recorded): as long as one runtime may take.
+const NAMES_WAIT: std::time::Duration = crate::sys::engine_api::TIMEOUT;
+
 /// A cgroup of the plan as the file names it; `containers` knows its container's name.
 fn recorded(slot: usize, c: &crate::cgroup::Cgroup, containers: &ContainerNames) -> RecordedCgroup {
     RecordedCgroup {
@@ -428,6 +432,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
     containers.add(&plan.cgroups);
+    containers.settle(NAMES_WAIT);
     let output = match create_output(&a.output, &wakes, &tx)? {
         Ok(output) => output,
         Err(code) => return Ok(code),
@@ -487,6 +492,7 @@ impl Follow<'_> {
                         .collect();
                 }
                 containers.add(changes.added.iter().map(|(_, c)| c));
+                containers.settle(NAMES_WAIT);
                 change.began = changes
                     .added
                     .iter()
