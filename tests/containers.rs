@@ -739,8 +739,9 @@ fn serve_labels_each_containers_series_with_its_names() {
     common::wait_for_some(20, scrape).expect("bperf serve never answered");
 
     let w = inspect(&web);
-    let text = scrape().unwrap();
-    let labels = labels_of(&text, &w.name).unwrap_or_else(|| panic!("{text}"));
+    // Named once dockerd answered bperf's look-up, which no scrape waits for.
+    let labels = common::wait_for_some(5, || scrape().and_then(|t| labels_of(&t, &w.name)))
+        .unwrap_or_else(|| panic!("{web} never named: {}", scrape().unwrap_or_default()));
     assert_eq!(labels["container_id"], w.id);
     assert_eq!(labels["image"], w.image);
     assert_eq!(labels["event"], "task-clock");

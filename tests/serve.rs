@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -591,6 +591,72 @@ fn left_out_cgroups_are_not_said_at_every_change() {
         (2..=4).contains(&said),
         "{said} lines for 40 changes of the number:\n{err}"
     );
+}
+
+/// The status code of a response head.
+fn status(head: &str) -> &str {
+    head.split_whitespace().nth(1).unwrap_or("")
+}
+
+/// `--for-each-container` on a host without containers (a cgroup namespace whose tree
+/// holds none): every scrape answers 200 with `bperf_cgroups 0` (the series families
+/// are empty and written as nothing), in both formats, the textfile is written too, and
+/// bperf serves on until told to stop.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn serve_and_textfile_with_no_container_counted() {
+    require_root();
+    let _g = serial();
+    let host = TestCgroup::new("nocontainer");
+    let dir = TempDir::new("nocontainer");
+    let file = dir.0.join("bperf.prom");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let args = [
+        "serve",
+        "--for-each-container",
+        "-e",
+        "task-clock",
+        "--listen",
+        &listen,
+    ];
+    let textfile = ["--textfile", dir.0.to_str().unwrap(), "-I", "100"];
+    let mut serve = Running(
+        in_cgroup_namespace(
+            &host,
+            Path::new(env!("CARGO_BIN_EXE_bperf")),
+            &[&args[..], &textfile[..]].concat(),
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let answered = wait_for_some(20, || {
+        let (head, body) = get(port, "/metrics", "*/*")?;
+        Some((head, body))
+    });
+    let (head, body) = answered.expect("bperf serve never answered");
+    assert_eq!(status(&head), "200", "{head}\n{body}");
+    assert_eq!(series(&body, "bperf_cgroups "), Some(0.0), "{body}");
+    assert!(!body.contains("bperf_count_total"), "{body}");
+    let (head, om) = get(
+        port,
+        "/metrics",
+        "application/openmetrics-text;version=1.0.0",
+    )
+    .unwrap();
+    assert_eq!(status(&head), "200", "{head}\n{om}");
+    assert!(
+        om.contains("\nbperf_cgroups 0\n") && om.ends_with("# EOF\n"),
+        "{om}"
+    );
+    let text = wait_for_some(10, || std::fs::read_to_string(&file).ok()).expect("no textfile");
+    assert_eq!(series(&text, "bperf_cgroups "), Some(0.0), "{text}");
+    // Some more textfile writes and scrapes: bperf is still there.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(get(port, "/metrics", "*/*").is_some_and(|(h, _)| status(&h) == "200"));
+    assert!(serve.0.try_wait().unwrap().is_none(), "bperf serve ended");
+    stop(serve);
 }
 
 /// Bad addresses and directories are one line, before anything is loaded.

@@ -4,8 +4,8 @@
 //! give ([`super::recognize`]).
 //!
 //! The cache asks its sources only when asked to ([`Names::refresh`], or
-//! [`Names::lookup`] of an id it does not know, at most once per `min_interval`): callers
-//! do that between reads, never in the counting path. A source that fails leaves the
+//! [`Names::lookup`] of an id it does not know, at most once per `min_interval`):
+//! session::containers does that from a thread of its own, never in the counting path. A source that fails leaves the
 //! names it gave before, and says why once (one line), not at every refresh.
 
 use std::collections::HashMap;
@@ -41,8 +41,8 @@ pub enum SourceError {
     Failed(String),
 }
 
-/// A runtime to ask for its containers.
-pub trait Source {
+/// A runtime to ask for its containers (from a thread of its own: session::containers).
+pub trait Source: Send {
     /// Where it is asked, for warnings (`/var/run/docker.sock`).
     fn describe(&self) -> String;
     fn list(&self) -> Result<Vec<ContainerInfo>, SourceError>;
@@ -220,8 +220,7 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::RefCell;
-    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
 
     /// Recorded from Debian's docker.io 20.10.24 (API 1.41): `GET /containers/json?all=1`
     /// with a created container, a running one with Kubernetes labels, and a running one
@@ -340,22 +339,22 @@ mod tests {
     /// A source whose answers the test sets, counting how often it is asked.
     #[derive(Clone)]
     struct Scripted {
-        answer: Rc<RefCell<Result<Vec<ContainerInfo>, SourceError>>>,
-        asked: Rc<RefCell<u32>>,
+        answer: Arc<Mutex<Result<Vec<ContainerInfo>, SourceError>>>,
+        asked: Arc<Mutex<u32>>,
     }
 
     impl Scripted {
         fn new(answer: Result<Vec<ContainerInfo>, SourceError>) -> Scripted {
             Scripted {
-                answer: Rc::new(RefCell::new(answer)),
-                asked: Rc::new(RefCell::new(0)),
+                answer: Arc::new(Mutex::new(answer)),
+                asked: Arc::new(Mutex::new(0)),
             }
         }
         fn set(&self, answer: Result<Vec<ContainerInfo>, SourceError>) {
-            *self.answer.borrow_mut() = answer;
+            *self.answer.lock().unwrap() = answer;
         }
         fn asked(&self) -> u32 {
-            *self.asked.borrow()
+            *self.asked.lock().unwrap()
         }
     }
 
@@ -364,8 +363,8 @@ mod tests {
             "test.sock".into()
         }
         fn list(&self) -> Result<Vec<ContainerInfo>, SourceError> {
-            *self.asked.borrow_mut() += 1;
-            self.answer.borrow().clone()
+            *self.asked.lock().unwrap() += 1;
+            self.answer.lock().unwrap().clone()
         }
     }
 

@@ -677,7 +677,7 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
     }
     if let Some(c) = f.container {
         s.push(' ');
-        push_left(s, c, CGROUP_LEN);
+        push_left(s, &people::escape_controls(c), CGROUP_LEN);
     }
     let shown = f.value.is_some();
     match f.metrics.first().filter(|m| shown && !m.value.is_nan()) {
@@ -746,7 +746,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
         cols.push(cg.to_string());
     }
     if let Some(c) = f.container {
-        cols.push(c.to_string());
+        cols.push(csv_name(c, sep));
     }
     if let Some(pct) = f.noise {
         cols.push(format!("{pct:.2}%"));
@@ -778,8 +778,29 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     out
 }
 
+/// A name from a runtime as one CSV field: escaped as in the table, and the
+/// separator's characters and the quote as `\xNN` too (`a,b` is `a\x2cb` with `-x,`):
+/// a name is one field whatever it holds, and no RFC 4180 reader takes a quote in it
+/// for the start of a quoted field.
+fn csv_name(name: &str, sep: &str) -> String {
+    people::escape_also(name, |c| c == '"' || sep.contains(c))
+}
+
+/// `s` as a JSON string: JSON's own escapes (`\n`, `\u001b`), which a JSON reader
+/// undoes, and `\u007f`-style ones for DEL and the C1 controls, which JSON allows raw
+/// but a terminal would take as controls.
 fn json_quote(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    let quoted = serde_json::Value::String(s.to_string()).to_string();
+    match quoted.chars().any(char::is_control) {
+        false => quoted,
+        true => quoted
+            .chars()
+            .map(|c| match c.is_control() {
+                true => format!("\\u{:04x}", c as u32),
+                false => c.to_string(),
+            })
+            .collect(),
+    }
 }
 
 /// The JSON members before the count: the time, and the CPU, thread or group of CPUs.
@@ -1076,14 +1097,10 @@ mod tests {
         assert_eq!(out, "1.500000000;CPU1;7;;cs;1000000000;100.00;;\n");
     }
 
-    /// --for-each-container: the container's name after the cgroup, in a column padded
-    /// as perf pads the cgroup's, a CSV field after the cgroup's and a `container` key
-    /// after `cgroup`.
-    #[test]
-    fn the_container_column_follows_the_cgroup_in_every_format() {
-        let ev = events();
+    /// The summary, in `format`, of one line of container `name`'s cgroup.
+    fn container_summary(name: &str, format: Format) -> String {
         let l = vec![Line {
-            container: Some("web".into()),
+            container: Some(name.into()),
             ..counted(1, 75_000, 1_000_000_000, Some("docker/3474383178be"), None)
         }];
         let footer = Footer {
@@ -1091,26 +1108,59 @@ mod tests {
             elapsed_error: None,
             rusage: None,
         };
-        let table = render(opts(Format::Table), |r| {
-            r.summary(&ev, &l, &footer).unwrap()
-        });
+        render(opts(format), |r| r.summary(&events(), &l, &footer).unwrap())
+    }
+
+    /// --for-each-container: the container's name after the cgroup, in a column padded
+    /// as perf pads the cgroup's, a CSV field after the cgroup's and a `container` key
+    /// after `cgroup`.
+    #[test]
+    fn the_container_column_follows_the_cgroup_in_every_format() {
+        let table = container_summary("web", Format::Table);
         let row = table.lines().find(|l| l.contains("cs")).unwrap();
         assert_eq!(
             row,
             "            75,000      cs                               docker/3474383178be web                                                   "
         );
-        let csv = render(opts(Format::Csv(",".into())), |r| {
-            r.summary(&ev, &l, &footer).unwrap()
-        });
+        let csv = container_summary("web", Format::Csv(",".into()));
         assert_eq!(
             csv,
             "75000,,cs,docker/3474383178be,web,1000000000,100.00,,\n"
         );
-        let json = render(opts(Format::Json), |r| r.summary(&ev, &l, &footer).unwrap());
+        let json = container_summary("web", Format::Json);
         assert!(
             json.starts_with(r#"{"counter-value" : "75000.000000", "unit" : "", "event" : "cs", "cgroup" : "docker/3474383178be", "container" : "web", "event-runtime" : 1000000000"#),
             "{json}"
         );
+    }
+
+    /// A runtime's name with a newline, separators, a quote, ESC, NUL and DEL: escaped
+    /// in the table and CSV (one field), JSON's escapes in JSON, no control character
+    /// written.
+    #[test]
+    fn a_runtimes_name_is_escaped_in_every_format() {
+        let odd = "w\n,;\"\u{1b}[2J\0\u{7f}\\";
+        let table = container_summary(odd, Format::Table);
+        assert!(
+            table.contains(r#"docker/3474383178be w\n,;"\x1b[2J\x00\x7f\\ "#),
+            "{table}"
+        );
+        for sep in [",", ";"] {
+            let csv = container_summary(odd, Format::Csv(sep.into()));
+            let fields: Vec<&str> = csv.trim_end().split(sep).collect();
+            assert_eq!(fields.len(), 9, "{csv}");
+            let name = match sep {
+                "," => r#"w\n\x2c;\x22\x1b[2J\x00\x7f\\"#,
+                _ => r#"w\n,\x3b\x22\x1b[2J\x00\x7f\\"#,
+            };
+            assert_eq!(fields[4], name, "{csv}");
+        }
+        let json = container_summary(odd, Format::Json);
+        let row: serde_json::Value = serde_json::from_str(json.trim_end()).unwrap();
+        assert_eq!(row["container"], odd);
+        for out in [&table, &json] {
+            assert!(!out.chars().any(|c| c != '\n' && c.is_control()), "{out:?}");
+        }
     }
 
     #[test]

@@ -47,17 +47,30 @@ pub fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
 }
 
 /// Control characters written as escapes, so that what a user typed or a task named
-/// itself cannot move the cursor or break the line: `\n`, `\t`, `\x1b`.
+/// itself cannot move the cursor or break the line: `\n`, `\t`, `\x1b`; and the
+/// backslash as `\\`, so that a name that is the text `\x1b` does not read as one with
+/// an ESC in it.
 pub fn escape_controls(s: &str) -> String {
+    escape_also(s, |_| false)
+}
+
+/// As [`escape_controls`], and the characters `also` picks written as `\xNN` (`\u{N}`
+/// beyond U+00FF): a separator that must not show inside a field.
+pub fn escape_also(s: &str, also: impl Fn(char) -> bool) -> String {
+    use std::fmt::Write as _;
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
+        let _ = match c {
+            '\\' => out.write_str("\\\\"),
+            '\n' => out.write_str("\\n"),
+            '\t' => out.write_str("\\t"),
+            '\r' => out.write_str("\\r"),
+            c if (c.is_control() || also(c)) && (c as u32) < 0x100 => {
+                write!(out, "\\x{:02x}", c as u32)
+            }
+            c if also(c) => write!(out, "\\u{{{:x}}}", c as u32),
+            c => out.write_char(c),
+        };
     }
     out
 }
@@ -65,6 +78,21 @@ pub fn escape_controls(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backslash_is_escaped_so_no_text_reads_as_an_escape() {
+        assert_eq!(escape_controls("\u{1b}"), "\\x1b");
+        assert_eq!(escape_controls("\\x1b"), "\\\\x1b");
+        assert_ne!(escape_controls("\\x1b"), escape_controls("\u{1b}"));
+        assert_eq!(escape_controls("a\0b\u{9b}"), "a\\x00b\\x9b");
+    }
+
+    #[test]
+    fn chosen_characters_are_escaped_too() {
+        let csv = |s| escape_also(s, |c| c == ',' || c == '"');
+        assert_eq!(csv("a,b\"c\n"), "a\\x2cb\\x22c\\n");
+        assert_eq!(escape_also("a→b", |c| c == '→'), "a\\u{2192}b");
+    }
 
     #[test]
     fn numbers_align_right_under_a_ruled_header() {

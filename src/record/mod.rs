@@ -214,6 +214,10 @@ fn create_output(
     Ok(file.map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 })))
 }
 
+/// How long a cgroup's beginning waits for its container's name from the runtimes (the
+/// file keeps the name it had when recorded): as long as one runtime may take.
+const NAMES_WAIT: std::time::Duration = crate::sys::engine_api::TIMEOUT;
+
 /// A cgroup of the plan as the file names it; `containers` knows its container's name.
 fn recorded(slot: usize, c: &crate::cgroup::Cgroup, containers: &ContainerNames) -> RecordedCgroup {
     RecordedCgroup {
@@ -436,6 +440,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     // The containers' names as their runtimes give them now: report needs no runtime.
     let mut containers = ContainerNames::system();
     containers.add(&plan.cgroups).say();
+    containers.settle(NAMES_WAIT).1.say();
     let output = match create_output(&a.output, &wakes, &tx)? {
         Ok(output) => output,
         Err(code) => return Ok(code),
@@ -495,6 +500,7 @@ impl Follow<'_> {
                         .collect();
                 }
                 containers.add(changes.added.iter().map(|(_, c)| c)).say();
+                containers.settle(NAMES_WAIT).1.say();
                 change.began = changes
                     .added
                     .iter()

@@ -73,22 +73,24 @@ pub struct Family {
     pub samples: Vec<Sample>,
 }
 
-/// `families` in `format`.
-pub fn encode(families: &[Family], format: Format) -> String {
+/// `families` in `format`, or why the encoder refused them (one line). A family
+/// without series is written as nothing, in both formats: the text encoder refuses one
+/// ("MetricFamily has no metrics"), and a scraper learns nothing from its HELP alone.
+pub fn encode(families: &[Family], format: Format) -> Result<String, String> {
+    let nonempty: Vec<&Family> = families.iter().filter(|f| !f.samples.is_empty()).collect();
     match format {
-        Format::Text => encode_text(families),
-        Format::OpenMetrics => encode_openmetrics(families),
+        Format::Text => encode_text(&nonempty),
+        Format::OpenMetrics => encode_openmetrics(&nonempty),
     }
 }
 
-fn encode_text(families: &[Family]) -> String {
-    use prometheus::Encoder;
-    let protos: Vec<proto::MetricFamily> = families.iter().map(to_proto).collect();
-    let mut out = Vec::new();
+fn encode_text(families: &[&Family]) -> Result<String, String> {
+    let protos: Vec<proto::MetricFamily> = families.iter().map(|f| to_proto(f)).collect();
+    let mut out = String::new();
     prometheus::TextEncoder::new()
-        .encode(&protos, &mut out)
-        .expect("encoding to memory");
-    String::from_utf8(out).expect("the text format is UTF-8")
+        .encode_utf8(&protos, &mut out)
+        .map_err(|e| format!("cannot encode the metrics: {e}"))?;
+    Ok(out)
 }
 
 fn to_proto(f: &Family) -> proto::MetricFamily {
@@ -178,12 +180,14 @@ fn encode_value(kind: Kind, value: Value, series: MetricEncoder) -> Result<(), s
     }
 }
 
-fn encode_openmetrics(families: &[Family]) -> String {
+fn encode_openmetrics(families: &[&Family]) -> Result<String, String> {
     let mut registry = prometheus_client::registry::Registry::default();
-    registry.register_collector(Box::new(Collected(families.to_vec())));
+    let owned = families.iter().map(|f| (*f).clone()).collect();
+    registry.register_collector(Box::new(Collected(owned)));
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry).expect("encoding to memory");
-    out
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .map_err(|e| format!("cannot encode the metrics: {e}"))?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -215,7 +219,7 @@ mod tests {
 
     #[test]
     fn the_text_format_names_counters_with_total() {
-        let t = encode(&sample(), Format::Text);
+        let t = encode(&sample(), Format::Text).unwrap();
         assert!(t.contains("# TYPE bperf_count_total counter\n"), "{t}");
         assert!(
             t.contains(
@@ -232,11 +236,28 @@ mod tests {
 
     #[test]
     fn openmetrics_ends_with_eof() {
-        let t = encode(&sample(), Format::OpenMetrics);
+        let t = encode(&sample(), Format::OpenMetrics).unwrap();
         assert!(t.contains("# TYPE bperf_count counter\n"), "{t}");
         assert!(t.contains("bperf_count_total{event=\"task-clock\","), "{t}");
         assert!(t.contains("\nbperf_cgroups 3\n"), "{t}");
         assert!(t.ends_with("# EOF\n"), "{t}");
+    }
+
+    /// No container counted: the per-series families are empty and `bperf_cgroups 0`
+    /// is still written, in both formats.
+    #[test]
+    fn an_empty_family_is_written_as_nothing() {
+        let mut families = sample();
+        families[0].samples.clear();
+        families[1].samples[0].value = Value::Int(0);
+        for format in [Format::Text, Format::OpenMetrics] {
+            let t = encode(&families, format).unwrap();
+            assert!(!t.contains("bperf_count"), "{t}");
+            assert!(t.contains("\nbperf_cgroups 0\n"), "{t}");
+        }
+        let none = encode(&[], Format::OpenMetrics).unwrap();
+        assert_eq!(none, "# EOF\n");
+        assert_eq!(encode(&[], Format::Text).unwrap(), "");
     }
 
     #[test]

@@ -151,10 +151,13 @@ fn answer(req: Request, tx: &mpsc::Sender<Wake>) {
                 .and_then(|()| answer.recv_timeout(SCRAPE_TIMEOUT).ok());
             let encoding = Encoding::accepted(header_value(&req, "Accept-Encoding"));
             match text {
-                Some(t) => encoding
+                Some(Ok(t)) => encoding
                     .response(t)
                     .with_header(header("Content-Type", format.content_type()))
                     .with_header(header("Vary", "Accept-Encoding")),
+                Some(Err(e)) => {
+                    Response::from_string(format!("bperf: {e}\n")).with_status_code(500)
+                }
                 None => Response::from_string("bperf is not counting\n").with_status_code(503),
             }
         }

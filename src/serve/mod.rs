@@ -31,8 +31,9 @@ use crate::UsageError;
 /// on loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
-/// A scrape: the metrics in this format, sent back on the channel.
-pub struct Scrape(pub Format, pub mpsc::Sender<String>);
+/// A scrape: the metrics in this format, sent back on the channel (or why they could
+/// not be encoded).
+pub struct Scrape(pub Format, pub mpsc::Sender<Result<String, String>>);
 
 /// What wakes the counting thread: a scrape; the cgroup tree changed, or SIGHUP asked
 /// to read it again; SIGTERM or SIGINT: stop.
@@ -144,6 +145,9 @@ impl Exporter<'_, '_> {
                 Some(Wake::Request(Scrape(format, reply))) => {
                     self.unseen.http = false;
                     let text = exposition::encode(&self.families()?, format);
+                    if let Err(e) = &text {
+                        eprintln!("bperf: {e}");
+                    }
                     // A scraper that gave up is no error.
                     let _ = reply.send(text);
                 }
@@ -152,8 +156,10 @@ impl Exporter<'_, '_> {
                     // A failed write counts as shown too: removed cgroups do not wait
                     // for a disk that may never come back.
                     self.unseen.textfile = false;
-                    let text = exposition::encode(&self.families()?, Format::Text);
-                    let written = write_atomically(path, &text).map_err(|e| format!("{e:#}"));
+                    let written =
+                        exposition::encode(&self.families()?, Format::Text).and_then(|text| {
+                            write_atomically(path, &text).map_err(|e| format!("{e:#}"))
+                        });
                     if let Some(say) = textfile_failure.note(written, path) {
                         eprintln!("bperf: {say}");
                     }

@@ -63,6 +63,10 @@ pub(super) fn forward_control(spec: &str, tx: mpsc::Sender<Wake>) -> Result<Opti
     Ok(ack)
 }
 
+/// How long stat's counts at the end (without -I) wait for runtimes still being asked
+/// for a container's name: as long as one runtime may take to answer.
+const NAMES_WAIT: Duration = crate::sys::engine_api::TIMEOUT;
+
 /// The names of the plan's containers, as counting starts.
 fn name_containers(plan: &mut Plan, live: Option<&LiveCgroups>) -> ContainerNames {
     let mut names = ContainerNames::system();
@@ -173,7 +177,7 @@ impl Session<'_, '_> {
     /// Prints what was counted since the last interval.
     fn print_interval(&mut self) -> Result<()> {
         let now = self.read()?;
-        self.name_containers();
+        self.name_containers(None);
         let lines = self.lines_of(&now.since(&self.prev), false);
         let ts = self.start.elapsed();
         self.say_read(&lines)?;
@@ -209,11 +213,15 @@ impl Session<'_, '_> {
         Ok(())
     }
 
-    /// Names the containers the runtimes did not list when their cgroups came (after a
-    /// read, never during one).
-    fn name_containers(&mut self) {
+    /// Names the containers whose runtime answered since (after a read, never during
+    /// one; the runtimes are asked by a thread of their own). `wait`: how long to wait for
+    /// the look-ups under way, where no interval follows.
+    fn name_containers(&mut self, wait: Option<Duration>) {
         if let Some(c) = &mut self.containers {
-            let (named, notes) = c.name_unnamed();
+            let (named, notes) = match wait {
+                Some(timeout) => c.settle(timeout),
+                None => c.name_unnamed(),
+            };
             notes.say();
             if named {
                 put_container_columns(self.plan, self.live.as_ref(), c);
@@ -351,7 +359,10 @@ impl Session<'_, '_> {
                 self.read()?
             }
         };
-        self.name_containers();
+        // Without -I, the one print of the counts has the names the runtimes give, if
+        // they answer within their timeout.
+        let wait = self.args.interval.is_none().then_some(NAMES_WAIT);
+        self.name_containers(wait);
         let lines = self.lines_of(&total, false);
         // As perf: the last read, said with -v, whether or not it is printed. After
         // intervals, --summary reads nothing more: perf goes over the sums, which every

@@ -13,8 +13,11 @@ use ureq_proto::http;
 
 use crate::container::names::{self, ContainerInfo, SourceError};
 
-/// Where Docker and root Podman listen by default.
-pub const SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/podman/podman.sock"];
+/// Where Docker listens by default.
+pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+
+/// Where root Podman listens by default.
+pub const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 
 /// The longest answer taken (a host with thousands of containers lists a few MiB).
 pub const BODY_LIMIT: usize = 16 << 20;
@@ -42,16 +45,28 @@ impl EngineSocket {
     }
 
     /// The default sources, in the order their answers are taken (a later one's entry
-    /// for an id replaces an earlier one's): the kubelet's log links, then each default
-    /// socket.
+    /// for an id replaces an earlier one's): the kubelet's log links, Docker's socket
+    /// (DOCKER_HOST's, see [`docker_socket`]), Podman's.
     pub fn defaults() -> Vec<Box<dyn names::Source>> {
-        let mut sources: Vec<Box<dyn names::Source>> =
-            vec![Box::new(crate::sys::kubelet::LogLinks::new())];
-        for p in SOCKETS {
-            sources.push(Box::new(EngineSocket::new(*p)));
-        }
-        sources
+        let host = std::env::var_os("DOCKER_HOST");
+        vec![
+            Box::new(crate::sys::kubelet::LogLinks::new()),
+            Box::new(EngineSocket::new(docker_socket(
+                host.as_ref().and_then(|h| h.to_str()),
+            ))),
+            Box::new(EngineSocket::new(PODMAN_SOCKET)),
+        ]
     }
+}
+
+/// The socket Docker is asked on: the one DOCKER_HOST names when it is a unix socket
+/// (`unix:///run/user/1000/docker.sock`, as Docker's CLI takes it, for rootless Docker),
+/// else Docker's default. A host of another scheme (tcp://, ssh://) is not asked.
+pub fn docker_socket(docker_host: Option<&str>) -> PathBuf {
+    let named = docker_host
+        .and_then(|h| h.strip_prefix("unix://"))
+        .filter(|p| !p.is_empty());
+    PathBuf::from(named.unwrap_or(DOCKER_SOCKET))
 }
 
 impl names::Source for EngineSocket {
@@ -387,6 +402,19 @@ mod tests {
             exchange(&mut conn, "/", 1 << 20).unwrap_err(),
             "400 Bad Request: client version 1.99 is too new"
         );
+    }
+
+    #[test]
+    fn docker_host_names_the_socket_when_it_is_a_unix_one() {
+        let socket = |h| docker_socket(h).display().to_string();
+        assert_eq!(socket(None), DOCKER_SOCKET);
+        assert_eq!(
+            socket(Some("unix:///run/user/1000/docker.sock")),
+            "/run/user/1000/docker.sock"
+        );
+        assert_eq!(socket(Some("tcp://10.0.0.1:2375")), DOCKER_SOCKET);
+        assert_eq!(socket(Some("unix://")), DOCKER_SOCKET);
+        assert_eq!(socket(Some("")), DOCKER_SOCKET);
     }
 
     #[test]

@@ -582,3 +582,21 @@ pub fn peak_rss_kb(cmd: &mut std::process::Command) -> (i64, std::process::ExitS
     let status = std::os::unix::process::ExitStatusExt::from_raw(status);
     (usage.ru_maxrss, status, err)
 }
+
+/// `program args` run inside `cg` as the root of a cgroup namespace, with cgroup2
+/// mounted afresh over the mount bperf counts on (a private mount namespace): it sees
+/// `cg`'s subtree as the whole tree, a host with nothing else on it. The namespaces end
+/// with the process; nothing is mounted outside it.
+pub fn in_cgroup_namespace(cg: &TestCgroup, program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        r#"echo $$ > "$1" && shift && exec unshare --cgroup --mount --propagation private sh -c 'umount -l "$0" && mount -t cgroup2 cgroup2 "$0" && exec "$@"' "$@""#,
+        "sh",
+    ])
+    .arg(cg.procs())
+    .arg(cgroup2_mount())
+    .arg(program)
+    .args(args);
+    cmd
+}
