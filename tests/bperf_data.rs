@@ -1,7 +1,7 @@
-//! bperf.data's versions: a version 1 recording (tests/fixtures/bperfdata, made by bperf
-//! record before version 2) reads as it did, every report of it the same; version 2,
-//! plain and compressed (-z), reports what its slices say, in a fraction of version
-//! 1's bytes. Needs no privilege.
+//! bperf.data's versions: version 1 and 2 recordings (tests/fixtures/bperfdata, made by
+//! bperf record before versions 2 and 3) read as they did, every report of them the
+//! same; version 3, plain and compressed (-z), reports what its slices say, in a
+//! fraction of version 1's bytes. Needs no privilege.
 
 mod common;
 
@@ -44,10 +44,36 @@ fn a_version_1_recording_reads_as_it_did() {
     }
 }
 
-/// Version 2, plain and through zstd, gives report the slices the synthetic recording
+/// The version 2 fixtures (a command's tasks, plain; a cgroup with -a -z), made by bperf
+/// record before version 3: their totals, breakdown and distributions as bperf printed
+/// them then (the .csv files beside them), and nothing said on stderr.
+#[test]
+fn version_2_recordings_read_as_they_did() {
+    for name in ["v2-tasks", "v2-cgroup-zstd"] {
+        let data = fixture(&format!("{name}.data"));
+        let bytes = std::fs::read(&data).unwrap();
+        assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "{name} is version 2");
+        for (args, expected) in [
+            (&["-x,"][..], "totals"),
+            (&["-x,", "--sort", "cgroup,cpu,pid,tid,comm"][..], "sort"),
+            (&["-x,", "--hist"][..], "hist"),
+        ] {
+            let expected = std::fs::read_to_string(fixture(&format!("{name}.{expected}.csv")));
+            let o = run_ok(bperf().args(["report", "-i"]).arg(&data).args(args));
+            assert_eq!(common::stderr(&o), "", "{name} {args:?}");
+            assert_eq!(
+                String::from_utf8(o.stdout).unwrap(),
+                expected.unwrap(),
+                "{name} {args:?}"
+            );
+        }
+    }
+}
+
+/// Version 3, plain and through zstd, gives report the slices the synthetic recording
 /// wrote: the same outputs from both, and the totals the slices add up to.
 #[test]
-fn version_2_plain_and_compressed_report_the_same() {
+fn version_3_plain_and_compressed_report_the_same() {
     const SLICES: u64 = 50_000;
     let plain = TempFile::new("v2.data");
     let zstd = TempFile::new("v2z.data");
@@ -71,7 +97,7 @@ fn version_2_plain_and_compressed_report_the_same() {
     );
     let size = |f: &TempFile| std::fs::metadata(&f.0).unwrap().len() as f64 / SLICES as f64;
     let (plain_b, zstd_b) = (size(&plain), size(&zstd));
-    eprintln!("version 2: {plain_b:.1} bytes a slice, {zstd_b:.1} with -z (version 1: 120)");
+    eprintln!("version 3: {plain_b:.1} bytes a slice, {zstd_b:.1} with -z (version 1: 120)");
     assert!(plain_b <= 40.0, "{plain_b} bytes a slice");
     assert!(zstd_b < plain_b, "zstd: {zstd_b}, plain: {plain_b}");
 }

@@ -400,6 +400,175 @@ fn record_until_ctrl_c() {
     assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
 }
 
+/// CLOCK_MONOTONIC now, ns: the clock of a recording's slices under BPERF_READ_HELPER=1
+/// (ktime).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) into a timespec of ours.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The cgroup's cpu.stat usage (ns) at monotonic time `t`, from `samples` (time,
+/// usage), interpolated between the two around it.
+fn usage_at(samples: &[(u64, u64)], t: u64) -> f64 {
+    let after = samples
+        .iter()
+        .position(|&(at, _)| at >= t)
+        .unwrap_or_else(|| {
+            panic!(
+                "no cpu.stat sample after {t}: the last is at {:?}",
+                samples.last()
+            )
+        });
+    assert!(
+        after > 0,
+        "no cpu.stat sample before {t}: the first is at {}",
+        samples[0].0
+    );
+    let ((t0, u0), (t1, u1)) = (samples[after - 1], samples[after]);
+    let part = (t - t0) as f64 / (t1 - t0).max(1) as f64;
+    u0 as f64 + part * (u1 as f64 - u0 as f64)
+}
+
+/// The first start and the last end of the slices of cgroup `name` in the recording
+/// `path`, read with bperf's own reader (the clock of the slices is the header's).
+fn slices_span(path: &std::path::Path, name: &str) -> (String, u64, u64) {
+    use bperf::record::bperf_data::Reader;
+    let f = std::fs::File::open(path).unwrap();
+    let size = f.metadata().unwrap().len();
+    let mut r = Reader::new(std::io::BufReader::new(f), Some(size)).unwrap();
+    let slot = r
+        .header()
+        .cgroups
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap()
+        .slot as u32;
+    let (mut first, mut last) = (u64::MAX, 0);
+    while let Some(s) = r.next_slice().unwrap() {
+        if s.slot == slot {
+            first = first.min(s.start);
+            last = last.max(s.start + s.length);
+        }
+    }
+    assert!(last > 0, "no slice of {name}");
+    (r.header().clock.clone(), first, last)
+}
+
+/// `bperf record` killed by SIGKILL after 3 s of a spinner in a cgroup, without and
+/// with -z: report reads every slice but those of at most the last second (the slices
+/// reach to within a second of the kill and span all but a second of the time counted:
+/// the first starts at the first switch after the counters open, 56 ms after they did
+/// in one run), says in one line
+/// what it dropped, exits 0 (as perf report does on a killed perf record's file), and
+/// its task-clock agrees with the cgroup's cpu.stat over the span of the slices read
+/// (sampled every 5 ms meanwhile and interpolated at the span's ends: the slices are
+/// timed on CLOCK_MONOTONIC with BPERF_READ_HELPER=1).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_killed_recording_keeps_all_but_its_last_second() {
+    require_root();
+    let _s = serial();
+    for zstd in [false, true] {
+        killed_recording(zstd);
+    }
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+fn killed_recording(zstd: bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let cg = TestCgroup::new(if zstd { "rec-killed-z" } else { "rec-killed" });
+    let mut spin = std::process::Command::new(workload())
+        .args(["spin", "8000"])
+        .arg(cg.procs())
+        .spawn()
+        .unwrap();
+    // The spinner is in its cgroup before the recording starts.
+    assert!(wait_for(5, || std::fs::read_to_string(cg.procs())
+        .is_ok_and(|p| !p.trim().is_empty())));
+    let file = TempFile::new(if zstd { "killed-z.data" } else { "killed.data" });
+    let stop = AtomicBool::new(false);
+    let unaccounted = unaccounted_ns();
+    let (samples, started, killed) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut samples = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                samples.push((monotonic_ns(), cg.usage_ns()));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            samples
+        });
+        let mut cmd = bperf();
+        cmd.args([
+            "record",
+            "-a",
+            "-e",
+            "task-clock",
+            "--for-each-cgroup",
+            &cg.name,
+            "-o",
+        ])
+        .arg(&file.0)
+        .env("BPERF_READ_HELPER", "1")
+        .stderr(std::process::Stdio::null());
+        if zstd {
+            cmd.arg("-z");
+        }
+        let mut rec = cmd.spawn().unwrap();
+        wait_for_recording(Duration::from_secs(10));
+        let started = monotonic_ns();
+        std::thread::sleep(Duration::from_secs(3));
+        rec.kill().unwrap();
+        let killed = monotonic_ns();
+        rec.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stop.store(true, Ordering::Relaxed);
+        (sampler.join().unwrap(), started, killed)
+    });
+    let unaccounted = unaccounted_since(unaccounted);
+    let _ = spin.kill();
+    let _ = spin.wait();
+
+    let o = bperf()
+        .args(["report", "-x,", "-i"])
+        .arg(&file.0)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "zstd {zstd}: {err}");
+    assert_eq!(err.lines().count(), 1, "zstd {zstd}: one line: {err}");
+    assert!(
+        err.contains("did not finish") && err.contains("slices read"),
+        "{err}"
+    );
+    let ms = value(
+        &parse_csv(&String::from_utf8_lossy(&o.stdout), false),
+        "task-clock",
+        &cg.name,
+    );
+
+    let (clock, first, last) = slices_span(&file.0, &cg.name);
+    assert_eq!(clock, "ktime");
+    let s = |ns: u64| ns as f64 / 1e9;
+    assert!(
+        last + 1_000_000_000 >= killed && last - first + 1_000_000_000 >= killed - started,
+        "zstd {zstd}: slices from {:.3} s to {:.3} s, recording counted by {:.3} s, killed at {:.3} s",
+        s(first), s(last), s(started), s(killed)
+    );
+    let kernel = usage_at(&samples, last) - usage_at(&samples, first);
+    assert!(
+        agrees_with_cpu_stat(ms * 1e6, kernel, unaccounted),
+        "zstd {zstd}: {ms} ms read, cpu.stat {} ms over the {:.3} s the slices span",
+        kernel / 1e6,
+        s(last - first)
+    );
+}
+
 /// Files report cannot use: one line each, exit 255.
 #[test]
 fn files_that_are_not_whole_are_refused_in_one_line() {

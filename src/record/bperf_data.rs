@@ -3,14 +3,21 @@
 //!
 //! ```text
 //! magic    8 bytes  "BPERFREC"
-//! version  u32      2 (this bperf writes 2, reads 1 and 2)
+//! version  u32      3 (this bperf writes 3, reads 1, 2 and 3)
 //! length   u32      of the header
 //! header   JSON     Header: events, cgroups (each: slot, id, name, path, and a
 //!                   container's cgroup its `container` name), CPUs, clock, command,
 //!                   start time, what was recorded (`target`, perf's words, and
 //!                   `"tasks": true` when slot 0 is -p's, -t's or the command's tasks
 //!                   rather than a cgroup); and
-//!                   "compression": "zstd" when what follows is one zstd stream (-z)
+//!                   "compression": "zstd" when each chunk is a zstd frame (-z)
+//! crc      u32      the CRC-32 (IEEE) of the header's bytes
+//! chunks            each: kind u8 6, length varint, then `length` bytes: the CRC-32
+//!                   of the rest, then the rest; or with "compression": "zstd", one
+//!                   zstd frame, with its content checksum, of the rest. The rest:
+//!                   varints the chunk's number (from 0), the cgroup blocks (kinds 4
+//!                   and 5) and the slices written before it, then blocks. Slices are
+//!                   encoded from scratch in each chunk: one reads on its own
 //! blocks            each: kind u8, length varint, then `length` bytes
 //!   kind 3  a slice, encoded against the slices before it (compact.rs): about 10
 //!           bytes for a ping-pong's slice of two events, where version 1 took 120
@@ -24,9 +31,17 @@
 //!           the counters' totals of the cgroups not removed, [] for those removed,
 //!           records sent per CPU: written or lost)
 //! ```
+//! A chunk is written once its blocks pass CHUNK_BYTES and whenever record flushes
+//! (twice a second), so a recording killed, or cut short by a full disk, keeps every
+//! chunk written before: report reads them, and says what it dropped. A chunk whose
+//! check fails is skipped and said; reading stops at a chunk that cannot be framed (a
+//! damaged length) or after which the cgroups' slots cannot be known (a cgroup block
+//! was in a skipped chunk).
 //! A slice's slot is the cgroup's place in the file, never reused: the header's
 //! cgroups, then those of the kind 4 blocks in order. Files without kinds 4 and 5 (no
 //! cgroup came or went, or written before them) read as before.
+//! Version 2 (still read): the header (no CRC), then the blocks, without chunks and
+//! checks, through one zstd stream with "compression": "zstd".
 //! Version 1 (still read): blocks of kind u32, length u32; kind 1 a slice as the BPF
 //! program sent it, struct bperf_slice (src/bpf/bperf.h): start u64, length u64,
 //! cgroup id u64, cpu u32, slot u32, pid u32, tid u32, comm [16]u8, nr_events u32,
@@ -34,8 +49,9 @@
 //! the skeleton's generated struct (crate::bpf::sent); kind 2 the end. The BPF
 //! program's slices are read the same way before they are encoded.
 //!
-//! Integers are little-endian. A file without its end block is refused: the recording
-//! did not finish.
+//! Integers are little-endian. A file whose header cannot be read is refused; after
+//! the header, a reader keeps every slice it can read and says what it could not
+//! (Dropped): the end block missing (the recording did not finish), a chunk damaged.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -49,12 +65,16 @@ use serde_json::{json, Value as Json};
 use crate::bpf::sent::{bperf_reading, bperf_slice};
 use crate::reading::Reading;
 
+mod chunks;
 mod compact;
 
+pub use chunks::Dropped;
+
 pub const MAGIC: &[u8; 8] = b"BPERFREC";
-/// The version this bperf writes; it reads V1 too.
-pub const VERSION: u32 = 2;
+/// The version this bperf writes; it reads V1 and V2 too.
+pub const VERSION: u32 = 3;
 const V1: u32 = 1;
+const V2: u32 = 2;
 /// Version 1's blocks.
 const SLICE: u32 = 1;
 const END: u32 = 2;
@@ -63,6 +83,13 @@ const COMPACT_SLICE: u8 = 3;
 const END_V2: u8 = 2;
 const CGROUP_BEGAN: u8 = 4;
 const CGROUP_ENDED: u8 = 5;
+/// Version 3's.
+const CHUNK: u8 = 6;
+/// A chunk is written once its blocks take this many bytes (about 25,000 slices), or
+/// with -z ZSTD_CHUNK_BYTES (frames of 256 KiB took 9.3 bytes a synthetic slice where
+/// frames of 1 MiB took 7.1 and one stream 6.1: tests/bperf_data.rs).
+pub const CHUNK_BYTES: usize = 256 << 10;
+pub const ZSTD_CHUNK_BYTES: usize = 1 << 20;
 /// The largest block of a cgroup that appeared: its name and path are at most a path's
 /// length (PATH_MAX) each.
 const MAX_BEGAN_BLOCK: u64 = 16 << 10;
@@ -234,32 +261,14 @@ fn header_json(h: &Header) -> Json {
     j
 }
 
-/// Where a recording's blocks go: the file, or a zstd stream into it.
-enum Sink<W: Write> {
-    Plain(W),
-    Zstd(zstd::stream::write::Encoder<'static, W>),
-}
-
-impl<W: Write> Write for Sink<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sink::Plain(w) => w.write(buf),
-            Sink::Zstd(z) => z.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::Plain(w) => w.flush(),
-            Sink::Zstd(z) => z.flush(),
-        }
-    }
-}
-
-/// A recording being written (version 2): the header, then each slice as the BPF
-/// program sends it and each cgroup that comes or goes, then the end.
+/// A recording being written (version 3): the header, then chunks of blocks, each
+/// checked on its own: each slice as the BPF program sends it and each cgroup that
+/// comes or goes, then the end.
 pub struct Writer<W: Write> {
-    sink: Sink<W>,
+    out: W,
+    /// -z: the level each chunk is compressed at, as one zstd frame with its content
+    /// checksum.
+    zstd: Option<i32>,
     encoder: compact::Encoder,
     nr_events: usize,
     /// The slice being written, and its block's bytes.
@@ -270,12 +279,20 @@ pub struct Writer<W: Write> {
     slots: Vec<Option<(u32, u64)>>,
     /// How many slots the file has given.
     named: u32,
+    /// The chunk being filled: its preface (`preface` bytes), then its blocks.
+    chunk: Vec<u8>,
+    preface: usize,
+    /// Chunks, cgroup blocks and slices written before the chunk being filled, and
+    /// since.
+    chunks: u64,
+    cgroup_blocks: u64,
+    slices: u64,
 }
 
 impl<W: Write> Writer<W> {
-    /// Writes the magic, version and header to `out`; what follows goes through zstd at
-    /// `zstd_level` when one is given (1 to 19: their windows are at most what a
-    /// reader accepts, ZSTD_WINDOW_LOG_MAX).
+    /// Writes the magic, version and header to `out` (and flushes them); each chunk
+    /// goes through zstd at `zstd_level` when one is given (1 to 19: their windows are
+    /// at most what a reader accepts, ZSTD_WINDOW_LOG_MAX).
     pub fn new(mut out: W, h: &Header, zstd_level: Option<i32>) -> io::Result<Writer<W>> {
         let mut header = header_json(h);
         if zstd_level.is_some() {
@@ -286,14 +303,8 @@ impl<W: Write> Writer<W> {
         out.write_all(&VERSION.to_le_bytes())?;
         out.write_all(&(text.len() as u32).to_le_bytes())?;
         out.write_all(text.as_bytes())?;
-        let sink = match zstd_level {
-            None => Sink::Plain(out),
-            Some(level) => {
-                let mut z = zstd::stream::write::Encoder::new(out, level)?;
-                z.include_checksum(true)?;
-                Sink::Zstd(z)
-            }
-        };
+        out.write_all(&crc32fast::hash(text.as_bytes()).to_le_bytes())?;
+        out.flush()?;
         // The header's slots are the BPF program's at the start.
         let mut slots = vec![None; h.nr_slots()];
         match h.tasks {
@@ -303,15 +314,78 @@ impl<W: Write> Writer<W> {
                 .iter()
                 .for_each(|c| slots[c.slot] = Some((c.slot as u32, c.id))),
         }
-        Ok(Writer {
-            sink,
+        let mut w = Writer {
+            out,
+            zstd: zstd_level,
             encoder: compact::Encoder::new(&h.cpus),
             nr_events: h.events.len(),
             slice: Slice::default(),
             block: Vec::with_capacity(compact::max_bytes(h.events.len()) + 11),
             named: slots.len() as u32,
             slots,
-        })
+            chunk: Vec::new(),
+            preface: 0,
+            chunks: 0,
+            cgroup_blocks: 0,
+            slices: 0,
+        };
+        w.start_chunk();
+        Ok(w)
+    }
+
+    /// Begins the next chunk: its preface, and the slices' encoding from scratch.
+    fn start_chunk(&mut self) {
+        self.chunk.clear();
+        for v in [self.chunks, self.cgroup_blocks, self.slices] {
+            compact::put(&mut self.chunk, v);
+        }
+        self.preface = self.chunk.len();
+        self.encoder.reset();
+    }
+
+    /// Writes the chunk being filled, if it holds a block, and begins the next.
+    fn write_chunk(&mut self) -> io::Result<()> {
+        if self.chunk.len() == self.preface {
+            return Ok(());
+        }
+        match self.zstd {
+            None => {
+                let crc = crc32fast::hash(&self.chunk).to_le_bytes();
+                write_block_of(&mut self.out, CHUNK, &[&crc, &self.chunk])?;
+            }
+            Some(level) => {
+                // A stream's frame, its size not given: zstd then compresses with the
+                // parameters of a stream of unknown length, as version 2 did, where
+                // one compressed with the chunk's length (zstd::bulk) took 9.0 bytes a
+                // synthetic slice instead of 6.1 (tests/bperf_data.rs).
+                let mut z = zstd::stream::write::Encoder::new(Vec::new(), level)?;
+                z.include_checksum(true)?;
+                z.write_all(&self.chunk)?;
+                write_block_of(&mut self.out, CHUNK, &[&z.finish()?])?;
+            }
+        }
+        self.chunks += 1;
+        self.start_chunk();
+        Ok(())
+    }
+
+    /// Writes a full chunk before a block is added to it.
+    fn make_room(&mut self) -> io::Result<()> {
+        let most = match self.zstd {
+            None => CHUNK_BYTES,
+            Some(_) => ZSTD_CHUNK_BYTES,
+        };
+        match self.chunk.len() >= most {
+            true => self.write_chunk(),
+            false => Ok(()),
+        }
+    }
+
+    /// Writes what is held (a chunk of the blocks since the last) and flushes the
+    /// output: a recording cut short after this keeps every block before it.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_chunk()?;
+        self.out.flush()
     }
 
     /// From now on, BPF slot `slot` counts cgroup `c` (whose own `slot` is ignored): the
@@ -323,11 +397,10 @@ impl<W: Write> Writer<W> {
             slot: number as usize,
             ..c.clone()
         };
-        write_block(
-            &mut self.sink,
-            CGROUP_BEGAN,
-            cgroup_json(&named).to_string().as_bytes(),
-        )?;
+        self.make_room()?;
+        let text = cgroup_json(&named).to_string();
+        write_block(&mut self.chunk, CGROUP_BEGAN, text.as_bytes())?;
+        self.cgroup_blocks += 1;
         if self.slots.len() <= slot {
             self.slots.resize(slot + 1, None);
         }
@@ -349,7 +422,10 @@ impl<W: Write> Writer<W> {
         };
         let (number, _) = place.take().expect("found");
         let text = json!({"slot": number, "totals": readings_json(totals)}).to_string();
-        write_block(&mut self.sink, CGROUP_ENDED, text.as_bytes())
+        self.make_room()?;
+        write_block(&mut self.chunk, CGROUP_ENDED, text.as_bytes())?;
+        self.cgroup_blocks += 1;
+        Ok(())
     }
 
     /// The end block's totals ([file slot][event][CPU]) from `of_slot`, the counters'
@@ -384,40 +460,40 @@ impl<W: Write> Writer<W> {
             Some(Some((number, _))) => self.slice.slot = *number,
             _ => return Ok(false),
         }
+        // The encoding starts again in a new chunk: room first.
+        self.make_room()?;
         let mut body = std::mem::take(&mut self.block);
         body.clear();
         let ours = self.encoder.encode(&self.slice, &mut body);
         if ours {
-            write_block(&mut self.sink, COMPACT_SLICE, &body)?;
+            write_block(&mut self.chunk, COMPACT_SLICE, &body)?;
+            self.slices += 1;
         }
         self.block = body;
         Ok(ours)
     }
 
-    /// Writes the end block (and ends the zstd stream); the writer it was given.
+    /// Writes the end block, in the last chunk; the writer it was given.
     pub fn finish(mut self, end: &End) -> io::Result<W> {
-        write_block(&mut self.sink, END_V2, end_json(end).as_bytes())?;
-        match self.sink {
-            Sink::Plain(w) => Ok(w),
-            Sink::Zstd(z) => z.finish(),
-        }
+        self.make_room()?;
+        write_block(&mut self.chunk, END_V2, end_json(end).as_bytes())?;
+        self.write_chunk()?;
+        Ok(self.out)
     }
 }
 
 /// A version 2 block: its kind, its length as a varint, its bytes.
 fn write_block(out: &mut impl Write, kind: u8, bytes: &[u8]) -> io::Result<()> {
-    let mut head = [0u8; 11];
-    head[0] = kind;
-    let mut len = bytes.len() as u64;
-    let mut at = 1;
-    while len >= 0x80 {
-        head[at] = len as u8 | 0x80;
-        len >>= 7;
-        at += 1;
-    }
-    head[at] = len as u8;
-    out.write_all(&head[..=at])?;
-    out.write_all(bytes)
+    write_block_of(out, kind, &[bytes])
+}
+
+/// A block whose bytes are `parts` one after the other.
+fn write_block_of(out: &mut impl Write, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
+    let mut head = Vec::with_capacity(11);
+    head.push(kind);
+    compact::put(&mut head, parts.iter().map(|p| p.len() as u64).sum());
+    out.write_all(&head)?;
+    parts.iter().try_for_each(|p| out.write_all(p))
 }
 
 /// One slot's readings [event][CPU] as JSON.
@@ -651,10 +727,12 @@ fn parse_began(text: &[u8], next: usize, block: u32) -> Result<RecordedCgroup> {
     })
 }
 
-/// Where a recording's blocks come from: the file, or the zstd stream in it.
+/// Where a recording's blocks come from: the file, the zstd stream in it, or (version
+/// 3) the chunk being read.
 enum Source<R: Read> {
     Plain(R),
     Zstd(zstd::stream::read::Decoder<'static, io::BufReader<R>>),
+    Chunk(io::Cursor<Vec<u8>>),
     /// While the input changes hands.
     Taken,
 }
@@ -664,21 +742,39 @@ impl<R: Read> Read for Source<R> {
         match self {
             Source::Plain(r) => r.read(buf),
             Source::Zstd(z) => z.read(buf),
+            Source::Chunk(c) => c.read(buf),
             Source::Taken => Ok(0),
         }
     }
 }
 
+/// What one block of version 2 or 3 was.
+enum Block {
+    Slice,
+    Cgroup,
+    End,
+    /// None: the input (or the chunk) ends.
+    None,
+}
+
 /// A bperf.data file read one slice at a time: the memory it takes does not grow with
 /// the number of slices, and no length in the file makes it allocate more than the
 /// bytes that are really there (or, compressed, than its header's dimensions allow).
+/// Past the header, it reads every slice it can and keeps what it could not in
+/// `dropped`.
 pub struct Reader<R: Read> {
     input: Source<R>,
+    /// Version 3: the file's chunks, and the next one's number.
+    chunks: Option<chunks::ChunkFile<R>>,
+    next_chunk: u64,
+    /// Where the chunk being read starts in the file.
+    chunk_at: u64,
     version: u32,
-    /// The offset of the next byte (past the header, of the decompressed stream).
+    /// The offset of the next byte (past the header, of the decompressed stream; in
+    /// version 3, of the chunk).
     at: u64,
     /// The length of the input, when it is a file (a pipe's is not known, nor a
-    /// compressed stream's).
+    /// compressed stream's); in version 3, the chunk's.
     size: Option<u64>,
     header: Header,
     /// The recorded CPUs, sorted: a slice comes from one of them.
@@ -692,6 +788,7 @@ pub struct Reader<R: Read> {
     cgroup_blocks: u32,
     /// The counters' totals of the cgroups removed while recording, by slot.
     ended_totals: Vec<(usize, Vec<Vec<Reading>>)>,
+    dropped: Dropped,
 }
 
 impl<R: Read> Reader<R> {
@@ -711,19 +808,29 @@ impl<R: Read> Reader<R> {
         }
         read_at(&mut input, &mut head, &mut at, "the header")?;
         let version = u32_at(&head, 0);
-        if version != VERSION && version != V1 {
+        if !(V1..=VERSION).contains(&version) {
             bail!(
-                "a version {version} bperf record file: this bperf reads versions {V1} and {VERSION}"
+                "a version {version} bperf record file: this bperf reads versions {V1} to {VERSION}"
             );
         }
         let header_at = at;
         let text = read_block(&mut input, u32_at(&head, 4), &mut at, size, "the header")?;
+        if version >= 3 {
+            let mut crc = [0u8; 4];
+            read_at(&mut input, &mut crc, &mut at, "the header's checksum")?;
+            if crc32fast::hash(&text) != u32::from_le_bytes(crc) {
+                bail!("the header at byte {header_at} is damaged: its checksum does not match");
+            }
+        }
         let header =
             parse_header(&text).with_context(|| format!("the header at byte {header_at}"))?;
         let mut cpus = header.cpus.clone();
         cpus.sort_unstable();
         let mut reader = Reader {
             input: Source::Plain(input),
+            chunks: None,
+            next_chunk: 0,
+            chunk_at: at,
             version,
             at,
             size,
@@ -735,32 +842,45 @@ impl<R: Read> Reader<R> {
             end: None,
             cgroup_blocks: 0,
             ended_totals: Vec::new(),
+            dropped: Dropped::default(),
         };
         if version != V1 {
             reader
-                .decompress(&text)
+                .open_blocks(&text)
                 .with_context(|| format!("the header at byte {header_at}"))?;
         }
         Ok(reader)
     }
 
-    /// Reads what follows the header through the compression it names, if any.
-    fn decompress(&mut self, header: &[u8]) -> Result<()> {
+    /// Reads what follows the header through the compression it names, if any: one
+    /// stream (version 2) or a frame a chunk (version 3).
+    fn open_blocks(&mut self, header: &[u8]) -> Result<()> {
         let v: Json = serde_json::from_slice(header).context("the header is not JSON")?;
-        match &v["compression"] {
-            Json::Null => Ok(()),
-            Json::String(z) if z == ZSTD => {
-                let Source::Plain(input) = std::mem::replace(&mut self.input, Source::Taken) else {
-                    unreachable!("decompress runs once, on the plain input")
-                };
+        let zstd = match &v["compression"] {
+            Json::Null => false,
+            Json::String(z) if z == ZSTD => true,
+            other => bail!("it is compressed with {other}, which this bperf does not read"),
+        };
+        if !zstd && self.version == V2 {
+            return Ok(());
+        }
+        let Source::Plain(input) = std::mem::replace(&mut self.input, Source::Taken) else {
+            unreachable!("open_blocks runs once, on the plain input")
+        };
+        match self.version {
+            V2 => {
                 let mut z = zstd::stream::read::Decoder::new(input)?;
                 z.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
                 self.input = Source::Zstd(z);
                 self.size = None;
-                Ok(())
             }
-            other => bail!("it is compressed with {other}, which this bperf does not read"),
+            _ => {
+                let file = chunks::ChunkFile::new(input, self.at, self.size, zstd)?;
+                self.chunks = Some(file);
+                self.input = Source::Chunk(io::Cursor::default());
+            }
         }
+        Ok(())
     }
 
     /// The header, with the cgroups that appeared in the slices read so far (after the
@@ -769,18 +889,38 @@ impl<R: Read> Reader<R> {
         &self.header
     }
 
-    /// The next slice; None once the end block is read (see `end`).
+    /// What could not be read (after the last slice: of the whole file).
+    pub fn dropped(&self) -> &Dropped {
+        &self.dropped
+    }
+
+    /// The next slice; None once the end block is read (see `end`), or where reading
+    /// stopped short of it (see `dropped`).
     pub fn next_slice(&mut self) -> Result<Option<&Slice>> {
-        if self.end.is_some() {
+        if self.end.is_some() || self.dropped.stopped.is_some() {
             return Ok(None);
         }
-        match self.version {
+        let start = self.at;
+        let got = match self.version {
             V1 => self.next_v1(),
-            _ => self.next_v2(),
+            V2 => self.next_v2(),
+            _ => Ok(self.next_v3()),
+        };
+        match got {
+            Ok(true) => {
+                self.dropped.slices += 1;
+                Ok(Some(&self.slice))
+            }
+            Ok(false) => Ok(None),
+            Err(e) => {
+                let left = self.size.map(|size| size.saturating_sub(start));
+                self.dropped.stop(start, left, format!("{e:#}"));
+                Ok(None)
+            }
         }
     }
 
-    fn next_v1(&mut self) -> Result<Option<&Slice>> {
+    fn next_v1(&mut self) -> Result<bool> {
         let start = self.at;
         let mut block = [0u8; 8];
         if read_some(&mut self.input, &mut block, &mut self.at, "a block header")? == 0 {
@@ -806,45 +946,201 @@ impl<R: Read> Reader<R> {
                         self.slice.cpu
                     );
                 }
-                Ok(Some(&self.slice))
+                Ok(true)
             }
             SLICE => bail!(
                 "bad slice at byte {start}: {len} bytes, for {} events ({} bytes)",
                 self.header.events.len(),
                 self.body.len()
             ),
-            END => self.read_end(len, start),
+            END => self.read_end(len, start).map(|_| false),
             k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
         }
     }
 
-    fn next_v2(&mut self) -> Result<Option<&Slice>> {
+    fn next_v2(&mut self) -> Result<bool> {
         loop {
             let start = self.at;
-            let mut kind = [0u8];
-            if read_some(&mut self.input, &mut kind, &mut self.at, "a block")? == 0 {
-                bail!("truncated: no end block after byte {start} (the recording did not finish)");
-            }
-            let len = read_varint(&mut self.input, &mut self.at)?;
-            match kind[0] {
-                CGROUP_BEGAN | CGROUP_ENDED => self
-                    .read_cgroup_block(kind[0], len)
-                    .with_context(|| format!("bad cgroup block at byte {start}"))?,
-                k => return self.next_v2_block(k, len, start),
+            match self.next_block()? {
+                Block::Slice => return Ok(true),
+                Block::Cgroup => {}
+                Block::End => return Ok(false),
+                Block::None => bail!(
+                    "truncated: no end block after byte {start} (the recording did not finish)"
+                ),
             }
         }
+    }
+
+    /// Version 3: the next slice of a chunk whose check passed (true), or false at the
+    /// end block or where reading stops.
+    fn next_v3(&mut self) -> bool {
+        loop {
+            match self.next_block() {
+                Ok(Block::Slice) => return true,
+                Ok(Block::Cgroup) => {}
+                Ok(Block::End) => {
+                    self.after_end();
+                    return false;
+                }
+                Ok(Block::None) => {
+                    if !self.next_chunk() {
+                        return false;
+                    }
+                }
+                Err(e) => self.skip_rest_of_chunk(e),
+            }
+        }
+    }
+
+    /// A block of a checked chunk did not read (a file made so, or damage the check
+    /// missed): the rest of the chunk is skipped, said as damage.
+    fn skip_rest_of_chunk(&mut self, e: anyhow::Error) {
+        let left = match &mut self.input {
+            Source::Chunk(c) => {
+                let left = c.get_ref().len() as u64 - c.position().min(c.get_ref().len() as u64);
+                c.get_mut().clear();
+                c.set_position(0);
+                left
+            }
+            _ => 0,
+        };
+        let why = format!("{e:#} (in the block)");
+        self.dropped.damaged(self.chunk_at, left, why);
+    }
+
+    /// The next chunk whose check passes, ready to read (true); false where reading
+    /// stops: the end of the file, or what cannot be read on from.
+    fn next_chunk(&mut self) -> bool {
+        let limit = self.chunk_limit();
+        loop {
+            let Some(file) = &mut self.chunks else {
+                return false;
+            };
+            let (at, body) = match file.next(limit) {
+                chunks::Chunk::Good { at, body } => (at, body),
+                chunks::Chunk::Damaged { at, bytes, why } => {
+                    self.dropped.damaged(at, bytes, why);
+                    self.next_chunk += 1;
+                    continue;
+                }
+                chunks::Chunk::End { at } => {
+                    let why = format!("the recording did not finish (no end block after byte {at}): what it had not yet written is dropped");
+                    self.dropped.stop(at, Some(0), why);
+                    return false;
+                }
+                chunks::Chunk::Stop { at, why } => {
+                    let left = file.size.map(|size| size.saturating_sub(at));
+                    self.dropped.stop(at, left, why);
+                    return false;
+                }
+            };
+            match self.begin_chunk(at, body) {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(why) => {
+                    let left = self.chunks.as_ref().and_then(|f| f.size).map(|s| s - at);
+                    self.dropped.stop(at, left, why);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Reads the chunk `body` at byte `at` from its preface on (true); false when it is
+    /// skipped as damaged; Err when reading cannot go on past it.
+    fn begin_chunk(&mut self, at: u64, body: Vec<u8>) -> std::result::Result<bool, String> {
+        let Ok(([number, cgroup_blocks, slices], preface)) = compact::varints::<3>(&body) else {
+            self.dropped
+                .damaged(at, body.len() as u64, "its preface does not read".into());
+            return Ok(false);
+        };
+        let before = self.dropped.slices + self.dropped.damaged_slices;
+        if number < self.next_chunk || slices < before {
+            let why = format!("block {number} (of {} slices before) comes again", slices);
+            self.dropped.damaged(at, body.len() as u64, why);
+            return Ok(false);
+        }
+        if cgroup_blocks != u64::from(self.cgroup_blocks) {
+            return Err(format!(
+                "damaged: a cgroup block was in what was skipped before the block at byte {at}, so the slices after it cannot be placed"
+            ));
+        }
+        self.dropped.damaged_slices += slices - before;
+        self.next_chunk = number + 1;
+        self.chunk_at = at;
+        (self.at, self.size) = (preface as u64, Some(body.len() as u64));
+        let mut cursor = io::Cursor::new(body);
+        cursor.set_position(preface as u64);
+        self.input = Source::Chunk(cursor);
+        self.decoder.reset();
+        Ok(true)
+    }
+
+    /// Version 3, after the end block: nothing may follow it.
+    fn after_end(&mut self) {
+        let Source::Chunk(c) = &self.input else {
+            return;
+        };
+        let left = (c.get_ref().len() as u64).saturating_sub(c.position());
+        if left > 0 {
+            let why = "bytes after the end block".to_string();
+            self.dropped.damaged(self.chunk_at, left, why);
+        }
+        if let Some(file) = &mut self.chunks {
+            let at = file.at();
+            if file.has_more() {
+                let bytes = file.size.map_or(1, |size| size.saturating_sub(at));
+                self.dropped
+                    .damaged(at, bytes, "data after the end block".into());
+            }
+        }
+    }
+
+    /// The most bytes a chunk's body may take: a full chunk and the largest block.
+    fn chunk_limit(&self) -> u64 {
+        let slice = compact::max_bytes(self.header.events.len()) as u64;
+        let block = self
+            .max_end_block()
+            .max(self.max_ended_block())
+            .max(MAX_BEGAN_BLOCK)
+            .max(slice);
+        (ZSTD_CHUNK_BYTES as u64 + block + 64).min(u64::from(MAX_BLOCK))
+    }
+
+    /// One block of version 2 or 3.
+    fn next_block(&mut self) -> Result<Block> {
+        let start = self.at;
+        let mut kind = [0u8];
+        if read_some(&mut self.input, &mut kind, &mut self.at, "a block")? == 0 {
+            return Ok(Block::None);
+        }
+        let len = read_varint(&mut self.input, &mut self.at)?;
+        match kind[0] {
+            CGROUP_BEGAN | CGROUP_ENDED => {
+                self.read_cgroup_block(kind[0], len)
+                    .with_context(|| format!("bad cgroup block at byte {start}"))?;
+                Ok(Block::Cgroup)
+            }
+            k => self.next_v2_block(k, len, start),
+        }
+    }
+
+    /// The most bytes of a kind 5 block: a reading of each event on each CPU, and room.
+    fn max_ended_block(&self) -> u64 {
+        let h = &self.header;
+        (h.events.len() as u64)
+            .saturating_mul(h.cpus.len() as u64)
+            .saturating_mul(3 * 21 + 4)
+            .saturating_add(4096)
     }
 
     /// A kind 4 or 5 block of `len` bytes: a cgroup came (it takes the next slot) or
     /// went (its totals are kept for the end).
     fn read_cgroup_block(&mut self, kind: u8, len: u64) -> Result<()> {
-        let h = &self.header;
         let most = match kind {
             CGROUP_BEGAN => MAX_BEGAN_BLOCK,
-            _ => (h.events.len() as u64)
-                .saturating_mul(h.cpus.len() as u64)
-                .saturating_mul(3 * 21 + 4)
-                .saturating_add(4096),
+            _ => self.max_ended_block(),
         };
         if len > most {
             bail!("it claims {len} bytes (at most {most})");
@@ -858,12 +1154,12 @@ impl<R: Read> Reader<R> {
         )?;
         self.cgroup_blocks += 1;
         let block = self.cgroup_blocks;
-        if h.tasks {
+        if self.header.tasks {
             bail!("a cgroup in a recording of tasks");
         }
         match kind {
             CGROUP_BEGAN => {
-                let c = parse_began(&text, h.cgroups.len(), block)?;
+                let c = parse_began(&text, self.header.cgroups.len(), block)?;
                 self.header.cgroups.push(c);
                 self.decoder.set_slots(self.header.nr_slots());
             }
@@ -883,7 +1179,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    fn next_v2_block(&mut self, kind: u8, len: u64, start: u64) -> Result<Option<&Slice>> {
+    fn next_v2_block(&mut self, kind: u8, len: u64, start: u64) -> Result<Block> {
         match kind {
             COMPACT_SLICE => {
                 let most = compact::max_bytes(self.header.events.len());
@@ -895,14 +1191,15 @@ impl<R: Read> Reader<R> {
                 self.decoder
                     .decode(&self.body, &mut self.slice)
                     .with_context(|| format!("bad slice at byte {start}"))?;
-                Ok(Some(&self.slice))
+                Ok(Block::Slice)
             }
             END_V2 => {
                 let most = self.max_end_block();
                 if len > most {
                     bail!("the end block at byte {start} claims {len} bytes (at most {most}): the file is damaged");
                 }
-                self.read_end(len as u32, start)
+                self.read_end(len as u32, start)?;
+                Ok(Block::End)
             }
             k => bail!("unknown block kind {k} at byte {start}: the file is damaged"),
         }
@@ -922,7 +1219,7 @@ impl<R: Read> Reader<R> {
         bytes.min(u64::from(MAX_BLOCK))
     }
 
-    fn read_end(&mut self, len: u32, start: u64) -> Result<Option<&Slice>> {
+    fn read_end(&mut self, len: u32, start: u64) -> Result<()> {
         let text = read_block(
             &mut self.input,
             len,
@@ -951,10 +1248,11 @@ impl<R: Read> Reader<R> {
             }
         }
         self.end = Some(end);
-        Ok(None)
+        Ok(())
     }
 
-    /// The end block, once `next_slice` has said there are no more slices.
+    /// The end block, once `next_slice` has said there are no more slices (None when
+    /// reading stopped short of it).
     pub fn end(&self) -> Option<&End> {
         self.end.as_ref()
     }
@@ -1136,35 +1434,100 @@ mod tests {
         )
     }
 
-    /// A version 2 file of `raw` slices, compressed at `zstd` if given; without its end
-    /// block unless `end`.
-    fn v2_file(raw: &[Vec<u8>], zstd: Option<i32>, end: bool) -> Vec<u8> {
+    /// A version 3 file of `raw` slices, compressed at `zstd` if given, in chunks of
+    /// `per_chunk` slices (flushed after each); without its end block unless `end`.
+    fn chunked_file(raw: &[Vec<u8>], zstd: Option<i32>, per_chunk: usize, end: bool) -> Vec<u8> {
         let mut w = Writer::new(Vec::new(), &header(), zstd).unwrap();
-        for r in raw {
+        for (i, r) in raw.iter().enumerate() {
             assert!(w.write_slice(r).unwrap());
+            if (i + 1) % per_chunk == 0 {
+                w.flush().unwrap();
+            }
         }
         assert!(!w.write_slice(&[0; 10]).unwrap());
         match end {
             true => w.finish(&self::end()).unwrap(),
             false => {
-                w.sink.flush().unwrap();
-                match w.sink {
-                    Sink::Plain(v) => v,
-                    Sink::Zstd(z) => z.finish().unwrap(),
-                }
+                w.flush().unwrap();
+                w.out
             }
         }
     }
 
-    /// A whole recording read back: its header, slices and end.
-    fn read_all(input: &mut &[u8]) -> Result<(Header, Vec<Slice>, End)> {
-        let mut reader = Reader::new(*input, Some(input.len() as u64))?;
+    /// A version 3 file of `raw` slices in one chunk (and the end's).
+    fn v3_file(raw: &[Vec<u8>], zstd: Option<i32>, end: bool) -> Vec<u8> {
+        chunked_file(raw, zstd, usize::MAX, end)
+    }
+
+    /// A version 2 file as bperf wrote it before chunks (d7f036e): the header, then
+    /// every block, through one zstd stream (with its checksum) at `zstd`.
+    fn v2_file(raw: &[Vec<u8>], zstd: Option<i32>) -> Vec<u8> {
+        let h = header();
+        let mut json = header_json(&h);
+        if zstd.is_some() {
+            json["compression"] = ZSTD.into();
+        }
+        let text = json.to_string();
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&V2.to_le_bytes());
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+        let mut blocks = Vec::new();
+        let mut encoder = compact::Encoder::new(&h.cpus);
+        let mut s = Slice::default();
+        for r in raw {
+            parse_slice_into(&mut s, &r[..slice_bytes(2)], 2).unwrap();
+            let mut b = Vec::new();
+            assert!(encoder.encode(&s, &mut b));
+            write_block(&mut blocks, COMPACT_SLICE, &b).unwrap();
+        }
+        write_block(&mut blocks, END_V2, end_json(&end()).as_bytes()).unwrap();
+        match zstd {
+            None => out.extend_from_slice(&blocks),
+            Some(level) => {
+                let mut z = zstd::stream::write::Encoder::new(out, level).unwrap();
+                z.include_checksum(true).unwrap();
+                z.write_all(&blocks).unwrap();
+                out = z.finish().unwrap();
+            }
+        }
+        out
+    }
+
+    /// A recording read back: its header, slices, end (if read) and what was not read.
+    fn read_with_dropped(bytes: &[u8]) -> Result<(Header, Vec<Slice>, Option<End>, Dropped)> {
+        let mut reader = Reader::new(bytes, Some(bytes.len() as u64))?;
         let mut slices = Vec::new();
         while let Some(s) = reader.next_slice()? {
             slices.push(s.clone());
         }
-        let end = reader.end().cloned().unwrap_or_default();
-        Ok((reader.header().clone(), slices, end))
+        let (end, dropped) = (reader.end().cloned(), reader.dropped().clone());
+        Ok((reader.header().clone(), slices, end, dropped))
+    }
+
+    /// Where each chunk of a plain version 3 file starts, and where the last ends.
+    fn chunk_starts(file: &[u8]) -> Vec<usize> {
+        let mut at = 16 + u32_at(file, 12) as usize + 4;
+        let mut starts = Vec::new();
+        while at < file.len() {
+            starts.push(at);
+            let mut len_at = at as u64 + 1;
+            let len = read_varint(&mut &file[at + 1..], &mut len_at).unwrap();
+            at = len_at as usize + len as usize;
+        }
+        starts.push(at);
+        starts
+    }
+
+    /// A whole recording read back: its header, slices and end.
+    /// Err when it did not read whole: the header refused, or what was dropped.
+    fn read_all(input: &mut &[u8]) -> Result<(Header, Vec<Slice>, End)> {
+        let (h, slices, end, dropped) = read_with_dropped(input)?;
+        if let Some(line) = dropped.said() {
+            bail!("{line}");
+        }
+        Ok((h, slices, end.expect("an end when nothing was dropped")))
     }
 
     #[test]
@@ -1187,17 +1550,24 @@ mod tests {
         assert_eq!(end.totals[0][1][1].running, 5);
     }
 
+    /// A version 1 file cut in its header is refused; cut after it, it reads up to
+    /// the cut and says so.
     #[test]
-    fn every_cut_short_file_is_refused() {
+    fn every_cut_short_version_1_file_reads_up_to_the_cut() {
         let whole = file(true);
         let err = read_all(&mut &whole[..0]).unwrap_err().to_string();
         assert!(err.contains("is empty"), "{err}");
+        let header_end = 16 + u32_at(&whole, 12) as usize;
         for len in 1..whole.len() {
-            let err = read_all(&mut &whole[..len]).unwrap_err().to_string();
-            assert!(
-                err.starts_with("truncated") || err.contains("not JSON"),
-                "{len}: {err}"
-            );
+            let Ok((_, slices, end, dropped)) = read_with_dropped(&whole[..len]) else {
+                assert!(len < header_end, "{len}: refused past the header");
+                continue;
+            };
+            assert!(len >= header_end && end.is_none(), "{len}");
+            let (at, left, why) = dropped.stopped.expect("stopped");
+            assert_eq!(at + left.unwrap(), len as u64);
+            assert!(why.starts_with("truncated"), "{len}: {why}");
+            assert_eq!(slices.len(), usize::from(at > header_end as u64));
         }
         let err = read_all(&mut &file(false)[..]).unwrap_err().to_string();
         assert!(err.contains("no end block"), "{err}");
@@ -1209,10 +1579,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a bperf record file"), "{err}");
-        let mut v3 = file(true);
-        v3[8] = 3;
-        let err = read_all(&mut &v3[..]).unwrap_err().to_string();
-        assert!(err.contains("version 3"), "{err}");
+        let mut v4 = file(true);
+        v4[8] = 4;
+        let err = read_all(&mut &v4[..]).unwrap_err().to_string();
+        assert!(err.contains("version 4"), "{err}");
         let mut bad = file(true);
         let first_block = 16 + u32_at(&bad, 12) as usize;
         bad[first_block] = 9;
@@ -1232,13 +1602,9 @@ mod tests {
         assert!(err.contains("claims 4294967295 bytes"), "{err}");
         let from_pipe = |bytes: &[u8]| -> String {
             let mut r = Reader::new(bytes, None).unwrap();
-            loop {
-                match r.next_slice() {
-                    Ok(Some(_)) => {}
-                    Ok(None) => panic!("read a damaged recording"),
-                    Err(e) => return e.to_string(),
-                }
-            }
+            while r.next_slice().unwrap().is_some() {}
+            assert!(r.end().is_none(), "read a damaged recording whole");
+            r.dropped().said().expect("said")
         };
         let err = from_pipe(&huge_end);
         assert!(err.contains("at most 268435456"), "{err}");
@@ -1266,46 +1632,153 @@ mod tests {
             .collect()
     }
 
-    /// Version 2, plain and compressed, reads back the slices version 1 keeps as sent,
-    /// in a fraction of the bytes.
+    /// Versions 3 and 2, plain and compressed, read back the slices version 1 keeps as
+    /// sent, in a fraction of the bytes: version 3 in chunks of 500 slices (four times
+    /// a second at 2,000 slices a second) within a byte a slice of version 2.
     #[test]
-    fn version_2_reads_back_what_version_1_keeps() {
+    fn versions_2_and_3_read_back_what_version_1_keeps() {
         let raw = raw_slices(2000);
         let v1 = v1_file(&header(), &raw, Some(&end()));
         let (h1, slices1, end1) = read_all(&mut &v1[..]).unwrap();
+        let header_bytes = 16 + header_json(&header()).to_string().len();
         for zstd in [None, Some(1), Some(19)] {
-            let v2 = v2_file(&raw, zstd, true);
-            let (h2, slices2, end2) = read_all(&mut &v2[..]).unwrap();
-            assert_eq!((&h1, &end1), (&h2, &end2));
-            assert!(slices1 == slices2, "{zstd:?}: the slices differ");
-            let per_slice = (v2.len() - 16 - header_json(&header()).to_string().len()) / raw.len();
-            assert!(per_slice <= 12, "{zstd:?}: {per_slice} bytes a slice");
+            let v2 = v2_file(&raw, zstd);
+            let v3 = chunked_file(&raw, zstd, 500, true);
+            for (version, file) in [(2, &v2), (3, &v3)] {
+                let (h, slices, end) = read_all(&mut &file[..]).unwrap();
+                assert_eq!((&h1, &end1), (&h, &end), "version {version} {zstd:?}");
+                assert!(
+                    slices1 == slices,
+                    "version {version} {zstd:?}: the slices differ"
+                );
+            }
+            let per_slice = |f: &[u8]| (f.len() - header_bytes) as f64 / raw.len() as f64;
+            let (b2, b3) = (per_slice(&v2), per_slice(&v3));
+            assert!(
+                b3 <= 12.0 && b3 <= b2 + 1.0,
+                "{zstd:?}: {b3} bytes a slice, {b2} in version 2"
+            );
         }
         assert_eq!(slices1.iter().filter(|s| s.cut).count(), 286);
     }
 
+    /// A recording cut short anywhere past its header (killed, a full disk) reads the
+    /// slices of every whole chunk before the cut, no more, and says where it stopped
+    /// and the bytes it dropped, not as damage; without its end block, it says so.
     #[test]
-    fn every_cut_short_version_2_file_is_refused() {
+    fn a_cut_short_recording_reads_every_whole_chunk() {
+        let raw = raw_slices(20);
         for zstd in [None, Some(3)] {
-            let whole = v2_file(&raw_slices(20), zstd, true);
+            let whole = chunked_file(&raw, zstd, 5, true);
+            let header_end = 16 + u32_at(&whole, 12) as usize + 4;
+            let mut read = Vec::new();
             for len in 1..whole.len() {
-                let err = read_all(&mut &whole[..len]).unwrap_err();
-                let err = format!("{err:#}");
-                let expected = match zstd {
-                    None => err.starts_with("truncated") || err.contains("not JSON"),
-                    // zstd says where its stream was cut, or fails its checksum.
-                    Some(_) => !err.is_empty(),
+                let Ok((_, slices, end, dropped)) = read_with_dropped(&whole[..len]) else {
+                    assert!(len < header_end, "{zstd:?} {len}: refused past the header");
+                    continue;
                 };
-                assert!(expected, "{zstd:?} {len}: {err}");
+                assert!(len >= header_end && end.is_none(), "{zstd:?} {len}");
+                assert_eq!(slices.len() % 5, 0, "{zstd:?} {len}: part of a chunk read");
+                assert_eq!(dropped.damaged, 0, "{zstd:?} {len}: {dropped:?}");
+                let (at, left, why) = dropped.stopped.clone().expect("stopped");
+                assert_eq!(at + left.unwrap(), len as u64, "{zstd:?} {len}: {why}");
+                assert!(why.contains("did not finish"), "{zstd:?} {len}: {why}");
+                let line = dropped.said().unwrap();
+                let count = format!("; {} slices read", slices.len());
+                assert!(line.ends_with(&count), "{line}");
+                read.push(slices.len());
             }
-            let err = read_all(&mut &v2_file(&raw_slices(20), zstd, false)[..]).unwrap_err();
-            assert!(format!("{err:#}").contains("no end block"), "{err:#}");
+            read.dedup();
+            assert_eq!(read, [0, 5, 10, 15, 20], "{zstd:?}");
+            assert!(
+                read_all(&mut &whole[..]).unwrap().1
+                    == read_all(&mut &v2_file(&raw, None)[..]).unwrap().1
+            );
+            let unfinished = chunked_file(&raw, zstd, 5, false);
+            let err = read_all(&mut &unfinished[..]).unwrap_err().to_string();
+            assert!(
+                err.contains("no end block") && err.ends_with("20 slices read"),
+                "{err}"
+            );
         }
     }
 
+    /// A chunk damaged in its middle is skipped and said, with the slices it held (the
+    /// next chunk says how many came before it); the chunks after it are read.
     #[test]
-    fn damaged_version_2_files_are_refused_in_one_line() {
-        let good = v2_file(&raw_slices(3), None, true);
+    fn a_damaged_chunk_is_skipped_and_said() {
+        let raw = raw_slices(20);
+        for zstd in [None, Some(3)] {
+            let good = chunked_file(&raw, zstd, 5, true);
+            let starts = chunk_starts(&good);
+            assert_eq!(
+                starts.len(),
+                6,
+                "{zstd:?}: 4 chunks of slices, the end's, its end"
+            );
+            let (a, b) = (starts[1], starts[2]);
+            let mut bad = good.clone();
+            bad[(a + b) / 2] ^= 0x10;
+            let (_, slices, end, dropped) = read_with_dropped(&bad).unwrap();
+            let all = read_all(&mut &good[..]).unwrap().1;
+            assert!(
+                slices[..5] == all[..5] && slices[5..] == all[10..],
+                "{zstd:?}"
+            );
+            assert_eq!(end, Some(self::end()), "{zstd:?}: the end is read");
+            assert_eq!(
+                (
+                    dropped.damaged,
+                    dropped.damaged_bytes,
+                    dropped.damaged_slices
+                ),
+                (1, (b - a) as u64, 5),
+                "{zstd:?}"
+            );
+            let line = dropped.said().unwrap();
+            let said = format!(
+                "damaged: 1 block skipped ({} bytes, 5 slices; the first at byte {a}: ",
+                b - a
+            );
+            assert!(
+                line.starts_with(&said) && line.ends_with("; 15 slices read"),
+                "{line}"
+            );
+        }
+    }
+
+    /// A damaged header is refused in one line: there is nothing to read slices against.
+    #[test]
+    fn a_damaged_header_is_refused() {
+        let good = v3_file(&raw_slices(3), None, true);
+        let mut bad = good.clone();
+        bad[20] ^= 1;
+        let err = read_all(&mut &bad[..]).unwrap_err().to_string();
+        assert!(err.contains("checksum does not match"), "{err}");
+        let body = 16 + u32_at(&good, 12) as usize;
+        let named =
+            header_json(&header())
+                .to_string()
+                .replacen('{', "{\"compression\":\"lz4\",", 1);
+        let mut other = good[..12].to_vec();
+        other.extend_from_slice(&(named.len() as u32).to_le_bytes());
+        other.extend_from_slice(named.as_bytes());
+        other.extend_from_slice(&crc32fast::hash(named.as_bytes()).to_le_bytes());
+        other.extend_from_slice(&good[body + 4..]);
+        let err = format!("{:#}", read_all(&mut &other[..]).unwrap_err());
+        assert!(err.contains("compressed with \"lz4\""), "{err}");
+    }
+
+    /// Version 2 files (no chunks, no checks) cut short or damaged read up to where
+    /// they stop reading, and say it in one line.
+    #[test]
+    fn damaged_version_2_files_read_up_to_the_damage() {
+        let raw = raw_slices(200);
+        let v2 = v2_file(&raw, None);
+        let (_, slices, end, dropped) = read_with_dropped(&v2[..v2.len() / 2]).unwrap();
+        assert!(slices.len() > 50 && slices.len() < 150 && end.is_none());
+        assert!(dropped.said().unwrap().contains("truncated"), "{dropped:?}");
+        let good = v2_file(&raw_slices(3), None);
         let body = 16 + u32_at(&good, 12) as usize;
         let mut huge_slice = good.clone();
         huge_slice[body + 1] = 0x7f;
@@ -1323,13 +1796,23 @@ mod tests {
         endless_length.extend_from_slice(&[0xff; 12]);
         let err = read_all(&mut &endless_length[..]).unwrap_err().to_string();
         assert!(err.contains("more than 64 bits"), "{err}");
-        let mut other = good.clone();
-        let text = header_json(&header()).to_string();
-        let named = text.replacen('{', "{\"compression\":\"lz4\",", 1);
-        other.splice(16..body, named.bytes());
-        other[12..16].copy_from_slice(&(named.len() as u32).to_le_bytes());
-        let err = format!("{:#}", read_all(&mut &other[..]).unwrap_err());
-        assert!(err.contains("compressed with \"lz4\""), "{err}");
+        let zstd = v2_file(&raw, Some(3));
+        let (_, slices, _, dropped) = read_with_dropped(&zstd[..zstd.len() - 10]).unwrap();
+        assert!(
+            slices.len() < 200 && dropped.stopped.is_some(),
+            "{dropped:?}"
+        );
+    }
+
+    /// `blocks` in one version 3 chunk after the header, its preface saying nothing came
+    /// before it: a file whose blocks pass their checks whatever they say.
+    fn file_of_blocks(good: &[u8], blocks: &[u8]) -> Vec<u8> {
+        let mut out = good[..16 + u32_at(good, 12) as usize + 4].to_vec();
+        let mut chunk = vec![0, 0, 0];
+        chunk.extend_from_slice(blocks);
+        let crc = crc32fast::hash(&chunk).to_le_bytes();
+        write_block_of(&mut out, CHUNK, &[&crc, &chunk]).unwrap();
+        out
     }
 
     /// A slice of `raw_slice`'s with the BPF program's slot `slot`.
@@ -1401,19 +1884,18 @@ mod tests {
         assert_eq!(charged[3], [2, 3], "web/x under the web made again only");
 
         // A cgroup block that names a slot out of turn, or ends one never recorded, is
-        // refused in one line.
-        let body = 16 + u32_at(&bytes, 12) as usize;
-        let mut bad = bytes[..body].to_vec();
+        // damage, said.
+        let mut blocks = Vec::new();
         let text = br#"{"slot":7,"id":1,"name":"x","path":"x"}"#;
-        write_block(&mut bad, CGROUP_BEGAN, text).unwrap();
-        let err = read_all(&mut &bad[..]).unwrap_err();
+        write_block(&mut blocks, CGROUP_BEGAN, text).unwrap();
+        let err = read_all(&mut &file_of_blocks(&bytes, &blocks)[..]).unwrap_err();
         assert!(
             format!("{err:#}").contains("slot 7, where the next is 1"),
             "{err:#}"
         );
-        let mut bad = bytes[..body].to_vec();
-        write_block(&mut bad, CGROUP_ENDED, br#"{"slot":4,"totals":[]}"#).unwrap();
-        let err = read_all(&mut &bad[..]).unwrap_err();
+        let mut blocks = Vec::new();
+        write_block(&mut blocks, CGROUP_ENDED, br#"{"slot":4,"totals":[]}"#).unwrap();
+        let err = read_all(&mut &file_of_blocks(&bytes, &blocks)[..]).unwrap_err();
         assert!(format!("{err:#}").contains("no cgroup recorded"), "{err:#}");
     }
 

@@ -63,6 +63,11 @@ pub const DEFAULT_PAGES: usize = 256;
 /// How often the reader drains the ring even when no CPU woke it.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
 
+/// How often the reader writes what it drained as a chunk and flushes the file: a
+/// recording killed (or cut short by a full disk) keeps all but its last half second
+/// or so (a chunk's slices, and those still in the ring).
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+
 /// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
 /// power of two pages, as perf takes it.
 pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
@@ -142,6 +147,7 @@ fn drain_ring(
             }
         }
     })?;
+    let mut flushed = Instant::now();
     loop {
         let last = stop.load(Ordering::Acquire);
         let change = queue.changes.try_recv().ok();
@@ -153,6 +159,12 @@ fn drain_ring(
                     failed.get_or_insert(e);
                 }
                 let _ = queue.written.send(());
+            }
+            if !last && flushed.elapsed() >= FLUSH_EVERY {
+                if let Err(e) = out.flush() {
+                    failed.get_or_insert(e);
+                }
+                flushed = Instant::now();
             }
             if let Some(e) = failed.take() {
                 return Err(e).context("writing the slices");
@@ -660,17 +672,37 @@ impl Input {
         self.reader.header()
     }
 
-    /// Gives every slice to `each`, in the file's order; the end block.
+    /// Gives every slice to `each`, in the file's order; the end block. A recording
+    /// that did not finish has none: its time is then its slices', from the first
+    /// start to the last end.
     pub fn each_slice(&mut self, mut each: impl FnMut(&bperf_data::Slice)) -> Result<End> {
         let path = &self.path;
+        let (mut first, mut last) = (u64::MAX, 0u64);
         while let Some(s) = self
             .reader
             .next_slice()
             .with_context(|| path.display().to_string())?
         {
+            first = first.min(s.start);
+            last = last.max(s.start.saturating_add(s.length));
             each(s);
         }
-        Ok(self.reader.end().cloned().unwrap_or_default())
+        Ok(match self.reader.end() {
+            Some(end) => end.clone(),
+            None => End {
+                duration_ns: last.saturating_sub(first.min(last)),
+                ..End::default()
+            },
+        })
+    }
+
+    /// Says in one line what of the recording could not be read, if anything: where
+    /// it stopped short of its end (it did not finish) and what was skipped as damaged.
+    pub fn say_dropped(&self) {
+        if let Some(line) = self.reader.dropped().said() {
+            let path = self.path.display().to_string();
+            eprintln!("bperf report: {}: {line}", escape_controls(&path));
+        }
     }
 }
 

@@ -38,6 +38,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         Some(keys) => {
             let mut groups = Breakdown::new(&start, &keys);
             let end = input.each_slice(|s| groups.add(s))?;
+            input.say_dropped();
             say_lost(&end);
             let header = input.header();
             let table = breakdown_table(header, &keys, groups.groups(header));
@@ -46,6 +47,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         None if a.hist => {
             let mut dists = Distributions::new(analysis::measures(&start.events, &start.supported));
             let end = input.each_slice(|s| dists.add(s))?;
+            input.say_dropped();
             dists.close();
             say_lost(&end);
             print_table(out, &format, &hist_table(input.header(), &dists))?;
@@ -53,6 +55,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         None => {
             let mut totals = SliceTotals::new(&start);
             let end = input.each_slice(|s| totals.add(s))?;
+            input.say_dropped();
             say_lost(&end);
             let header = input.header();
             let totals = match end.lost_total() {
@@ -123,6 +126,7 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
         seen[slot] = true;
         slices += 1;
     })?;
+    first.say_dropped();
     say_lost(&end);
     // Every cgroup of the recording, those that came while recording too.
     let header = first.header().clone();

@@ -16,7 +16,8 @@
 //! differences (two's complement, wrapping) to small unsigned numbers. The task table
 //! is a task's slot, cgroup id, pid, tid and comm, numbered from 0 in the order they are
 //! first written; when it holds MAX_TASKS, the next new task starts it again (numbered
-//! 0), on both sides. A ping-pong's slice of two events takes about 10 bytes.
+//! 0), on both sides. A ping-pong's slice of two events takes about 10 bytes. Version 3
+//! starts both sides again (no task, every previous end 0) at each block of slices.
 
 use std::hash::Hash;
 
@@ -69,7 +70,8 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a varint.
+pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -102,6 +104,13 @@ impl Encoder {
             cpus: cpus.iter().enumerate().map(|(i, &c)| (c, (i, 0))).collect(),
             tasks: FxHashMap::default(),
         }
+    }
+
+    /// Starts again as at the file's start: no task known, every CPU's previous end 0.
+    /// Version 3 does it at each block of slices, so that a block is read on its own.
+    pub fn reset(&mut self) {
+        self.tasks.clear();
+        self.cpus.values_mut().for_each(|(_, end)| *end = 0);
     }
 
     /// Appends `s` to `out`; false (nothing appended) when its CPU is not the header's.
@@ -188,6 +197,16 @@ impl Cursor<'_> {
     }
 }
 
+/// The `N` varints at the start of `bytes`, and the bytes they took.
+pub(super) fn varints<const N: usize>(bytes: &[u8]) -> Result<([u64; N], usize)> {
+    let mut c = Cursor { bytes, at: 0 };
+    let mut out = [0; N];
+    for v in &mut out {
+        *v = c.varint()?;
+    }
+    Ok((out, c.at))
+}
+
 /// Decodes slices; one per file, fed the slices in the file's order.
 pub struct Decoder {
     cpus: Vec<u32>,
@@ -206,6 +225,12 @@ impl Decoder {
             nr_slots,
             nr_events,
         }
+    }
+
+    /// Starts again as the encoder did (see Encoder::reset).
+    pub fn reset(&mut self) {
+        self.tasks.clear();
+        self.prev_end.fill(0);
     }
 
     /// Slices may name slots below `nr_slots` from now on (cgroups came).
