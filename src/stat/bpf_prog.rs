@@ -191,6 +191,7 @@ fn options(a: &StatArgs, list: &str, metrics: Vec<crate::metrics::Use>) -> Optio
         no_scale: a.no_scale,
         metrics,
         quiet: a.quiet,
+        version: a.perf_version.unwrap_or_default(),
         ..Options::default()
     }
 }
