@@ -454,6 +454,24 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
 }
 
+/// Where `got` first differs in shape from `want`, if it does.
+fn shape_difference(name: &str, want: &str, got: &str, whose: &str) -> Option<String> {
+    let (want, got) = (shape(want), shape(got));
+    if let Some((i, (w, g))) = want.iter().zip(&got).enumerate().find(|(_, (w, g))| w != g) {
+        return Some(format!(
+            "{name}, line {}: {whose}'s shape, then bperf's:\n  {w:?}\n  {g:?}",
+            i + 1
+        ));
+    }
+    (want.len() != got.len()).then(|| {
+        format!(
+            "{name}: {whose} has {} lines, bperf {}",
+            want.len(),
+            got.len()
+        )
+    })
+}
+
 fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
     let (want, got) = (shape(want), shape(got));
     assert_eq!(
@@ -506,7 +524,10 @@ const DEFAULT_CASES: &[(&str, &[&str])] = &[
         "default-interval",
         &["-a", "-I", "100", "--interval-count", "2"],
     ),
-    ("default-cgroup", &["-a", "-G", "/", "--", "sleep", "0.1"]),
+    (
+        "default-cgroup",
+        &["-a", "--for-each-cgroup", "/", "--", "sleep", "0.1"],
+    ),
     ("default-repeat", &["-a", "-r", "2", "--", "sleep", "0.1"]),
 ];
 
@@ -529,6 +550,7 @@ fn output_has_perf_72s_shape() {
     let perf = perf_72();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let cases = CASES.iter().chain(DEFAULT_CASES);
+    let mut differ = Vec::new();
     for (name, args) in cases.filter(|(name, _)| !NOT_YET_72.contains(name)) {
         let ours = stat_output_as(&bperf, args, None);
         if let Some(perf) = &perf {
@@ -537,12 +559,18 @@ fn output_has_perf_72s_shape() {
                 fs::create_dir_all(fixture_72(name).parent().unwrap()).unwrap();
                 fs::write(fixture_72(name), &theirs).unwrap();
             }
-            assert_same_shape(name, &theirs, &ours, "perf 7.2 (live)");
+            differ.extend(shape_difference(name, &theirs, &ours, "perf 7.2 (live)"));
         }
         let recorded = fs::read_to_string(fixture_72(name))
             .unwrap_or_else(|e| panic!("{}: {e}", fixture_72(name).display()));
-        assert_same_shape(name, &recorded, &ours, "perf 7.2 (recorded)");
+        differ.extend(shape_difference(
+            name,
+            &recorded,
+            &ours,
+            "perf 7.2 (recorded)",
+        ));
     }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
 /// The count and unit columns of a table line.

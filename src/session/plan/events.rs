@@ -69,8 +69,12 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
         (true, false) => Vec::new(),
         (false, _) => parse(&a.lists.join(","))?,
     };
-    // As perf: a null run adds no events of its own.
-    let detailed = if a.null_run { 0 } else { a.detailed as usize };
+    // As perf: a null run adds no events of its own; perf 7.2's -d adds metrics to its
+    // default set only, never events to -e's.
+    let detailed = match a.null_run || a.perf_version == Some(PerfVersion::V7_2) {
+        true => 0,
+        false => a.detailed as usize,
+    };
     for extra in event::DETAILED_EVENTS.iter().take(detailed) {
         events.extend(builtin(extra)?);
     }
