@@ -104,6 +104,12 @@ pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
         let first_verbose = m.indices_of("verbose").and_then(|mut i| i.next());
         a.verbose_before_events =
             first_verbose.is_some_and(|v| events.first().is_none_or(|&e| e > v));
+        // perf 7.2 refuses a --pmu-filter after an -e or -M.
+        let metrics = m.indices_of("metrics").into_iter().flatten();
+        let first_list = events.iter().copied().chain(metrics).min();
+        a.pmu_filter_after_events = m
+            .indices_of("pmu_filter")
+            .is_some_and(|mut f| f.any(|f| first_list.is_some_and(|e| e < f)));
     }
     Ok(cli)
 }
@@ -246,6 +252,10 @@ pub struct StatArgs {
     /// looks events up for only if it is on when it reads the first.
     #[arg(skip)]
     pub verbose_before_events: bool,
+
+    /// A --pmu-filter came after an -e or -M (filled in by `parse`): perf 7.2 refuses it.
+    #[arg(skip)]
+    pub pmu_filter_after_events: bool,
 
     #[command(flatten)]
     pub cpus: CpuArgs,
@@ -516,6 +526,36 @@ pub struct StatArgs {
     #[arg(long = "metric-no-threshold")]
     pub metric_no_threshold: bool,
 
+    /// Print what this perf version's perf stat prints: 7.2 (the default) or 6.12.
+    ///
+    /// Without it, the version in the environment variable BPERF_PERF_VERSION, so that a
+    /// script written against perf 6.12's output sets it once. perf 7.2 shows only the
+    /// metrics of its metric definitions (the default events' cs_per_second,
+    /// CPUs_utilized, ...: `#    183.5 cs/sec  cs_per_second`), none beside events named
+    /// with -e, and exits 22 where perf 6.12 exits 234.
+    #[arg(long = "perf-version", value_name = "VERSION")]
+    pub perf_version: Option<crate::perf_version::PerfVersion>,
+
+    /// perf 7.2's affinity optimizations for reading counters (on by default): no effect,
+    /// bperf reads its counts from BPF maps (not in perf 6.12).
+    #[arg(long = "affinity", overrides_with = "no_affinity")]
+    pub affinity: bool,
+
+    /// Without perf 7.2's affinity optimizations: no effect either.
+    #[arg(long = "no-affinity", overrides_with = "affinity")]
+    pub no_affinity: bool,
+
+    /// Only events of PMUs whose name matches PMU, where an event name matches several
+    /// PMUs (perf 7.1's; before any -e or -M, as perf wants it; not in perf 6.12).
+    #[arg(long = "pmu-filter", value_name = "PMU")]
+    pub pmu_filter: Option<String>,
+
+    /// How TPEBS retirement latencies are summarized: mean, min, max or last (no effect
+    /// without TPEBS metrics, as in perf on machines without TPEBS; not in perf 6.12).
+    #[arg(long = "tpebs-mode", value_name = "MODE", ignore_case = true,
+          value_parser = ["mean", "min", "max", "last"])]
+    pub tpebs_mode: Option<String>,
+
     #[command(flatten)]
     pub verbose: VerboseArg,
 
@@ -681,6 +721,16 @@ impl StatArgs {
 
     /// What to count, for the plan; `record`: for `stat record`, whose rows stay as
     /// they start (as do those of -r).
+    /// The perf version whose output to print: --perf-version's, else
+    /// BPERF_PERF_VERSION's, else 7.2.
+    pub fn version(&self) -> Result<crate::perf_version::PerfVersion> {
+        use crate::perf_version::PerfVersion;
+        let env = std::env::var_os(crate::perf_version::ENV);
+        let env = env.as_ref().map(|s| s.to_string_lossy());
+        PerfVersion::chosen(self.perf_version, env.as_deref())
+            .map_err(|e| crate::UsageError(e.to_string()).into())
+    }
+
     pub fn request(&self, record: bool) -> Result<Request> {
         let filters = self.filter.iter().cloned();
         Ok(Request {
@@ -695,6 +745,7 @@ impl StatArgs {
                 names_with_pmu: self.no_aggr,
                 bpf_counters: self.bpf_counters,
                 bpf_attr_map: self.bpf_attr_map.clone(),
+                perf_version: self.perf_version,
             },
             targets: Targets {
                 all_cpus: self.cpus.all,

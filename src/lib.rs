@@ -16,6 +16,7 @@ pub mod event;
 pub mod list;
 pub mod metrics;
 pub mod output;
+pub mod perf_version;
 pub mod perfdata;
 pub mod reading;
 pub mod record;

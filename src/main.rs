@@ -11,7 +11,8 @@ use clap::Parser;
 
 const EXIT_USAGE: u8 = 129;
 const EXIT_FAILURE: u8 = 255;
-/// What perf exits with for an argument it cannot use beyond parsing (-EINVAL).
+/// What perf 6.12 exits with for an argument it cannot use beyond parsing (-EINVAL);
+/// stat exits with its perf version's status.
 const EXIT_INVALID: u8 = 234;
 /// A closed output pipe: what a process killed by SIGPIPE reports, as perf does.
 const EXIT_BROKEN_PIPE: u8 = 141;
@@ -20,18 +21,24 @@ fn main() -> ExitCode {
     let mut args: Vec<_> = std::env::args_os().collect();
     // The keeper of the shared counters, started by their first session.
     if args.len() == 3 && args[1] == bperf::bpf::shared::KEEPER_ARG {
-        return exit(bperf::bpf::shared::keep(std::path::Path::new(&args[2])).map(|()| 0));
+        let kept = bperf::bpf::shared::keep(std::path::Path::new(&args[2]));
+        return exit(kept.map(|()| 0), EXIT_INVALID);
     }
     let mode = cli::take_stat_mode(&mut args);
     if mode == cli::StatMode::Report {
         return match cli::StatReportArgs::try_parse_from(&args[1..]) {
-            Ok(a) => exit(stat::report(&a)),
+            Ok(a) => exit(stat::report(&a), EXIT_INVALID),
             Err(e) => clap_exit(e),
         };
     }
     let cli = match cli::parse(&args) {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
+    };
+    // stat refuses what perf refuses with its perf version's status; the others as 6.12.
+    let invalid = match &cli.cmd {
+        cli::Command::Stat(args) => args.version().map_or(EXIT_INVALID, |v| v.invalid_status()),
+        _ => EXIT_INVALID,
     };
     let result = match &cli.cmd {
         cli::Command::Stat(args) => stat::run(args, mode == cli::StatMode::Record),
@@ -45,7 +52,7 @@ fn main() -> ExitCode {
             Ok(0)
         }
     };
-    exit(result)
+    exit(result, invalid)
 }
 
 /// clap's verdict: help and version printed, or one line of error and perf's 129.
@@ -59,8 +66,9 @@ fn clap_exit(e: clap::Error) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-/// The exit status of a subcommand's result, an error printed on one line.
-fn exit(result: anyhow::Result<i32>) -> ExitCode {
+/// The exit status of a subcommand's result, an error printed on one line; `invalid`:
+/// the status of a combination of options refused.
+fn exit(result: anyhow::Result<i32>, invalid: u8) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_BROKEN_PIPE),
@@ -74,7 +82,7 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
                 || e.downcast_ref::<InvalidError>().is_some()
                 || e.downcast_ref::<NoProcess>().is_some()
             {
-                ExitCode::from(EXIT_INVALID)
+                ExitCode::from(invalid)
             } else {
                 ExitCode::from(EXIT_FAILURE)
             }

@@ -30,6 +30,16 @@ pub struct Def {
     /// How the value is scaled and the unit printed before the name; without one the
     /// value is printed with two decimals and the name alone.
     scale: Option<(f64, &'static str)>,
+    /// perf's MetricThreshold: where the value (before scaling) is bad.
+    threshold: Option<Threshold>,
+}
+
+/// perf's MetricThreshold of a common metric: the metric's own value compared with a
+/// constant, bad where the comparison holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Threshold {
+    Below(f64),
+    Above(f64),
 }
 
 const fn def(
@@ -47,6 +57,16 @@ const fn def(
         operands,
         formula,
         scale,
+        threshold: None,
+    }
+}
+
+impl Def {
+    const fn bad(self, threshold: Threshold) -> Def {
+        Def {
+            threshold: Some(threshold),
+            ..self
+        }
     }
 }
 
@@ -56,7 +76,7 @@ const fn rate(
     desc: &'static str,
     ops: &'static [&'static str],
 ) -> Def {
-    def(name, group, desc, ops, Formula::Ratio, Some((100.0, "%")))
+    def(name, group, desc, ops, Formula::Ratio, Some((100.0, "%"))).bad(Threshold::Above(0.05))
 }
 
 /// perf's common metrics, by name, group, events and unit.
@@ -100,7 +120,8 @@ pub const ALL: &[Def] = &[
         &["instructions", "cpu-cycles"],
         Formula::Ratio,
         Some((1.0, "instructions")),
-    ),
+    )
+    .bad(Threshold::Below(1.0)),
     def(
         "stalled_cycles_per_instruction",
         "Default",
@@ -120,7 +141,8 @@ pub const ALL: &[Def] = &[
         &["stalled-cycles-frontend", "cpu-cycles"],
         Formula::Ratio,
         None,
-    ),
+    )
+    .bad(Threshold::Above(0.1)),
     def(
         "backend_cycles_idle",
         "Default",
@@ -128,7 +150,8 @@ pub const ALL: &[Def] = &[
         &["stalled-cycles-backend", "cpu-cycles"],
         Formula::Ratio,
         None,
-    ),
+    )
+    .bad(Threshold::Above(0.2)),
     def(
         "cycles_frequency",
         "Default",
@@ -258,18 +281,56 @@ impl Def {
         self.scale.map(|(s, unit)| format!("{s}{unit}"))
     }
 
+    /// Where perf's threshold puts a value (`value()`'s, scaled): `bad` or `good`;
+    /// None without a threshold or a value.
+    pub fn classify(&self, value: f64) -> Option<&'static str> {
+        let raw = value / self.scale.map_or(1.0, |(s, _)| s);
+        let bad = match self.threshold? {
+            _ if raw.is_nan() => return None,
+            Threshold::Below(t) => raw < t,
+            Threshold::Above(t) => raw > t,
+        };
+        Some(if bad { "bad" } else { "good" })
+    }
+
     /// Whether perf prints the value with one decimal (a scaled metric) or two.
     pub fn one_decimal(&self) -> bool {
         self.scale.is_some()
     }
 }
 
-/// A metric being counted: which of the session's events are its operands, in order.
-/// The first is the event whose line shows the metric.
+/// A metric being counted: which of the session's events are its operands, in order,
+/// and on whose line it is shown (the first operand's for -M).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Use {
     pub def: &'static Def,
     pub events: Vec<usize>,
+    pub shown_on: usize,
+}
+
+/// The metric groups perf 7.2 counts by default: Default, and with -d, -dd and -ddd,
+/// Default2 to Default4 too.
+pub fn default_groups(detailed: u8) -> Vec<&'static Def> {
+    let groups = ["Default", "Default2", "Default3", "Default4"];
+    let wanted = &groups[..(detailed as usize + 1).min(groups.len())];
+    ALL.iter().filter(|d| wanted.contains(&d.group)).collect()
+}
+
+/// The event each metric is shown on, as perf 7.2 picks it: of the metric's operands,
+/// the one the fewest of `uses` count (the first of those in `order`, the events' rank
+/// in the output).
+pub fn pick_shown_on(uses: &mut [Use], order: &[usize]) {
+    let count = |e: usize, uses: &[Use]| uses.iter().filter(|u| u.events.contains(&e)).count();
+    for i in 0..uses.len() {
+        let chosen = uses[i]
+            .events
+            .iter()
+            .copied()
+            .min_by_key(|&e| (count(e, uses), order.get(e).copied().unwrap_or(usize::MAX)));
+        if let Some(e) = chosen {
+            uses[i].shown_on = e;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -306,5 +367,19 @@ mod tests {
         assert_eq!(d.value(&[3.0, 5.0, 10.0], 1.0), Some(0.5));
         assert_eq!(d.unit(), "stalled_cycles_per_instruction");
         assert!(!d.one_decimal());
+    }
+
+    /// perf's MetricThresholds: branch_miss_rate > 0.05 (of the ratio, before its 100%
+    /// scale), insn_per_cycle < 1; none where the value is missing or there is none.
+    #[test]
+    fn thresholds_classify_the_unscaled_value() {
+        let d = parse_list("branch_miss_rate").unwrap()[0];
+        assert_eq!(d.classify(4.9), Some("good"));
+        assert_eq!(d.classify(5.1), Some("bad"));
+        assert_eq!(d.classify(f64::NAN), None);
+        let d = parse_list("insn_per_cycle").unwrap()[0];
+        assert_eq!(d.classify(0.5), Some("bad"));
+        assert_eq!(d.classify(1.5), Some("good"));
+        assert_eq!(parse_list("cs_per_second").unwrap()[0].classify(9.0), None);
     }
 }

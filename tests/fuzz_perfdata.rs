@@ -29,6 +29,7 @@ fn good_file(dir: &Path, tool: &Path, pipe: bool, fixture: &str) -> Vec<u8> {
         };
         let _serial = common::serial();
         let out = Command::new(tool)
+            .env("BPERF_PERF_VERSION", "6.12")
             .args([
                 "stat",
                 "record",

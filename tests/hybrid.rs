@@ -90,6 +90,7 @@ impl FakeMachine {
     fn stat(&self, tool: &Path, args: &[&str]) -> Run {
         let _ = fs::remove_file(self.log());
         let out = Command::new("unshare")
+            .env("BPERF_PERF_VERSION", "6.12")
             .args([
                 "--mount",
                 "--propagation",

@@ -350,6 +350,7 @@ fn verbose_counts_and_log_fd() {
         env!("CARGO_BIN_EXE_bperf")
     );
     let o = std::process::Command::new("sh")
+        .env("BPERF_PERF_VERSION", "6.12")
         .arg("-c")
         .arg(&script)
         .output()

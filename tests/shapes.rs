@@ -434,13 +434,42 @@ const CASES: &[(&str, &[&str])] = &[
 ];
 
 fn stat_output(tool: &Path, args: &[&str]) -> String {
-    let out = Command::new(tool).arg("stat").args(args).output().unwrap();
+    stat_output_as(tool, args, Some("6.12"))
+}
+
+/// What `tool stat ARGS` printed, bperf printing perf `version`'s output (None: its
+/// default, perf 7.2's).
+fn stat_output_as(tool: &Path, args: &[&str], version: Option<&str>) -> String {
+    let mut cmd = Command::new(tool);
+    match version {
+        Some(v) => cmd.env("BPERF_PERF_VERSION", v),
+        None => cmd.env_remove("BPERF_PERF_VERSION"),
+    };
+    let out = cmd.arg("stat").args(args).output().unwrap();
     assert!(out.status.success(), "{tool:?} {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
+}
+
+/// Where `got` first differs in shape from `want`, if it does.
+fn shape_difference(name: &str, want: &str, got: &str, whose: &str) -> Option<String> {
+    let (want, got) = (shape(want), shape(got));
+    if let Some((i, (w, g))) = want.iter().zip(&got).enumerate().find(|(_, (w, g))| w != g) {
+        return Some(format!(
+            "{name}, line {}: {whose}'s shape, then bperf's:\n  {w:?}\n  {g:?}",
+            i + 1
+        ));
+    }
+    (want.len() != got.len()).then(|| {
+        format!(
+            "{name}: {whose} has {} lines, bperf {}",
+            want.len(),
+            got.len()
+        )
+    })
 }
 
 fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
@@ -485,11 +514,71 @@ fn output_has_perf_612s_shape() {
     }
 }
 
+/// perf 7.2's default events and metrics, in each format, beside CASES.
+const DEFAULT_CASES: &[(&str, &[&str])] = &[
+    ("default-task", &["--", "sleep", "0.1"]),
+    ("default-system", &["-a", "--", "sleep", "0.1"]),
+    ("default-csv", &["-a", "-x,", "--", "sleep", "0.1"]),
+    ("default-json", &["-a", "-j", "--", "sleep", "0.1"]),
+    (
+        "default-interval",
+        &["-a", "-I", "100", "--interval-count", "2"],
+    ),
+    (
+        "default-cgroup",
+        &["-a", "--for-each-cgroup", "/", "--", "sleep", "0.1"],
+    ),
+    ("default-repeat", &["-a", "-r", "2", "--", "sleep", "0.1"]),
+];
+
+/// CASES whose perf 7.2 shape bperf does not have yet (README.md, "perf 7.2 or perf
+/// 6.12").
+const NOT_YET_72: &[&str] = &[];
+
+fn fixture_72(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-7.2/{name}.txt"))
+}
+
+/// bperf's default output has perf 7.2's shape, case by case: live against perf 7.2
+/// where the machine has it (scripts/build-perf-72), and against its recorded output.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn output_has_perf_72s_shape() {
+    require_root();
+    let _g = serial();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let perf = perf_72();
+    let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
+    let cases = CASES.iter().chain(DEFAULT_CASES);
+    let mut differ = Vec::new();
+    for (name, args) in cases.filter(|(name, _)| !NOT_YET_72.contains(name)) {
+        let ours = stat_output_as(&bperf, args, None);
+        if let Some(perf) = &perf {
+            let theirs = stat_output_as(perf, args, None);
+            if record {
+                fs::create_dir_all(fixture_72(name).parent().unwrap()).unwrap();
+                fs::write(fixture_72(name), &theirs).unwrap();
+            }
+            differ.extend(shape_difference(name, &theirs, &ours, "perf 7.2 (live)"));
+        }
+        let recorded = fs::read_to_string(fixture_72(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture_72(name).display()));
+        differ.extend(shape_difference(
+            name,
+            &recorded,
+            &ours,
+            "perf 7.2 (recorded)",
+        ));
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
 /// The count and unit columns of a table line.
 const COUNT_AND_UNIT: usize = 23;
 
 fn report(tool: &Path, file: &Path) -> String {
     let out = Command::new(tool)
+        .env("BPERF_PERF_VERSION", "6.12")
         .args(["stat", "report", "-i"])
         .arg(file)
         .output()
@@ -713,6 +802,7 @@ fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
         .arg(script)
         .env("PERF", perf)
         .env("WORKDIR", workdir)
+        .env("BPERF_PERF_VERSION", "6.12")
         .output()
         .unwrap();
     assert!(out.status.success(), "{perf:?}: {out:?}");

@@ -27,6 +27,7 @@ fn bperf() -> PathBuf {
 /// `tool args`, with `bytes` fed to it through a pipe on standard input.
 fn through_pipe(tool: &Path, args: &[&str], bytes: &[u8]) -> Output {
     let mut child = Command::new(tool)
+        .env("BPERF_PERF_VERSION", "6.12")
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -133,6 +134,7 @@ fn bperfs_pipe_output_is_read_by_perf() {
     let record = |args: &[&str]| {
         let _g = serial();
         let out = Command::new(bperf())
+            .env("BPERF_PERF_VERSION", "6.12")
             .args(["stat", "record"])
             .args(args)
             .output()
@@ -199,6 +201,7 @@ fn intervals_go_down_the_pipe_as_they_end() {
     require_root();
     let _g = serial();
     let mut child = Command::new(bperf())
+        .env("BPERF_PERF_VERSION", "6.12")
         .args(["stat", "record", "-I", "100", "-e", "task-clock", "-o", "-"])
         .args(["sleep", "3"])
         .stdout(Stdio::piped())

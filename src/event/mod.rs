@@ -261,6 +261,28 @@ impl Event {
     }
 }
 
+impl Event {
+    /// The name perf 7.2 prints for the event with -A: a PMU's alias written as the
+    /// PMU's event (`tsc` -> `msr/tsc/`), a tool event as the tool PMU's
+    /// (`tool/duration_time/`); software, hardware, cache, raw events and tracepoints,
+    /// and names with their PMU already, as written.
+    pub fn name_with_pmu_72(&self, pmu: Option<&str>) -> String {
+        if let Some(tool) = self.tool {
+            return format!("tool/{}/", tool.name());
+        }
+        let own_pmu = !matches!(
+            self.attr.type_,
+            TYPE_SOFTWARE | TYPE_HARDWARE | TYPE_HW_CACHE | TYPE_RAW | TYPE_TRACEPOINT
+        );
+        match pmu {
+            Some(pmu) if own_pmu && self.naming == Naming::Typed && !self.name.contains('/') => {
+                format!("{pmu}/{}/", self.name)
+            }
+            _ => self.name.clone(),
+        }
+    }
+}
+
 /// What -d, -dd and -ddd add to the events, each level to the one before (perf's).
 pub const DETAILED_EVENTS: [&str; 3] = [
     "L1-dcache-loads,L1-dcache-load-misses,LLC-loads,LLC-load-misses",

@@ -68,6 +68,8 @@ pub struct Metric {
     style: Style,
     /// Asked for with -M (perf's metric groups), not one perf adds by itself.
     pub named: bool,
+    /// Where the metric's threshold puts its value (`good`, `bad`), if it has one.
+    pub threshold: Option<&'static str>,
 }
 
 /// How the table prints a metric's value.
@@ -98,6 +100,7 @@ impl Metric {
             unit: Cow::Borrowed(unit),
             style,
             named: false,
+            threshold: None,
         }
     }
 
@@ -107,11 +110,26 @@ impl Metric {
         self.named || !(self.unit.contains("/sec") || self.unit.contains("CPUs utilized"))
     }
 
-    /// The value as CSV and --metric-only JSON print it: the table's digits, without
-    /// padding or a percent sign.
+    /// The value as CSV and --metric-only JSON print it: the table's digits without
+    /// padding, up to the first character that is neither a digit nor a point (perf's
+    /// loop: no percent sign, and nothing of a `nan`).
     pub fn digits(&self) -> String {
         let s = self.to_string();
-        s.trim().trim_end_matches('%').to_string()
+        let s = s.trim_start();
+        let end = s
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len());
+        s[..end].to_string()
+    }
+}
+
+/// `v` as C's `%.Nf` prints it: `nan`, `-nan` and `inf` as C spells them.
+pub fn c_fixed(v: f64, decimals: usize) -> String {
+    match v {
+        _ if v.is_nan() && v.is_sign_negative() => "-nan".to_string(),
+        _ if v.is_nan() => "nan".to_string(),
+        _ if v.is_infinite() => if v > 0.0 { "inf" } else { "-inf" }.to_string(),
+        _ => format!("{v:.decimals$}"),
     }
 }
 
@@ -119,6 +137,14 @@ impl Metric {
 impl std::fmt::Display for Metric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let v = self.value;
+        if !v.is_finite() {
+            // As C's printf: `     nan` in the value's width.
+            let decimals = 0;
+            return match self.style {
+                Style::Percent => write!(f, "{:>7}%", c_fixed(v, decimals)),
+                _ => write!(f, "{:>8}", c_fixed(v, decimals)),
+            };
+        }
         match self.style {
             Style::Three => write!(f, "{v:8.3}"),
             Style::One => write!(f, "{v:8.1}"),
@@ -248,18 +274,17 @@ fn core_pmu(e: &Event) -> Option<&str> {
 pub fn named(uses: &[Use], siblings: &Siblings, line: &Line, wall_ns: f64) -> Vec<Metric> {
     let at = where_of(line);
     let mut out = Vec::new();
-    for u in uses
-        .iter()
-        .filter(|u| u.events.first() == Some(&line.event))
-    {
+    for u in uses.iter().filter(|u| u.shown_on == line.event) {
         let counts: Option<Vec<f64>> = u
             .events
             .iter()
             .map(|e| siblings.by_event.get(&(at, *e)).copied().flatten())
             .collect();
         let value = counts.and_then(|c| u.def.value(&c, wall_ns));
+        let value = value.unwrap_or(f64::NAN);
         out.push(Metric {
-            value: value.unwrap_or(f64::NAN),
+            value,
+            threshold: u.def.classify(value),
             unit: Cow::Owned(u.def.unit()),
             style: if u.def.one_decimal() {
                 Style::One

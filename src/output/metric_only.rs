@@ -241,8 +241,12 @@ fn json_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
         .filter(|(u, v)| !u.is_empty() && !v.is_empty())
         .map(|(u, v)| format!("{} : \"{v}\"", json_quote(u)))
         .collect();
+    // `none` for a row without metrics: perf 6.12's always, perf 7.2's only where the
+    // row has nothing else either (no time, CPU, group or cgroup).
+    let bare = parts.is_empty() || f.version == crate::perf_version::PerfVersion::V6_12;
     match metrics.is_empty() {
-        true => parts.push("\"metric-value\" : \"none\"".to_string()),
+        true if bare => parts.push("\"metric-value\" : \"none\"".to_string()),
+        true => {}
         false => parts.extend(metrics),
     }
     format!("{{{}}}", parts.join(", "))

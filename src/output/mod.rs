@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::event::Event;
 use crate::metrics::Use;
+use crate::perf_version::PerfVersion;
 use crate::reading::Reading;
 use metric::{Metric, Siblings};
 
@@ -137,6 +138,14 @@ pub struct Options {
     /// Lines of the caller's own, already formatted, printed after each interval's and
     /// the summary's counts (before the footer): stat -b's run counts.
     pub extra_lines: Vec<String>,
+    /// Whose perf stat output to print (perf 7.2's by default).
+    pub version: PerfVersion,
+    /// CPUs are counted (-a, -C): perf 7.2 has a time elapsed for CPUs_utilized only then
+    /// (elsewhere its duration_time has no CPU to be read on, and the metric is `nan`).
+    pub cpu_targets: bool,
+    /// The events are perf 7.2's default metrics' (no -e, no -M): only those a metric is
+    /// shown on are printed, and of those the machine cannot count only cycles.
+    pub default_metrics: bool,
 }
 
 /// What perf writes to clear the terminal (--interval-clear).
@@ -188,18 +197,44 @@ struct Fields<'a> {
     metrics: Vec<Metric>,
     /// With -r: the standard error of the mean over the runs, in % of the mean.
     noise: Option<f64>,
+    /// Whose perf's line it is.
+    version: PerfVersion,
 }
 
+impl Fields<'_> {
+    /// The metrics the line shows: perf 6.12 shows those with a value on a line with a
+    /// count; perf 7.2 shows every metric of the event, `nan` where it has no value.
+    fn shown_metrics(&self) -> impl Iterator<Item = &Metric> {
+        let counted = self.value.is_some();
+        let all = self.version != PerfVersion::V6_12;
+        self.metrics
+            .iter()
+            .filter(move |m| all || counted && !m.value.is_nan())
+    }
+}
+
+/// One line's fields, its metrics worked out from `siblings` (the lines of the same
+/// print) over `wall_ns` of time; `noise` with -r.
 fn fields<'a>(
     events: &'a [Event],
-    uses: &[Use],
+    opts: &Options,
     siblings: &Siblings,
     line: &'a Line,
     wall_ns: f64,
     noise: Option<f64>,
-    scale: bool,
 ) -> Fields<'a> {
     let ev = &events[line.event];
+    let scale = !opts.no_scale;
+    let named_wall_ns = match opts.version == PerfVersion::V7_2 && !opts.cpu_targets {
+        true => f64::NAN,
+        false => wall_ns,
+    };
+    // perf 6.12's own metrics beside each event; perf 7.2 has only its metric
+    // definitions' (-M's, and those of its default events).
+    let builtin = match opts.version.builtin_metrics() {
+        true => metric::metric(events, siblings, line, wall_ns),
+        false => None,
+    };
     let (value, status, run_ns, pct, multiplexed) = match line.value {
         Value::NotSupported => (None, "<not supported>", 0, 100.0, false),
         Value::Counted(r) => match if scale { r.scaled() } else { r.raw() } {
@@ -218,9 +253,10 @@ fn fields<'a>(
         place: line.place.as_ref(),
         value,
         status,
-        // perf's tool events count ns.
+        // perf 6.12's tool events count ns; perf 7.2's (the tool PMU's) have no unit.
         unit: match ev.tool {
-            Some(_) => "ns",
+            Some(_) if opts.version == PerfVersion::V6_12 => "ns",
+            Some(_) => "",
             None => metric::unit(&ev.attr),
         },
         event: &ev.name,
@@ -230,11 +266,12 @@ fn fields<'a>(
         run_ns,
         pct,
         multiplexed,
-        metrics: metric::metric(events, siblings, line, wall_ns)
+        metrics: builtin
             .into_iter()
-            .chain(metric::named(uses, siblings, line, wall_ns))
+            .chain(metric::named(&opts.metrics, siblings, line, named_wall_ns))
             .collect(),
         noise,
+        version: opts.version,
     }
 }
 
@@ -332,17 +369,8 @@ impl<W: Write> Report<W> {
         let siblings = Siblings::new(events, lines);
         let all: Vec<Fields> = lines
             .iter()
-            .map(|l| {
-                fields(
-                    events,
-                    &self.opts.metrics,
-                    &siblings,
-                    l,
-                    wall_ns,
-                    None,
-                    !self.opts.no_scale,
-                )
-            })
+            .filter(|l| self.printed(events, l))
+            .map(|l| fields(events, &self.opts, &siblings, l, wall_ns, None))
             .collect();
         if self.opts.metric_only {
             return self.metric_only(Some(ts), header, &all);
@@ -363,6 +391,19 @@ impl<W: Write> Report<W> {
         self.out.flush()
     }
 
+    /// Whether `line` is printed: every line but, of perf 7.2's default metrics' events,
+    /// those no metric is shown on, and those the machine cannot count other than
+    /// cycles (perf's one event it never skips), unless -v.
+    fn printed(&self, events: &[Event], line: &Line) -> bool {
+        if !self.opts.default_metrics {
+            return true;
+        }
+        let shows_metric = self.opts.metrics.iter().any(|u| u.shown_on == line.event);
+        let skippable = metric::kind(&events[line.event].attr) != metric::Kind::Cycles;
+        let unsupported = line.value == Value::NotSupported;
+        shows_metric && !(skippable && unsupported && !self.opts.verbose)
+    }
+
     fn print_extra_lines(&mut self) -> io::Result<()> {
         for line in &self.opts.extra_lines {
             writeln!(self.out, "{line}")?;
@@ -374,7 +415,14 @@ impl<W: Write> Report<W> {
     fn interval_place_header(&self) -> String {
         match (self.opts.per_cpu, self.opts.aggr, self.opts.per_thread) {
             (true, _, _) => " cpu   ".to_string(),
-            (_, Some(mode), _) => format!(" {:<w$} cpus", mode.json_key(), w = mode.width()),
+            (_, Some(mode), _) => {
+                // perf 7.2 heads the number of CPUs summed `ctrs` (6.12: `cpus`).
+                let n = match self.opts.version {
+                    PerfVersion::V6_12 => "cpus",
+                    PerfVersion::V7_2 => "ctrs",
+                };
+                format!(" {:<w$} {n}", mode.json_key(), w = mode.width())
+            }
             (_, _, true) => format!(" {:>16}-{:<7}", "comm", "pid"),
             _ => String::new(),
         }
@@ -419,21 +467,13 @@ impl<W: Write> Report<W> {
         };
         let wall_ns = footer.elapsed.as_nanos() as f64;
         let siblings = Siblings::new(events, lines);
-        let uses = &self.opts.metrics;
         let all: Vec<Fields> = lines
             .iter()
             .enumerate()
+            .filter(|(_, line)| self.printed(events, line))
             .map(|(i, line)| {
                 let noise = noise.get(i).copied().filter(|_| self.opts.runs > 1);
-                fields(
-                    events,
-                    uses,
-                    &siblings,
-                    line,
-                    wall_ns,
-                    noise,
-                    !self.opts.no_scale,
-                )
+                fields(events, &self.opts, &siblings, line, wall_ns, noise)
             })
             .collect();
         if self.opts.metric_only {
@@ -679,18 +719,12 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
         s.push(' ');
         push_left(s, &people::escape_controls(c), CGROUP_LEN);
     }
-    let shown = f.value.is_some();
-    match f.metrics.first().filter(|m| shown && !m.value.is_nan()) {
+    match f.shown_metrics().next() {
         Some(m) => push_metric(s, m),
         None => s.push_str(&SPACES[..METRIC_LEN]),
     }
     let start = s[..start_len].to_string();
-    for m in f
-        .metrics
-        .iter()
-        .skip(1)
-        .filter(|m| shown && !m.value.is_nan())
-    {
+    for m in f.shown_metrics().skip(1) {
         s.push('\n');
         s.push_str(&start);
         if f.cpu.is_some() {
@@ -753,8 +787,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     }
     cols.push(f.run_ns.to_string());
     cols.push(format!("{:.2}", f.pct));
-    let shown = |m: &&Metric| f.value.is_some() && !m.value.is_nan();
-    match f.metrics.first().filter(shown) {
+    match f.shown_metrics().next() {
         Some(m) => {
             cols.push(m.digits());
             cols.push(m.unit.to_string());
@@ -767,7 +800,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     let mut out = cols.join(sep);
     // A further metric: perf's line of empty columns up to the metric's.
     let empty = 5 + f.cgroup.is_some() as usize + f.container.is_some() as usize;
-    for m in f.metrics.iter().skip(1).filter(shown) {
+    for m in f.shown_metrics().skip(1) {
         let mut more = lead.clone();
         more.extend(std::iter::repeat_n(String::new(), empty));
         more.push(m.digits());
@@ -825,7 +858,12 @@ fn json_where(ts: Option<Duration>, f: &Fields) -> Vec<String> {
         }
         Some(Place::Group { mode, name, cpus }) => {
             parts.push(format!("\"{}\" : {}", mode.json_key(), json_quote(name)));
-            parts.push(format!("\"aggregate-number\" : {cpus}"));
+            // perf 7.2 calls the number of CPUs summed `counters`.
+            let key = match f.version {
+                PerfVersion::V6_12 => "aggregate-number",
+                PerfVersion::V7_2 => "counters",
+            };
+            parts.push(format!("\"{key}\" : {cpus}"));
         }
         None => {}
     }
@@ -854,22 +892,36 @@ fn json_line(ts: Option<Duration>, f: &Fields) -> String {
     }
     parts.push(format!("\"event-runtime\" : {}", f.run_ns));
     parts.push(format!("\"pcnt-running\" : {:.2}", f.pct));
-    let shown = |m: &&Metric| f.value.is_some() && !m.value.is_nan();
-    let metric_parts = |m: Option<&Metric>| {
-        let (mv, mu) = m.map_or((0.0, ""), |m| (m.value, &*m.unit));
-        [
-            format!("\"metric-value\" : \"{mv:.6}\""),
-            format!("\"metric-unit\" : {}", q(mu)),
-        ]
-    };
-    parts.extend(metric_parts(f.metrics.first().filter(shown)));
+    let mut shown = f.shown_metrics();
+    match shown.next() {
+        Some(m) => parts.extend(json_metric(m, f.version)),
+        // perf 6.12 writes an empty metric for an event without one; 7.2 none.
+        None if f.version == PerfVersion::V6_12 => parts.extend([
+            "\"metric-value\" : \"0.000000\"".to_string(),
+            "\"metric-unit\" : \"\"".to_string(),
+        ]),
+        None => {}
+    }
     let mut out = format!("{{{}}}", parts.join(", "));
-    for m in f.metrics.iter().skip(1).filter(shown) {
+    for m in shown {
         let mut more = lead.clone();
-        more.extend(metric_parts(Some(m)));
+        more.extend(json_metric(m, f.version));
         out.push_str(&format!("\n{{{}}}", more.join(", ")));
     }
     out
+}
+
+/// A metric's JSON members: its value and unit, and with perf 7.2 where its threshold
+/// puts it (`good`, `bad`) when it has one and a value to compare.
+fn json_metric(m: &Metric, version: PerfVersion) -> Vec<String> {
+    let mut parts = vec![
+        format!("\"metric-value\" : \"{}\"", metric::c_fixed(m.value, 6)),
+        format!("\"metric-unit\" : {}", json_quote(&m.unit)),
+    ];
+    if let Some(t) = m.threshold.filter(|_| version != PerfVersion::V6_12) {
+        parts.push(format!("\"metric-threshold\" : \"{t}\""));
+    }
+    parts
 }
 
 #[cfg(test)]
@@ -938,6 +990,9 @@ mod tests {
             forever: false,
             nmi_watchdog: false,
             extra_lines: Vec::new(),
+            version: PerfVersion::V6_12,
+            default_metrics: false,
+            cpu_targets: true,
         }
     }
 
@@ -1205,6 +1260,7 @@ mod tests {
             .into_iter()
             .map(|def| Use {
                 def,
+                shown_on: events[0],
                 events: events.to_vec(),
             })
             .collect()
@@ -1268,6 +1324,71 @@ mod tests {
         o.format = Format::Json;
         let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
         assert_eq!(out, "{\"CPUs  CPUs_utilized\" : \"2.0\"}\n");
+    }
+
+    /// perf 7.2's default metrics: the metric's value, unit and name on its event's line,
+    /// `nan` beside an event that did not count; no metric beside an event without one
+    /// (and no JSON metric members).
+    fn perf_72(format: Format) -> String {
+        let (ev, l, footer) = (events(), lines(None), half_second());
+        let mut o = opts(format);
+        o.version = PerfVersion::V7_2;
+        o.metrics = named("CPUs_utilized", &[0]);
+        o.metrics.extend(named("cycles_frequency", &[2, 0]));
+        render(o, |r| r.summary(&ev, &l, &footer).unwrap())
+    }
+
+    #[test]
+    fn perf_72_table_csv_and_json() {
+        let table = perf_72(Format::Table);
+        let rows: Vec<&str> = table.lines().skip(3).take(3).collect();
+        assert_eq!(
+            rows,
+            [
+                "          1,013.75 msec task-clock                       #      2.0 CPUs  CPUs_utilized       ",
+                "            75,000      cs                                                                    ",
+                "   <not supported>      cycles                           #      nan GHz  cycles_frequency     ",
+            ]
+        );
+        let csv = perf_72(Format::Csv(",".into()));
+        assert_eq!(
+            csv,
+            "1013.75,msec,task-clock,1000000000,100.00,2.0,CPUs  CPUs_utilized
+75000,,cs,1000000000,100.00,,
+<not supported>,,cycles,0,100.00,,GHz  cycles_frequency\n"
+        );
+        let json: Vec<String> = perf_72(Format::Json).lines().map(String::from).collect();
+        assert_eq!(
+            json,
+            [
+                r#"{"counter-value" : "1013.750000", "unit" : "msec", "event" : "task-clock", "event-runtime" : 1000000000, "pcnt-running" : 100.00, "metric-value" : "2.027500", "metric-unit" : "CPUs  CPUs_utilized"}"#,
+                r#"{"counter-value" : "75000.000000", "unit" : "", "event" : "cs", "event-runtime" : 1000000000, "pcnt-running" : 100.00}"#,
+                r#"{"counter-value" : "<not supported>", "unit" : "", "event" : "cycles", "event-runtime" : 0, "pcnt-running" : 100.00, "metric-value" : "nan", "metric-unit" : "GHz  cycles_frequency"}"#,
+            ]
+        );
+    }
+
+    /// perf 7.2's default set: an event no metric is shown on is left out, and so is one
+    /// the machine cannot count, unless it is cycles.
+    #[test]
+    fn perf_72_default_set_leaves_out_events() {
+        let mut ev = events();
+        ev.push(Event::plain("branches", 0, 4));
+        let mut l = lines(None);
+        l.push(Line {
+            value: Value::NotSupported,
+            ..counted(3, 0, 0, None, None)
+        });
+        let mut o = opts(Format::Csv(",".into()));
+        o.version = PerfVersion::V7_2;
+        o.default_metrics = true;
+        o.metrics = named("cycles_frequency", &[2, 0]);
+        o.metrics.extend(named("branch_frequency", &[3, 0]));
+        let out = render(o, |r| r.summary(&ev, &l, &half_second()).unwrap());
+        assert_eq!(
+            out,
+            "<not supported>,,cycles,0,100.00,,GHz  cycles_frequency\n"
+        );
     }
 
     #[test]

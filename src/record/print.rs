@@ -243,6 +243,8 @@ fn print_totals(
         thousands: sys::locale_thousands_separator(),
         target: Some(h.target.clone()),
         runs: 1,
+        // bperf report's summary keeps perf 6.12's shapes.
+        version: crate::perf_version::PerfVersion::V6_12,
         ..Options::default()
     };
     let footer = Footer {

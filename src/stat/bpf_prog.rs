@@ -192,6 +192,7 @@ fn options(a: &StatArgs, list: &str, format: Format, metrics: Vec<crate::metrics
         no_scale: a.no_scale,
         metrics,
         quiet: a.quiet,
+        version: a.perf_version.unwrap_or_default(),
         ..Options::default()
     }
 }

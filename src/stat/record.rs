@@ -321,7 +321,10 @@ pub fn report(a: &StatReportArgs) -> Result<i32> {
     } else {
         recorded_groups(&data)
     };
+    let version = crate::perf_version::PerfVersion::from_env()
+        .map_err(|e| crate::UsageError(e.to_string()))?;
     let options = Options {
+        version,
         thousands: sys::locale_thousands_separator(),
         per_cpu,
         aggr: groups.as_ref().map(|(mode, _)| *mode),

@@ -8,6 +8,7 @@ use anyhow::Result;
 use crate::cgroup::Tree;
 use crate::cli::StatArgs;
 use crate::event;
+use crate::perf_version::PerfVersion;
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::sysfs::Sysfs;
 use crate::{InvalidError, UsageError};
@@ -29,6 +30,8 @@ const MAX_CACHE_LEVEL: u32 = 4;
 /// --per-thread, --per-core, --per-cache, --per-cluster, --per-die, --per-socket,
 /// --per-node); -p wins over -t. -G's names become one per event of -e (empty: none).
 pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
+    let version = a.version()?;
+    check_version_options(a, version)?;
     if a.all_user && a.all_kernel {
         return Err(usage("option `all-kernel' cannot be used with all-user"));
     }
@@ -46,6 +49,7 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         events_per_option.push(events.len());
     }
     let mut a = a.clone();
+    a.perf_version = Some(version);
     if !a.event_cgroups.names.is_empty() {
         a.event_cgroups.names = cgroups_of_events(&a, &events_per_option)?;
     }
@@ -55,6 +59,25 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         a.tid = None;
     }
     Ok(a)
+}
+
+/// The options perf 6.12 does not have, refused as it refuses an unknown option; and
+/// perf 7.2's --pmu-filter, which must come before the events it filters.
+fn check_version_options(a: &StatArgs, version: PerfVersion) -> Result<()> {
+    let newer = [
+        ("affinity", a.affinity || a.no_affinity),
+        ("pmu-filter", a.pmu_filter.is_some()),
+        ("tpebs-mode", a.tpebs_mode.is_some()),
+    ];
+    match newer.iter().find(|(_, given)| *given) {
+        Some((name, _)) if version == PerfVersion::V6_12 => Err(usage(format!(
+            "unknown option `{name}' (perf 6.12 has none)"
+        ))),
+        _ if a.pmu_filter_after_events => {
+            Err(usage("Must define pmu-filter before events/metrics"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// perf's -v line as it first looks up its event tables: which CPU they are for.

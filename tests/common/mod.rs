@@ -146,9 +146,23 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// bperf, printing perf 6.12's output: the tests written against perf 6.12's shapes
+/// (most of them) run it so; those of perf 7.2's use `bperf_72`.
 pub fn bperf() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bperf"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bperf"));
+    c.env(PERF_VERSION_ENV, "6.12");
+    c
 }
+
+/// bperf as it runs by default, printing perf 7.2's output.
+pub fn bperf_72() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bperf"));
+    c.env_remove(PERF_VERSION_ENV);
+    c
+}
+
+/// The environment variable that chooses bperf stat's perf version.
+pub const PERF_VERSION_ENV: &str = "BPERF_PERF_VERSION";
 
 /// The test workload (examples/workload.rs), built by cargo test beside the test binary.
 pub fn workload() -> PathBuf {

@@ -71,6 +71,28 @@ pub fn perf_612() -> Option<PathBuf> {
         .then_some(perf)
 }
 
+/// A perf 7.2 to compare bperf's default output with, if the machine has one
+/// (scripts/build-perf-72 builds it to /opt/perf-72; $PERF72 names another). Where CI
+/// builds it (BPERF_REQUIRE_PERF72), its absence fails the test.
+pub fn perf_72() -> Option<PathBuf> {
+    let perf = std::env::var_os("PERF72")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/perf-72/bin/perf"));
+    let found = Command::new(&perf)
+        .arg("version")
+        .output()
+        .ok()
+        .filter(|v| String::from_utf8_lossy(&v.stdout).contains("perf version 7.2"))
+        .map(|_| perf.clone());
+    if found.is_none() && std::env::var_os("BPERF_REQUIRE_PERF72").is_some() {
+        panic!(
+            "BPERF_REQUIRE_PERF72 is set but {} is no perf 7.2 (scripts/build-perf-72)",
+            perf.display()
+        );
+    }
+    found
+}
+
 /// What one run of a tool left: its exit status, and what it wrote (standard error,
 /// standard output under `--- stdout`, the -o file under `--- file`).
 pub struct Transcript {
@@ -166,6 +188,17 @@ pub fn transcript<S: AsRef<str>>(
     cgroups: &BusyCgroups,
     out: &Path,
 ) -> Transcript {
+    transcript_as(tool, args, cgroups, out, "6.12")
+}
+
+/// As `transcript`, bperf printing the output of perf `version` ("6.12", "7.2").
+pub fn transcript_as<S: AsRef<str>>(
+    tool: &Path,
+    args: &[S],
+    cgroups: &BusyCgroups,
+    out: &Path,
+    version: &str,
+) -> Transcript {
     let args: Vec<String> = args
         .iter()
         .map(|a| {
@@ -181,7 +214,11 @@ pub fn transcript<S: AsRef<str>>(
     if args.iter().any(|a| a == "--append") {
         fs::write(out, EARLIER_OUTPUT).unwrap();
     }
-    let (code, stdout, stderr) = run_bounded(Command::new(tool).arg("stat").args(&args));
+    let mut cmd = Command::new(tool);
+    cmd.env("BPERF_PERF_VERSION", version)
+        .arg("stat")
+        .args(&args);
+    let (code, stdout, stderr) = run_bounded(&mut cmd);
     let mut text = stderr;
     if !stdout.is_empty() {
         text.push_str("--- stdout\n");

@@ -1,6 +1,8 @@
 # The cases the arm64 guest runs (tests/vm_arm64.rs checks their output). Each prints
 # `=== case NAME`, then what bperf printed, then `=== exit CODE`.
 cg=/sys/fs/cgroup
+# The checks read perf 6.12's metric columns.
+export BPERF_PERF_VERSION=6.12
 mkdir -p $cg/A/C $cg/B
 
 case_() {

@@ -8,6 +8,7 @@ use super::EventRequest;
 use super::{usage, Machine, Request, SharedPlan, Targets};
 use crate::event::{self, Event, Sources};
 use crate::metrics;
+use crate::perf_version::PerfVersion;
 
 /// The events of a request and the metrics worked out from them.
 #[derive(Default)]
@@ -43,6 +44,13 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
         false => metrics::parse_list(&a.metrics.join(","))?,
     };
     let per_cpu = t.all_cpus || t.cpus.is_some();
+    let clock = match per_cpu {
+        true => "cpu-clock",
+        false => "task-clock",
+    };
+    if a.lists.is_empty() && asked.is_empty() && a.perf_version == Some(PerfVersion::V7_2) {
+        return default_metric_events(a, clock, sysfs);
+    }
     let parse = |list: &str| event::parse_events(list, sysfs).map_err(|e| usage(e.to_string()));
     // perf's own events: named from their attrs.
     let builtin = |list: &str| -> Result<Vec<Event>> {
@@ -61,16 +69,16 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
         (true, false) => Vec::new(),
         (false, _) => parse(&a.lists.join(","))?,
     };
-    // As perf: a null run adds no events of its own.
-    let detailed = if a.null_run { 0 } else { a.detailed as usize };
+    // As perf: a null run adds no events of its own; perf 7.2's -d adds metrics to its
+    // default set only, never events to -e's.
+    let detailed = match a.null_run || a.perf_version == Some(PerfVersion::V7_2) {
+        true => 0,
+        false => a.detailed as usize,
+    };
     for extra in event::DETAILED_EVENTS.iter().take(detailed) {
         events.extend(builtin(extra)?);
     }
     apply_filters(a, &mut events, sysfs)?;
-    let clock = match per_cpu {
-        true => "cpu-clock",
-        false => "task-clock",
-    };
     let metrics = metric_events(&asked, clock, &mut events, sysfs)?;
     if events.is_empty() {
         return Err(usage("no events to count".into()));
@@ -79,13 +87,53 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
     Ok(PlanEvents { events, metrics })
 }
 
+/// perf 7.2's default events: the operands of its default metrics (metrics::
+/// default_groups), software events first, then the others, each by name; each metric
+/// shown on the operand the fewest of them count. The output leaves out the events no
+/// metric is shown on, and those but cycles the machine cannot count.
+fn default_metric_events(
+    a: &EventRequest,
+    clock: &'static str,
+    sysfs: &dyn Sources,
+) -> Result<PlanEvents> {
+    let defs = metrics::default_groups(a.detailed);
+    let mut events = Vec::new();
+    let mut uses = metric_events(&defs, clock, &mut events, sysfs)?;
+    let mut sorted: Vec<usize> = (0..events.len()).collect();
+    sorted.sort_by(|&x, &y| {
+        let key = |e: &Event| (e.attr.type_ != event::TYPE_SOFTWARE, e.name.clone());
+        key(&events[x]).cmp(&key(&events[y]))
+    });
+    // rank[old index] = new index.
+    let mut rank = vec![0; events.len()];
+    for (new, &old) in sorted.iter().enumerate() {
+        rank[old] = new;
+    }
+    let events: Vec<Event> = sorted.iter().map(|&old| events[old].clone()).collect();
+    for u in &mut uses {
+        u.events.iter_mut().for_each(|e| *e = rank[*e]);
+    }
+    let order: Vec<usize> = (0..events.len()).collect();
+    metrics::pick_shown_on(&mut uses, &order);
+    let mut events = events;
+    name_events(a, &mut events, sysfs);
+    Ok(PlanEvents {
+        events,
+        metrics: uses,
+    })
+}
+
 /// The names and modes perf gives the events once parsed: the PMU's name with -A;
 /// --all-user, then --all-kernel, override what each event says.
 fn name_events(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) {
     if a.names_with_pmu {
-        // As perf 6.12 names events it does not merge across CPUs.
+        // As perf names events it does not merge across CPUs.
         for e in events.iter_mut() {
-            e.name = e.name_with_pmu(event::pmu_name(e.attr.type_, sysfs).as_deref());
+            let pmu = event::pmu_name(e.attr.type_, sysfs);
+            e.name = match a.perf_version {
+                Some(PerfVersion::V7_2) => e.name_with_pmu_72(pmu.as_deref()),
+                _ => e.name_with_pmu(pmu.as_deref()),
+            };
         }
     }
     for e in events.iter_mut() {
@@ -161,6 +209,7 @@ fn metric_events(
             }
             uses.push(metrics::Use {
                 def,
+                shown_on: operands.first().copied().unwrap_or_default(),
                 events: operands,
             });
         }

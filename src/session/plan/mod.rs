@@ -74,6 +74,9 @@ pub struct EventRequest {
     pub bpf_counters: bool,
     /// --bpf-attr-map: where the shared counters are pinned.
     pub bpf_attr_map: Option<String>,
+    /// stat's perf version, whose default events to count without -e and -M (None, as
+    /// for serve: perf 6.12's).
+    pub perf_version: Option<crate::perf_version::PerfVersion>,
 }
 
 /// Where to count: CPUs, processes or threads, a command, and cgroups.
