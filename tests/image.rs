@@ -263,7 +263,10 @@ fn the_image_counts_host_cgroups_and_names_containers_as_the_daemonset_runs_it()
     )
     .unwrap_or_else(|| panic!("no {shown} in {text}"));
     let slack = unaccounted_since(unaccounted);
-    eprintln!("{}: bperf in the container {ours} ns, cpu.stat {kernel} ns", cg.name);
+    eprintln!(
+        "{}: bperf in the container {ours} ns, cpu.stat {kernel} ns",
+        cg.name
+    );
     assert!(
         ours >= kernel * 0.98 && ours <= kernel * 1.02 + slack,
         "{}: bperf in the container {ours} ns, cpu.stat {kernel} ns (+ up to {slack} ns the kernel leaves out)",
