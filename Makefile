@@ -3,11 +3,13 @@
 #   make test   set up, build, run every test (privileged ones included)
 #   make bench  set up, build, measure what counting costs against perf (bench/)
 #   make arm64  set up, build bperf for arm64 with Debian's cross toolchains
+#   make deb    set up, build, package: target/bperf_VERSION_ARCH.deb (dpkg-deb)
+#   make image  set up, build, the container image bperf:VERSION from the Dockerfile
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: setup build run test bench arm64 man clean
+.PHONY: setup build run test bench arm64 man deb image clean
 
 setup:
 	@./scripts/setup
@@ -36,6 +38,16 @@ arm64: setup
 
 man: setup
 	$(CARGO) run --release --example man
+
+# The Debian package: binary, man pages, completions, systemd unit (scripts/build-deb).
+deb: build
+	./scripts/build-deb
+
+# The container image from the Dockerfile, offline: its base, debian:bookworm-slim, is
+# made locally (debootstrap and docker import) when Docker has none.
+image: build
+	./scripts/debian-root --image >/dev/null
+	docker build -t bperf:$$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1) -t bperf:latest .
 
 clean:
 	$(CARGO) clean

@@ -59,6 +59,10 @@ pub enum Command {
     /// miss rates per cgroup, sorted, filtered and refreshed every -d seconds.
     #[command(long_about = TOP_ABOUT)]
     Top(TopArgs),
+    /// Check what works on this machine and why not: kernel, BPF features, PMUs,
+    /// privileges, cgroups, mounts and container runtimes, one line each with the fix.
+    #[command(long_about = DOCTOR_ABOUT)]
+    Doctor(DoctorArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_name = "SHELL")]
@@ -776,6 +780,38 @@ the output could not be written or the command could not be run; 141 when the ou
 pipe closed; 130 after Ctrl-C and 143 after SIGTERM without a command. bperf serve exits 0 \
 after SIGTERM or Ctrl-C.";
 
+const DOCTOR_ABOUT: &str = "\
+Check what works on this machine and why not, one line per check with its fix: the \
+kernel and its BTF; each BPF feature bperf uses (bpf_loop, the counters' read path, \
+fentry/fexit trampolines, ring buffers, task storage); the PMUs and whether hardware \
+counters count (none in a virtual machine without a virtual PMU) and the NMI watchdog \
+that holds one; kernel.perf_event_paranoid and this process's capabilities; the cgroup \
+layout (v2, v1 or hybrid), which hierarchy holds the perf_event controller, and a v1 \
+hierarchy that holds it but is mounted nowhere; the BPF file system and tracefs; the \
+container runtimes whose sockets answer.
+
+Each line is the status (ok, warn, fail, or unknown where the kernel would not be asked \
+without privileges), the check's name, what was found, and [fix: ...] where something \
+can be done. The last line says whether bperf can count per cgroup here.
+
+Exit status: 0 when bperf can count per cgroup here, 1 when it cannot.";
+
+const DOCTOR_EXAMPLES: &[&str] = &[
+    "# What works here, and what to do about the rest",
+    "bperf doctor",
+    "# In a script: stop unless bperf can count per cgroup; list what is not ok",
+    "bperf doctor -j > doctor.json || exit 1",
+    "grep -v '\"status\":\"ok\"' doctor.json",
+];
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// One JSON object per check, a line each: check, status (ok, warn, fail,
+    /// unknown), detail, fix (null when none), needed (counting per cgroup needs it).
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+}
+
 const SERVE_ABOUT: &str = "\
 Count continuously and export the counts for Prometheus (HTTP /metrics, or a file for \
 node_exporter's textfile collector).
@@ -1231,6 +1267,7 @@ pub fn man_pages() -> Vec<(String, String)> {
             "serve" => SERVE_EXAMPLES,
             "record" | "report" => RECORD_EXAMPLES,
             "top" => TOP_EXAMPLES,
+            "doctor" => DOCTOR_EXAMPLES,
             _ => &[],
         };
         let cmd = sub

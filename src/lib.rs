@@ -12,6 +12,7 @@ pub mod container;
 pub mod counter;
 pub mod cpus;
 pub mod data_file;
+pub mod doctor;
 pub mod event;
 pub mod list;
 pub mod metrics;

@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         cli::Command::Record(args) => bperf::record::run(args),
         cli::Command::Report(args) => bperf::record::report(args),
         cli::Command::Top(args) => bperf::top::run(args),
+        cli::Command::Doctor(args) => bperf::doctor::run(args),
         cli::Command::Completions { shell } => {
             cli::completions(*shell, &mut io::stdout());
             Ok(0)

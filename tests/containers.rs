@@ -12,63 +12,26 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bperf::container::names::Names;
 use bperf::container::{recognize, Runtime};
 use bperf::sys::engine_api::EngineSocket;
+use common::docker::{docker, docker_ok, Daemon, DOCKERD};
 use common::{require_root, v1, wait_for, TempDir};
 
-const DOCKERD: &str = "/usr/sbin/dockerd";
 /// busybox-static's binary: a static busybox runs in an image with nothing else in it.
 const BUSYBOX: &str = "/bin/busybox";
 
 /// Whether the test can run; a skip says why, and is a failure under
 /// BPERF_REQUIRE_DOCKER=1.
 fn docker_available() -> bool {
-    let missing = [
+    common::docker::tools_available(&[
         (DOCKERD, "docker.io"),
         ("/usr/bin/docker", "docker.io"),
         (BUSYBOX, "busybox-static"),
-    ]
-    .into_iter()
-    .find(|(p, _)| !Path::new(p).exists());
-    let Some((path, package)) = missing else {
-        return true;
-    };
-    assert!(
-        std::env::var("BPERF_REQUIRE_DOCKER").as_deref() != Ok("1"),
-        "BPERF_REQUIRE_DOCKER=1 but {path} is missing (install {package}: scripts/setup --test)"
-    );
-    eprintln!("skipped: {path} is missing (install {package}: scripts/setup --test)");
-    false
-}
-
-fn docker(args: &[&str]) -> Output {
-    Command::new("docker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run docker")
-}
-
-/// `docker ARGS`'s standard output, trimmed; panics saying docker's error otherwise.
-fn docker_ok(args: &[&str]) -> String {
-    let out = docker(args);
-    assert!(
-        out.status.success(),
-        "docker {}: {}",
-        args.join(" "),
-        common::stderr(&out)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn daemon_answers() -> bool {
-    docker(&["version", "--format", "{{.Server.Version}}"])
-        .status
-        .success()
+    ])
 }
 
 /// What the test made, undone when it ends (passing or panicking): containers, then the
@@ -76,7 +39,7 @@ fn daemon_answers() -> bool {
 struct Made {
     containers: Vec<String>,
     image: Option<String>,
-    daemon: Option<Child>,
+    daemon: Option<Daemon>,
     dir: TempDir,
 }
 
@@ -88,26 +51,7 @@ impl Drop for Made {
         if let Some(image) = &self.image {
             docker(&["rmi", "-f", image]);
         }
-        if let Some(mut d) = self.daemon.take() {
-            // SAFETY: kill(2) on the daemon this test started and has not reaped.
-            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
-            wait_for(20, || d.try_wait().ok().flatten().is_some());
-            let _ = d.kill();
-            let _ = d.wait();
-            remove_docker_parents();
-        }
-    }
-}
-
-/// The `docker` parent cgroup the daemon this test started made in each hierarchy, now
-/// that its containers are gone (rmdir leaves one that still holds anything).
-fn remove_docker_parents() {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    for dir in mounts.lines().filter_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.len() > 2 && f[2].starts_with("cgroup")).then(|| Path::new(f[1]).join("docker"))
-    }) {
-        let _ = fs::remove_dir(dir);
+        // The daemon, if the test started it, stops when `daemon` drops, after this.
     }
 }
 
@@ -121,29 +65,9 @@ impl Made {
         }
     }
 
-    /// Starts dockerd (cgroupfs driver: there is no systemd here) unless one answers.
+    /// Starts dockerd unless one answers.
     fn ensure_daemon(&mut self) {
-        if daemon_answers() {
-            return;
-        }
-        let log = fs::File::create(self.dir.join("dockerd.log")).unwrap();
-        let child = Command::new(DOCKERD)
-            .args(["--exec-opt", "native.cgroupdriver=cgroupfs"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start dockerd");
-        self.daemon = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !daemon_answers() {
-            assert!(
-                Instant::now() < deadline,
-                "dockerd did not answer within 60 s: {}",
-                fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        self.daemon = Some(Daemon::ensure());
     }
 
     /// An image holding only a static busybox, imported from a tarball made here.

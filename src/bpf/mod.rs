@@ -2,6 +2,7 @@
 //! programs, and flushes and reads the per-cgroup counts it keeps. With src/sys/, the
 //! only code that talks to the kernel.
 
+pub mod probe;
 pub mod prog_profile;
 pub mod shared;
 pub mod slice_ring;

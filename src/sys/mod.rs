@@ -4,6 +4,7 @@
 
 pub mod bpf_prog;
 pub mod cgroupfs;
+pub mod doctor;
 pub mod engine_api;
 pub mod kubelet;
 pub mod perf_event;

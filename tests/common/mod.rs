@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod damage;
+pub mod docker;
 pub mod http;
 pub mod parity;
 pub mod perfetto;
