@@ -113,24 +113,7 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
         ))
         .into());
     }
-    let mut first = super::open_again(input)?;
-    let mut span = Span::default();
-    let mut seen = Vec::new();
-    let mut slices = 0u64;
-    let end = first.each_slice(|s| {
-        span.add(s);
-        let slot = s.slot as usize;
-        if seen.len() <= slot {
-            seen.resize(slot + 1, false);
-        }
-        seen[slot] = true;
-        slices += 1;
-    })?;
-    first.say_dropped();
-    say_lost(&end);
-    // Every cgroup of the recording, those that came while recording too.
-    let header = first.header().clone();
-    seen.resize(analysis::slot_names(&header).len(), false);
+    let (header, span, seen, slices) = first_pass(input)?;
     let mut second = super::open_again(input)?;
     let cannot_write = || format!("cannot write {}", path.display());
     let whole = WholeFile::create(path)?;
@@ -180,6 +163,30 @@ fn write_timeline(input: &Path, path: &Path) -> Result<i32> {
         header.cpus.len(),
     );
     Ok(0)
+}
+
+/// The timeline's first pass over `input`: its header, the span of its slices, which
+/// cgroup slots have slices (every cgroup of the recording, those that came while
+/// recording too), and how many slices there are. Says what was dropped or lost.
+fn first_pass(input: &Path) -> Result<(Header, Span, Vec<bool>, u64)> {
+    let mut first = super::open_again(input)?;
+    let mut span = Span::default();
+    let mut seen = Vec::new();
+    let mut slices = 0u64;
+    let end = first.each_slice(|s| {
+        span.add(s);
+        let slot = s.slot as usize;
+        if seen.len() <= slot {
+            seen.resize(slot + 1, false);
+        }
+        seen[slot] = true;
+        slices += 1;
+    })?;
+    first.say_dropped();
+    say_lost(&end);
+    let header = first.header().clone();
+    seen.resize(analysis::slot_names(&header).len(), false);
+    Ok((header, span, seen, slices))
 }
 
 /// Whether `a` and `b` are one file, under one name or two (links).
