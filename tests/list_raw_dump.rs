@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::require_root;
+use common::{require_root, TempDir};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
 const FIXTURES: &str = concat!(
@@ -18,10 +18,15 @@ const FIXTURES: &str = concat!(
 /// perf's tool events, which bperf does not count and so does not list.
 const TOOL_EVENTS: [&str; 3] = ["duration_time", "user_time", "system_time"];
 
+/// `tool list --raw-dump WORDS`, with an empty home of the test's: an empty build-id cache:
+/// perf lists the SDT probes of the binaries it has cached (~/.debug, filled by `perf
+/// record` and the like), which bperf does not read.
 fn raw_dump(tool: &str, words: &[&str]) -> String {
+    let cache = TempDir::new("buildid");
     let out = Command::new(tool)
         .args(["list", "--raw-dump"])
         .args(words)
+        .env("HOME", cache.path())
         .output()
         .unwrap();
     assert!(
