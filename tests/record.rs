@@ -391,7 +391,10 @@ fn record_until_ctrl_c() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SIGINT before bperf's handler is in place would end it as the signal ends any
+    // process; under an emulator, starting takes seconds.
+    wait_for_recording(std::time::Duration::from_secs(120));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     // SAFETY: plain kill(2) of our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
