@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use bperf::output::people::escape_controls;
-use bperf::session::plan::NoProcess;
+use bperf::session::plan::{NoProcess, NoSupportedEvents};
 use bperf::{cli, list, metrics, stat, ErrnoError, InvalidError, UsageError};
 use clap::Parser;
 
@@ -77,6 +77,8 @@ fn exit(result: anyhow::Result<i32>, invalid: u8) -> ExitCode {
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
+            } else if e.downcast_ref::<NoSupportedEvents>().is_some() {
+                ExitCode::from(1)
             } else if let Some(ErrnoError { errno, .. }) = e.downcast_ref() {
                 ExitCode::from(errno.wrapping_neg() as u8)
             } else if e.downcast_ref::<metrics::UnknownMetric>().is_some()

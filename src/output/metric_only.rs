@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{json_quote, json_where, push_where, Fields, Format, Report, CGROUP_LEN, SPACES};
 use crate::aggr::Mode;
+use crate::perf_version::PerfVersion;
 
 /// perf's narrowest metric column.
 const METRIC_ONLY_LEN: usize = 20;
@@ -31,7 +32,10 @@ fn place_of<'a>(f: &Fields<'a>) -> Place<'a> {
 /// The lines' fields, grouped by where they were counted, in order of first appearance:
 /// by cgroup too when the cgroups are rows of every event (with -G, each event's cgroup
 /// is its own and the line is the first event's, as perf prints it).
-fn rows<'f, 'a>(all: &'f [Fields<'a>], cgroup_rows: bool) -> Vec<Vec<&'f Fields<'a>>> {
+fn rows<'f, 'a>(
+    all: impl Iterator<Item = &'f Fields<'a>>,
+    cgroup_rows: bool,
+) -> Vec<Vec<&'f Fields<'a>>> {
     let mut rows: Vec<Vec<&Fields>> = Vec::new();
     // Row of each place, so that grouping costs time in proportion to the lines.
     let mut row_of = rustc_hash::FxHashMap::default();
@@ -55,11 +59,12 @@ fn unit_of(f: &Fields, unit: &str) -> String {
     }
 }
 
-/// The columns of one line: an empty one for an event that did not count, as perf.
+/// The columns of one line: an empty one for an event that did not count, as perf
+/// 6.12; perf 7.2 gives such an event its metrics, `nan`.
 fn cells(row: &[&Fields]) -> Vec<Cell> {
     let mut out = Vec::new();
     for f in row {
-        if f.value.is_none() {
+        if f.value.is_none() && f.version == PerfVersion::V6_12 {
             out.push(Cell {
                 unit: String::new(),
                 value: String::new(),
@@ -67,7 +72,9 @@ fn cells(row: &[&Fields]) -> Vec<Cell> {
             continue;
         }
         // perf's own metric of the event has a column even when it cannot be worked out.
-        if let Some(unit) = super::metric::fixed_unit(f.kind) {
+        if let Some(unit) =
+            super::metric::fixed_unit(f.kind).filter(|_| f.version.builtin_metrics())
+        {
             if !f.metrics.iter().any(|m| m.unit == unit) {
                 out.push(Cell {
                     unit: unit_of(f, unit),
@@ -77,6 +84,7 @@ fn cells(row: &[&Fields]) -> Vec<Cell> {
         }
         for m in f.metrics.iter().filter(|m| m.in_metric_only()) {
             let value = match m.value.is_nan() {
+                true if f.version == PerfVersion::V7_2 => "nan".to_string(),
                 true => String::new(),
                 false => m.to_string(),
             };
@@ -96,7 +104,7 @@ fn units(row: &[&Fields], per_cpu: bool, cgroup_rows: bool) -> Vec<String> {
     let headed = |f: &&&Fields| cgroup_rows || f.cgroup.is_none_or(str::is_empty);
     let mut out = Vec::new();
     for f in row.iter().filter(headed) {
-        if per_cpu {
+        if per_cpu && f.version.builtin_metrics() {
             out.extend(super::metric::fixed_unit(f.kind).map(|u| unit_of(f, u)));
         }
         let named = f.metrics.iter().filter(|m| m.named);
@@ -113,10 +121,10 @@ impl<W: Write> Report<W> {
         header: bool,
         all: &[Fields],
     ) -> io::Result<()> {
-        let rows = rows(all, self.opts.cgroup_rows);
-        let lines: Vec<(&Fields, Vec<Cell>)> = rows.iter().map(|r| (r[0], cells(r))).collect();
+        let valued = rows(all.iter().filter(|f| self.valued(f)), self.opts.cgroup_rows);
+        let lines: Vec<(&Fields, Vec<Cell>)> = valued.iter().map(|r| (r[0], cells(r))).collect();
         if header {
-            let units = rows
+            let units = rows(all.iter(), self.opts.cgroup_rows)
                 .first()
                 .map(|r| units(r, self.opts.per_cpu, self.opts.cgroup_rows))
                 .unwrap_or_default();
@@ -202,8 +210,18 @@ fn table_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
         s.push_str(&format!(" {cg:<CGROUP_LEN$}"));
     }
     for c in cells {
-        let width = METRIC_ONLY_LEN.max(c.unit.len() + 1);
-        s.push_str(&format!("{:>width$} ", c.value));
+        match f.version {
+            // perf 6.12: a column one wider than its unit, and a space.
+            PerfVersion::V6_12 => {
+                let width = METRIC_ONLY_LEN.max(c.unit.len() + 1);
+                s.push_str(&format!("{:>width$} ", c.value));
+            }
+            // perf 7.2: as wide as its unit, nothing between.
+            PerfVersion::V7_2 => {
+                let width = METRIC_ONLY_LEN.max(c.unit.len());
+                s.push_str(&format!("{:>width$}", c.value));
+            }
+        }
     }
     s
 }
@@ -224,7 +242,8 @@ fn csv_row(ts: Option<Duration>, f: &Fields, cells: &[Cell], sep: &str) -> Strin
         }
     }
     for c in cells {
-        s.push_str(c.value.trim().trim_end_matches('%'));
+        let value = c.value.trim().trim_end_matches('%');
+        s.push_str(if value == "nan" { "" } else { value });
         s.push_str(sep);
     }
     s
@@ -238,6 +257,7 @@ fn json_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
     let metrics: Vec<String> = cells
         .iter()
         .map(|c| (c.unit.as_str(), c.value.trim().trim_end_matches('%')))
+        .map(|(u, v)| (u, if v == "nan" { "none" } else { v }))
         .filter(|(u, v)| !u.is_empty() && !v.is_empty())
         .map(|(u, v)| format!("{} : \"{v}\"", json_quote(u)))
         .collect();

@@ -140,9 +140,10 @@ pub struct Options {
     pub extra_lines: Vec<String>,
     /// Whose perf stat output to print (perf 7.2's by default).
     pub version: PerfVersion,
-    /// CPUs are counted (-a, -C): perf 7.2 has a time elapsed for CPUs_utilized only then
-    /// (elsewhere its duration_time has no CPU to be read on, and the metric is `nan`).
-    pub cpu_targets: bool,
+    /// CPUs or processes are counted (-a, -C, -p, -t), not a command: perf 7.2 has a
+    /// time elapsed for CPUs_utilized only then (for a command its duration_time has no
+    /// CPU to be read on, and the metric is `nan`).
+    pub timed_targets: bool,
     /// The events are perf 7.2's default metrics' (no -e, no -M): only those a metric is
     /// shown on are printed, and of those the machine cannot count only cycles.
     pub default_metrics: bool,
@@ -225,7 +226,7 @@ fn fields<'a>(
 ) -> Fields<'a> {
     let ev = &events[line.event];
     let scale = !opts.no_scale;
-    let named_wall_ns = match opts.version == PerfVersion::V7_2 && !opts.cpu_targets {
+    let named_wall_ns = match opts.version == PerfVersion::V7_2 && !opts.timed_targets {
         true => f64::NAN,
         false => wall_ns,
     };
@@ -394,6 +395,8 @@ impl<W: Write> Report<W> {
     /// Whether `line` is printed: every line but, of perf 7.2's default metrics' events,
     /// those no metric is shown on, and those the machine cannot count other than
     /// cycles (perf's one event it never skips), unless -v.
+    /// With --metric-only, the lines left out are there too: perf 7.2 heads a column for
+    /// every default metric (see [`Report::valued`]).
     fn printed(&self, events: &[Event], line: &Line) -> bool {
         if !self.opts.default_metrics {
             return true;
@@ -401,7 +404,18 @@ impl<W: Write> Report<W> {
         let shows_metric = self.opts.metrics.iter().any(|u| u.shown_on == line.event);
         let skippable = metric::kind(&events[line.event].attr) != metric::Kind::Cycles;
         let unsupported = line.value == Value::NotSupported;
-        shows_metric && !(skippable && unsupported && !self.opts.verbose)
+        let headed_only = self.opts.metric_only;
+        shows_metric && (headed_only || !(skippable && unsupported && !self.opts.verbose))
+    }
+
+    /// Of the lines --metric-only prints, those with values: of perf 7.2's default
+    /// metrics' events, not those the machine cannot count other than cycles, unless -v
+    /// or -A (where perf gives them `nan`).
+    fn valued(&self, f: &Fields) -> bool {
+        let skippable = f.kind != metric::Kind::Cycles;
+        let unsupported = f.status == "<not supported>";
+        let shown_anyway = self.opts.verbose || self.opts.per_cpu;
+        !(self.opts.default_metrics && skippable && unsupported && !shown_anyway)
     }
 
     fn print_extra_lines(&mut self) -> io::Result<()> {
@@ -992,7 +1006,7 @@ mod tests {
             extra_lines: Vec::new(),
             version: PerfVersion::V6_12,
             default_metrics: false,
-            cpu_targets: true,
+            timed_targets: true,
         }
     }
 

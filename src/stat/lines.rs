@@ -6,8 +6,9 @@ use anyhow::Result;
 use crate::aggr;
 use crate::counter::Counter;
 use crate::output::{Line, Place, Value};
+use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
-use crate::session::plan::{groups, Plan, Series};
+use crate::session::plan::{groups, NoSupportedEvents, Plan, Series};
 
 impl Plan {
     /// The lines of --per-socket and the like: each group's, in perf's order (group,
@@ -175,41 +176,66 @@ pub(super) enum Status {
 
 /// Each event's status once the counter is open. As the kernel does, a member of a
 /// group given another cgroup than its leader's (-G) is refused; as perf does, a
-/// group with a refused member is not read, and one whose leader was refused stops
-/// counting before it starts.
-pub(super) fn event_status(plan: &Plan, counter: &Counter) -> Result<Vec<Status>> {
-    let cgroup_of = |e: usize| {
-        plan.series
-            .iter()
-            .find(|r| r.event == e)
-            .and_then(|r| r.cgroup.clone())
-            .filter(|c| !c.is_empty() && !plan.cgroup_rows)
-    };
+/// group with a refused member is not read. A group whose leader was refused stops
+/// perf 6.12 before it counts; perf 7.2 counts the rest, the group refused whole, and
+/// stops only when nothing is left.
+pub(super) fn event_status(
+    plan: &Plan,
+    counter: &Counter,
+    version: PerfVersion,
+) -> Result<Vec<Status>> {
     let mut status: Vec<Status> = (0..plan.events.len())
         .map(|e| match counter.supported(e) {
             true => Status::Counted,
             false => Status::Refused,
         })
         .collect();
+    let mut refused_leader = None;
     for (leader, members) in groups(&plan.events) {
         for &m in &members {
-            if m != leader && cgroup_of(m).is_some() && cgroup_of(m) != cgroup_of(leader) {
+            if m != leader
+                && cgroup_of(plan, m).is_some()
+                && cgroup_of(plan, m) != cgroup_of(plan, leader)
+            {
                 status[m] = Status::Refused;
             }
         }
-        if status[leader] == Status::Refused {
-            return Err(anyhow::anyhow!(
-                "The {} event is not supported.",
-                plan.events[leader].name
-            ));
+        let lost = match status[leader] {
+            Status::Refused => Status::Refused,
+            _ if members.iter().any(|&m| status[m] == Status::Refused) => Status::Unread,
+            _ => continue,
+        };
+        if lost == Status::Refused {
+            let name = &plan.events[leader].name;
+            if version == PerfVersion::V6_12 {
+                return Err(anyhow::anyhow!("The {name} event is not supported."));
+            }
+            refused_leader.get_or_insert_with(|| name.clone());
         }
-        if members.iter().any(|&m| status[m] == Status::Refused) {
-            for &m in &members {
-                if status[m] == Status::Counted {
-                    status[m] = Status::Unread;
-                }
+        for &m in &members {
+            if status[m] == Status::Counted {
+                status[m] = lost;
             }
         }
     }
+    let none_counted = !status.is_empty() && status.iter().all(|s| *s == Status::Refused);
+    if version == PerfVersion::V7_2 && none_counted {
+        let first = plan
+            .events
+            .iter()
+            .zip(&status)
+            .find(|(_, s)| **s == Status::Refused);
+        let named = refused_leader.or_else(|| first.map(|(e, _)| e.name.clone()));
+        return Err(NoSupportedEvents(named).into());
+    }
     Ok(status)
+}
+
+/// The cgroup -G gave event `e` (None: counted system-wide, or in rows of cgroups).
+fn cgroup_of(plan: &Plan, e: usize) -> Option<String> {
+    plan.series
+        .iter()
+        .find(|r| r.event == e)
+        .and_then(|r| r.cgroup.clone())
+        .filter(|c| !c.is_empty() && !plan.cgroup_rows)
 }

@@ -201,8 +201,8 @@ fn report_options(a: &StatArgs, plan: &Plan, format: Format) -> Options {
         extra_lines: Vec::new(),
         forever: false,
         version: a.perf_version.unwrap_or_default(),
+        timed_targets: !plan.task_mode,
         // perf 7.2's default set: no events, metrics or null run asked for.
-        cpu_targets: a.cpus.all || a.cpus.list.is_some(),
         default_metrics: a.perf_version == Some(crate::perf_version::PerfVersion::V7_2)
             && a.events.list.is_empty()
             && a.metrics.is_empty()

@@ -455,7 +455,7 @@ pub(super) fn run_once(
         tasks: &[],
     };
     let mut counter = open_counter(plan, &how, &mut storage)?;
-    let status = event_status(plan, &counter);
+    let status = event_status(plan, &counter, a.version()?);
     if first && a.verbose.level > 0 {
         say_refused(a, plan, &counter, &status, io.report, io.output)?;
     }

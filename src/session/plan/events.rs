@@ -87,10 +87,33 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
     Ok(PlanEvents { events, metrics })
 }
 
+/// perf 7.2's default metrics that are not software's, each with the event it is shown
+/// on, in the order perf prints those events: what perf's metric parser decides, as
+/// perf 7.2 -v -ddd shows it. stalled_cycles_per_instruction is shown last, on a
+/// stalled-cycles-backend of its own.
+const SHOWN_ON_72: &[(&str, &str)] = &[
+    ("l1d_miss_rate", "L1-dcache-load-misses"),
+    ("l1_prefetch_miss_rate", "L1-dcache-prefetches"),
+    ("l1i_miss_rate", "L1-icache-load-misses"),
+    ("llc_miss_rate", "LLC-loads"),
+    ("branch_miss_rate", "branch-misses"),
+    ("branch_frequency", "branches"),
+    ("cycles_frequency", "cpu-cycles"),
+    ("insn_per_cycle", "instructions"),
+    ("frontend_cycles_idle", "stalled-cycles-frontend"),
+    ("backend_cycles_idle", "stalled-cycles-backend"),
+    ("dtlb_miss_rate", "dTLB-loads"),
+    ("itlb_miss_rate", "iTLB-loads"),
+];
+
+/// The metric perf 7.2 shows last, on its own copy of one of its events.
+const SHOWN_LAST_72: (&str, &str) = ("stalled_cycles_per_instruction", "stalled-cycles-backend");
+
 /// perf 7.2's default events: the operands of its default metrics (metrics::
-/// default_groups), software events first, then the others, each by name; each metric
-/// shown on the operand the fewest of them count. The output leaves out the events no
-/// metric is shown on, and those but cycles the machine cannot count.
+/// default_groups), software events first, by name, each software metric shown on the
+/// operand the fewest of them count; then the others in SHOWN_ON_72's order. The output
+/// leaves out the events no metric is shown on, and those but cycles the machine cannot
+/// count.
 fn default_metric_events(
     a: &EventRequest,
     clock: &'static str,
@@ -99,28 +122,60 @@ fn default_metric_events(
     let defs = metrics::default_groups(a.detailed);
     let mut events = Vec::new();
     let mut uses = metric_events(&defs, clock, &mut events, sysfs)?;
+    let copy = shown_on_a_copy(&mut uses, &mut events);
+    let rank_of = |i: usize| {
+        let e: &Event = &events[i];
+        let listed = SHOWN_ON_72.iter().position(|(_, on)| *on == e.name);
+        let order = match (copy == Some(i), listed) {
+            (true, _) => SHOWN_ON_72.len() + 1,
+            (false, Some(p)) => p,
+            (false, None) => SHOWN_ON_72.len(),
+        };
+        (e.attr.type_ != event::TYPE_SOFTWARE, order, e.name.clone())
+    };
     let mut sorted: Vec<usize> = (0..events.len()).collect();
-    sorted.sort_by(|&x, &y| {
-        let key = |e: &Event| (e.attr.type_ != event::TYPE_SOFTWARE, e.name.clone());
-        key(&events[x]).cmp(&key(&events[y]))
-    });
+    sorted.sort_by_key(|&i| rank_of(i));
     // rank[old index] = new index.
     let mut rank = vec![0; events.len()];
     for (new, &old) in sorted.iter().enumerate() {
         rank[old] = new;
     }
-    let events: Vec<Event> = sorted.iter().map(|&old| events[old].clone()).collect();
+    let mut events: Vec<Event> = sorted.iter().map(|&old| events[old].clone()).collect();
     for u in &mut uses {
         u.events.iter_mut().for_each(|e| *e = rank[*e]);
+        u.shown_on = rank[u.shown_on];
     }
     let order: Vec<usize> = (0..events.len()).collect();
     metrics::pick_shown_on(&mut uses, &order);
-    let mut events = events;
+    for u in &mut uses {
+        let listed = SHOWN_ON_72.iter().find(|(m, _)| *m == u.def.name);
+        if let Some(i) = listed.and_then(|(_, on)| events.iter().position(|e| e.name == *on)) {
+            u.shown_on = i;
+        }
+        if copy.is_some() && u.def.name == SHOWN_LAST_72.0 {
+            u.shown_on = events.len() - 1;
+        }
+    }
     name_events(a, &mut events, sysfs);
     Ok(PlanEvents {
         events,
         metrics: uses,
     })
+}
+
+/// SHOWN_LAST_72's metric given its own copy of its event, which it reads and is shown
+/// on: the copy's index in `events`, if the metric is counted.
+fn shown_on_a_copy(uses: &mut [metrics::Use], events: &mut Vec<Event>) -> Option<usize> {
+    let (metric, operand) = SHOWN_LAST_72;
+    let u = uses.iter_mut().find(|u| u.def.name == metric)?;
+    let slot = u
+        .events
+        .iter_mut()
+        .find(|&&mut e| events[e].name == operand)?;
+    events.push(events[*slot].clone());
+    *slot = events.len() - 1;
+    u.shown_on = *slot;
+    Some(*slot)
 }
 
 /// The names and modes perf gives the events once parsed: the PMU's name with -A;

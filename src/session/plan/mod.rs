@@ -16,6 +16,7 @@ use crate::aggr::{self, CpuTopology};
 use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::event::{self, Event, Sources};
 use crate::metrics;
+use crate::perf_version::PerfVersion;
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::sysfs::Sysfs;
 use crate::sys::{self, process, topology};
@@ -38,6 +39,23 @@ impl std::fmt::Display for NoProcess {
 }
 
 impl std::error::Error for NoProcess {}
+
+/// Nothing perf 7.2 could count: -C naming only CPUs that are not online, or every
+/// event refused (the first refused one named). perf exits 1.
+#[derive(Debug)]
+pub struct NoSupportedEvents(pub Option<String>);
+
+impl std::fmt::Display for NoSupportedEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("No supported events found.")?;
+        match &self.0 {
+            Some(refused) => write!(f, " The {refused} event is not supported."),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for NoSupportedEvents {}
 
 /// What to count, as the command line asks for it: filled by the command-line layer
 /// (cli), read by [`Plan::new`] and [`Plan::resolve`].
@@ -274,7 +292,10 @@ impl Plan {
             mut events,
             metrics,
         } = parsed;
-        let cpus = parse_cpus(t.cpus.as_deref(), machine)?;
+        let cpus = match req.events.perf_version {
+            Some(PerfVersion::V7_2) => online_among_asked(t.cpus.as_deref(), &events, machine)?,
+            _ => parse_cpus(t.cpus.as_deref(), machine)?,
+        };
         if per_cpu_target {
             for w in event::hybrid::fit_to_cpus(&mut events, &cpus, t.cpus.as_deref()) {
                 eprintln!("{w}");
@@ -369,6 +390,45 @@ fn parse_cpus(list: Option<&str>, machine: &dyn Machine) -> Result<Vec<u32>> {
         return Err(usage(format!("CPU {c} is not online (online: {online:?})")));
     }
     Ok(cpus)
+}
+
+/// perf 7.2's CPUs from -C: those online, each event warned of when some are not (as
+/// perf warns of a CPU its PMU does not cover); none online is [`NoSupportedEvents`].
+fn online_among_asked(
+    list: Option<&str>,
+    events: &[Event],
+    machine: &dyn Machine,
+) -> Result<Vec<u32>> {
+    let online = machine.online_cpus()?;
+    let Some(list) = list else {
+        return Ok(online);
+    };
+    let asked = crate::cpus::parse_list(list).map_err(|e| usage(e.to_string()))?;
+    let (counted, missing): (Vec<u32>, Vec<u32>) = asked.iter().partition(|c| online.contains(c));
+    if missing.is_empty() {
+        return Ok(counted);
+    }
+    for e in events {
+        eprintln!(
+            "WARNING: A requested CPU in '{}' is not supported by PMU '{}' (CPUs {}) for event '{}'",
+            crate::cpus::format_list(&asked),
+            pmu_of(e, machine),
+            crate::cpus::format_list(&online),
+            e.name
+        );
+    }
+    match counted.is_empty() {
+        true => Err(NoSupportedEvents(None).into()),
+        false => Ok(counted),
+    }
+}
+
+/// The PMU perf names an event's CPUs after: its tool events' own `tool`.
+fn pmu_of(e: &Event, machine: &dyn Machine) -> String {
+    match e.tool {
+        Some(_) => "tool".into(),
+        None => event::pmu_name(e.attr.type_, machine.sources()).unwrap_or_else(|| "cpu".into()),
+    }
 }
 
 /// The threads of -p's processes, or -t's threads, and the ids whose end ends counting.

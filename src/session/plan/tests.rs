@@ -168,6 +168,21 @@ fn cpu_list_names_the_cpus_as_written_and_must_be_online() {
 }
 
 #[test]
+fn perf_72s_cpu_list_counts_the_online_cpus_and_refuses_none() {
+    let as_72 = |cpus: &str| {
+        request(|r| {
+            r.targets.cpus = Some(cpus.into());
+            r.events.perf_version = Some(PerfVersion::V7_2);
+        })
+    };
+    let p = plan(&as_72("1,5")).unwrap();
+    assert_eq!(p.cpus, [1]);
+    assert_eq!(p.target, "'CPU(s) 1,5'");
+    let e = refused(&as_72("5,6"));
+    assert!(e.downcast_ref::<NoSupportedEvents>().is_some(), "{e}");
+}
+
+#[test]
 fn for_each_cgroup_gives_every_event_a_row_in_each_and_one_slot_per_cgroup() {
     let p = plan(&request(|r| {
         r.targets.all_cpus = true;
