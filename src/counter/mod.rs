@@ -91,6 +91,8 @@ pub struct Counter<'obj> {
     /// fds[event][cpu position]; None where the kernel refused the event.
     fds: Vec<Vec<Option<OwnedFd>>>,
     supported: Vec<bool>,
+    /// The errno the kernel refused each refused event with.
+    refused_with: Vec<Option<i32>>,
     user_only: Vec<bool>,
     /// Readings at start: what a read reports is counted from here.
     base: Snapshot,
@@ -141,6 +143,7 @@ impl<'obj> Counter<'obj> {
             nr_events,
             fds: opened.fds,
             supported,
+            refused_with: opened.refused_with,
             user_only: opened.user_only,
             bpf,
             shared,
@@ -154,6 +157,12 @@ impl<'obj> Counter<'obj> {
 
     pub fn supported(&self, event: usize) -> bool {
         self.supported[event]
+    }
+
+    /// The errno the kernel refused `event` with, if it did (perf words its warning
+    /// after it).
+    pub fn refused_with(&self, event: usize) -> Option<i32> {
+        self.refused_with[event]
     }
 
     /// Whether `event` counts user space only because the kernel refused more (perf's
@@ -406,6 +415,7 @@ fn event_fds<'a>(fds: &'a Fds, cpus: &[u32]) -> Vec<(usize, u32, std::os::fd::Bo
 struct Opened {
     fds: Fds,
     supported: Vec<bool>,
+    refused_with: Vec<Option<i32>>,
     user_only: Vec<bool>,
 }
 
@@ -424,6 +434,7 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
     let mut o = Opened {
         fds: Vec::with_capacity(events.len()),
         supported: Vec::with_capacity(events.len()),
+        refused_with: vec![None; events.len()],
         user_only: vec![false; events.len()],
     };
     for (i, ev) in events.iter().enumerate() {
@@ -473,6 +484,7 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
                     per_cpu.push(None)
                 }
                 Err(e) if perf_event::is_unsupported(&e) => {
+                    o.refused_with[i] = e.raw_os_error();
                     per_cpu.clear();
                     break;
                 }

@@ -140,9 +140,9 @@ pub struct Options {
     pub extra_lines: Vec<String>,
     /// Whose perf stat output to print (perf 7.2's by default).
     pub version: PerfVersion,
-    /// CPUs or processes are counted (-a, -C, -p, -t), not a command: perf 7.2 has a
-    /// time elapsed for CPUs_utilized only then (for a command its duration_time has no
-    /// CPU to be read on, and the metric is `nan`).
+    /// CPUs or processes are counted (-a, -C, -p, -t), or a command after -D's delay:
+    /// perf 7.2 has a time elapsed for CPUs_utilized only then (for a command counted
+    /// from its start its duration_time is not read, and the metric is `nan`).
     pub timed_targets: bool,
     /// The events are perf 7.2's default metrics' (no -e, no -M): only those a metric is
     /// shown on are printed, and of those the machine cannot count only cycles.
@@ -524,7 +524,9 @@ impl<W: Write> Report<W> {
             .iter()
             .filter(not_counted)
             .any(|l| leads_group(l.event));
-        if leader_not_counted && mixes_pmus(events) {
+        // perf 7.2 no longer gives this advice.
+        let advised = self.opts.version == PerfVersion::V6_12;
+        if advised && leader_not_counted && mixes_pmus(events) {
             writeln!(
                 self.out,
                 "The events in group usually have to be from the same PMU. Try reorganizing the group."

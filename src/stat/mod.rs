@@ -201,7 +201,8 @@ fn report_options(a: &StatArgs, plan: &Plan, format: Format) -> Options {
         extra_lines: Vec::new(),
         forever: false,
         version: a.perf_version.unwrap_or_default(),
-        timed_targets: !plan.task_mode,
+        // perf 7.2 reads a command's duration_time after -D's delay only.
+        timed_targets: !plan.task_mode || a.delay.is_some_and(|ms| ms > 0),
         // perf 7.2's default set: no events, metrics or null run asked for.
         default_metrics: a.perf_version == Some(crate::perf_version::PerfVersion::V7_2)
             && a.events.list.is_empty()

@@ -287,12 +287,15 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
 }
 
 /// What perf refuses about cgroups once its events are known: -G with
-/// --for-each-cgroup.
+/// --for-each-cgroup, and --for-each-cgroup with no events to copy for each (-n).
 pub fn check_cgroups(a: &StatArgs) -> Result<()> {
     if !a.event_cgroups.names.is_empty() && !a.cgroups.for_each.is_empty() {
         return Err(invalid(
             "--cgroup and --for-each-cgroup cannot be used together",
         ));
+    }
+    if a.null_run && a.events.list.is_empty() && !a.cgroups.for_each.is_empty() {
+        return Err(invalid("must define events before cgroups"));
     }
     Ok(())
 }

@@ -17,7 +17,8 @@ use super::record::PipeRecord;
 use super::tool::ToolTimes;
 use crate::cli::StatArgs;
 use crate::counter::Counter;
-use crate::output::{Line, Report, Value};
+use crate::output::{Line, Place, Report, Value};
+use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
 use crate::session::containers::ContainerNames;
 use crate::session::{open_counter, wait_until, LiveCgroups, Next, Open, Plan, Schedule, Wake};
@@ -162,6 +163,10 @@ impl Session<'_, '_> {
             .filter(|l| status[l.event] == Status::Unread)
         {
             l.value = Value::Counted(Reading::default());
+            // Nothing was read, on any CPU of its group.
+            if let Some(Place::Group { cpus, .. }) = &mut l.place {
+                *cpus = 0;
+            }
         }
         lines
     }
@@ -517,6 +522,9 @@ fn say_refused(
         .out
         .flush()
         .with_context(|| format!("cannot write to {output}"))?;
+    if a.quiet {
+        return Ok(());
+    }
     let refused = |i| {
         status
             .as_ref()
@@ -526,12 +534,34 @@ fn say_refused(
         false => plan.cgroups.len().max(1),
         true => 1,
     };
+    let version = a.version()?;
     for _ in 0..copies {
-        for (_, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
+        for (i, e) in plan.events.iter().enumerate().filter(|(i, _)| refused(*i)) {
             eprintln!("Warning:\n{} event is not supported by the kernel.", e.name);
+            if version == PerfVersion::V7_2 {
+                eprintln!("{}", why_refused_72(plan, e, counter.refused_with(i)));
+            }
         }
     }
     Ok(())
+}
+
+/// perf 7.2's words after its warning about an event refused, after the errno: an
+/// invalid argument is "invalid in per-thread mode" for a command or threads, else the
+/// system call's failure; anything else, that it is not supported.
+fn why_refused_72(plan: &Plan, e: &crate::event::Event, errno: Option<i32>) -> String {
+    let per_thread = plan.task_mode || !plan.threads.is_empty();
+    match errno {
+        Some(libc::EINVAL) if per_thread => format!(
+            "Invalid event ({}) in per-thread mode, enable system wide with '-a'.",
+            e.name
+        ),
+        Some(libc::EINVAL) => format!(
+            "The sys_perf_event_open() syscall failed for event ({}): Invalid argument\n\"dmesg | grep -i perf\" may provide additional information.",
+            e.name
+        ),
+        _ => format!("The {} event is not supported.", e.name),
+    }
 }
 
 /// How counting started: the command, a wake that came during -D's delay, and when.
