@@ -1,10 +1,12 @@
-//! The privileged counting tests on the kernels users run: Debian 12's 6.1 and its 6.12
-//! backport, booted under QEMU's TCG by tests/vm/run-x86 over this machine's own file
-//! system. The test binaries this `cargo test --release` run built (stat, shared, record,
-//! live, hostile, bpf_prog) run there as they run here, as root with BPERF_REQUIRE_PRIV=1: the
-//! same assertions against the guest kernel's own accounting. 6.1 has no bpf_rdonly_cast
-//! (every counter goes through the read helper) and both allow BPF trampolines, which
-//! this machine's kernel refuses.
+//! The privileged counting tests on the kernels users run, each Debian's, booted under
+//! QEMU's TCG by tests/vm/run-x86 over this machine's own file system: 5.10 (Debian 11),
+//! 6.1 (Debian 12), 6.12 (its backport) and 7.2 (Debian's unstable suite). The test
+//! binaries this `cargo test --release` run built (stat, shared, record, live, hostile,
+//! bpf_prog) run there as they run here, as root with BPERF_REQUIRE_PRIV=1: the same
+//! assertions against the guest kernel's own accounting. 5.10 has no bpf_loop,
+//! bpf_get_current_task_btf or bpf_rdonly_cast (the fallbacks of bperf.bpf.c run there),
+//! 6.1 no bpf_rdonly_cast (every counter goes through the read helper), and all four
+//! allow BPF trampolines, which this machine's kernel refuses.
 
 mod common;
 
@@ -179,4 +181,14 @@ fn debian_6_1() {
 #[test]
 fn debian_6_12() {
     counting_tests_pass_on("6.12", &[]);
+}
+
+#[test]
+fn debian_5_10() {
+    counting_tests_pass_on("5.10", &[]);
+}
+
+#[test]
+fn debian_7_2() {
+    counting_tests_pass_on("7.2", &[]);
 }

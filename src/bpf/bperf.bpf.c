@@ -169,6 +169,16 @@ struct charge_entry {
 #define CACHE_SETS (1 << CACHE_SET_BITS)
 #define CACHE_WAYS 2
 
+/* One reading being taken: what read_event needs to know, and what it read. */
+struct read_args {
+	__u64 dt;    /* time since this CPU's last reading */
+	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
+	__u32 rq_clock_fresh; /* now is the run queue clock as __schedule() left it, with
+		      * interrupts off, so the clocks can be worked out from it */
+	__u64 charged_share; /* the share of what was counted to charge now (see account) */
+	struct bperf_reading v;
+};
+
 /* What one CPU is charging right now. */
 struct cpu_state {
 	__u64 task;              /* the task_struct it runs, as far as the program saw; 0
@@ -192,6 +202,7 @@ struct cpu_state {
 	__u64 unwoken;           /* bytes this CPU sent since it last woke the ring's reader */
 	__u64 sent;              /* slices this CPU sent or tried to: written, or in slices_lost */
 	struct bperf_slice slice; /* the slice being sent: who ran, then what was counted */
+	struct read_args args;   /* the reading account() takes */
 };
 
 struct {
@@ -200,6 +211,13 @@ struct {
 	__type(value, struct cpu_state);
 	__uint(max_entries, 1);
 } cpu_state SEC(".maps");
+
+static __always_inline struct cpu_state *this_cpu_state(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpu_state, &zero);
+}
 
 /* The cgroup of a task (its css_set @css) in the hierarchy that holds the perf_event
  * controller. Plain loads: callers hold BTF pointers. */
@@ -248,16 +266,36 @@ static long resolve_level(__u32 i, struct resolve_ctx *ctx)
 
 /* bpf_loop's limit on iterations. */
 #define MAX_LOOPS (1 << 23)
+/* Levels walked without bpf_loop: a loop the verifier checks iteration by iteration. */
+#define BOUNDED_LEVELS 64
 
-/* Fill @charge with the slots of @cg and of its monitored ancestors, at every level up
- * to the root. */
-static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *charge)
+/* resolve() without bpf_loop: the first BOUNDED_LEVELS levels from @ctx->cg up. A
+ * function of its own, so that the verifier walks the loop once per caller. */
+static __noinline void resolve_bounded(struct resolve_ctx *ctx, __u32 levels)
+{
+	for (__u32 i = 0; i < BOUNDED_LEVELS; i++) {
+		if (i >= levels || resolve_level(i, ctx))
+			break;
+	}
+}
+
+/*
+ * Fill @charge with the slots of @cg and of its monitored ancestors, at every level up
+ * to the root; up to BOUNDED_LEVELS levels if @bounded. Every hook comes in two
+ * programs, one with bpf_loop and one @bounded for kernels without it (before 5.17),
+ * and userspace loads one of them: a kernel that has no bpf_loop refuses a program that
+ * so much as names a callback, even where it cannot run.
+ */
+static __always_inline void resolve(struct cgroup *cg, struct bperf_charge *charge, bool bounded)
 {
 	struct resolve_ctx ctx = { .cg = cg, .charge = charge };
 	__u32 levels = cg->level + 1;
 
 	charge->nr = 0;
-	bpf_loop(levels < MAX_LOOPS ? levels : MAX_LOOPS, resolve_level, &ctx, 0);
+	if (!bounded)
+		bpf_loop(levels < MAX_LOOPS ? levels : MAX_LOOPS, resolve_level, &ctx, 0);
+	else
+		resolve_bounded(&ctx, levels);
 }
 
 /* Events read with plain loads, one bit each. The loads go through the bpf_rdonly_cast
@@ -353,16 +391,6 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	 * __schedule() skipped its update). */
 	return since > 0 ? count + since : count;
 }
-
-/* One reading being taken: what read_event needs to know, and what it read. */
-struct read_args {
-	__u64 dt;    /* time since this CPU's last reading */
-	__u64 now;   /* this CPU's clock (see cpu_clock_now) */
-	__u32 rq_clock_fresh; /* now is the run queue clock as __schedule() left it, with
-		      * interrupts off, so the clocks can be worked out from it */
-	__u64 charged_share; /* the share of what was counted to charge now (see account) */
-	struct bperf_reading v;
-};
 
 /*
  * Read event @i on this CPU into @a->v.
@@ -468,16 +496,20 @@ static __always_inline __u64 fraction(__u64 n, __u64 d)
 
 /*
  * Read event @i and charge what it counted since the last reading (the share
- * @a->charged_share of it) to the slots being charged. Returns 1 if it counted anything.
- * A global function, so that the verifier checks it once for any event rather than every
- * event's branches and charge loop separately in every program.
+ * charged_share of it, in this CPU's st->args) to the slots being charged. Returns 1 if
+ * it counted anything. A global function, so that the verifier checks it once for any
+ * event rather than every event's branches and charge loop separately in every program;
+ * its arguments are numbers, as Linux before 5.12 requires of a global function's.
  */
-__noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
+__noinline int account_event(__u32 i)
 {
+	struct cpu_state *st = this_cpu_state();
+	struct read_args *a;
 	struct bperf_reading d;
 
-	if (!st || !a || i >= BPERF_MAX_EVENTS)
+	if (!st || i >= BPERF_MAX_EVENTS)
 		return 0;
+	a = &st->args;
 	/* Bounded for the verifier on every copy clang makes of it: an and clang cannot
 	 * drop, though it knows the bound. */
 	asm volatile("%[i] &= %[max]" : [i] "+r"(i) : [max] "i"(BPERF_MAX_EVENTS - 1));
@@ -523,20 +555,23 @@ __noinline int account_event(struct cpu_state *st, __u32 i, struct read_args *a)
  * charged. Exact for the clocks; an estimate for the rest. A CPU's first reading is a
  * baseline, charged to nobody, and never split.
  */
-__noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __u64 tail_ns)
+__noinline int account(__u64 now, __u32 rq_clock_fresh, __u64 tail_ns)
 {
-	struct read_args a = { .now = now, .rq_clock_fresh = rq_clock_fresh, .charged_share = ALL };
+	struct cpu_state *st = this_cpu_state();
+	struct read_args *a;
 	__u64 charged;
 	int counted = 0;
 
 	if (!st)
 		return 0;
+	a = &st->args;
+	*a = (struct read_args){ .now = now, .rq_clock_fresh = rq_clock_fresh, .charged_share = ALL };
 	/* A stale run queue clock can be behind the last reading: time never runs back. */
 	if (now > st->last)
-		a.dt = now - st->last;
+		a->dt = now - st->last;
 	if (tail_ns && st->last)
-		a.charged_share = fraction(tail_ns < a.dt ? a.dt - tail_ns : 0, a.dt);
-	charged = a.charged_share == ALL ? a.dt : scaled(a.dt, a.charged_share);
+		a->charged_share = fraction(tail_ns < a->dt ? a->dt - tail_ns : 0, a->dt);
+	charged = a->charged_share == ALL ? a->dt : scaled(a->dt, a->charged_share);
 	if (record_slices) {
 		st->slice.start = st->last;
 		st->slice.length = charged;
@@ -545,7 +580,7 @@ __noinline int account(struct cpu_state *st, __u64 now, __u32 rq_clock_fresh, __
 	for (__u32 i = 0; i < BPERF_MAX_EVENTS; i++) {
 		if (i >= NR_EVENTS)
 			break;
-		counted |= account_event(st, i, &a);
+		counted |= account_event(i);
 	}
 	return record_slices && st->charge.nr && (charged || counted) &&
 	       st->recording == RECORD_OPENING;
@@ -605,7 +640,8 @@ static __always_inline void open_slice(struct cpu_state *st, struct task_struct 
 }
 
 /* The charge list of cgroup @cg (id @id): from this CPU's cache, or worked out and cached. */
-static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, struct cgroup *cg, __u64 id)
+static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, struct cgroup *cg, __u64 id,
+						     bool bounded)
 {
 	__u32 set = (id * 0x9E3779B97F4A7C15ULL) >> (64 - CACHE_SET_BITS);
 	struct charge_entry *e;
@@ -621,7 +657,7 @@ static __always_inline struct bperf_charge *charge_of(struct cpu_state *st, stru
 	 * take turns on a CPU never evict each other. */
 	if (e->cgid == st->cgid)
 		e = &st->cache[set][1];
-	resolve(cg, &e->charge);
+	resolve(cg, &e->charge, bounded);
 	e->cgid = id;
 	return &e->charge;
 }
@@ -738,7 +774,7 @@ static __always_inline void forget_charges(struct cpu_state *st)
  * so far, or the share of its last @tail_ns to @task's. @now, @rq_clock_fresh: see
  * struct read_args. */
 static __always_inline void charge_task(struct cpu_state *st, struct task_struct *task,
-					__u64 now, bool rq_clock_fresh, __u64 tail_ns)
+					__u64 now, bool rq_clock_fresh, __u64 tail_ns, bool bounded)
 {
 	struct bperf_charge *charge;
 	struct cgroup *cg;
@@ -760,7 +796,7 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 		return;
 	if (stale)
 		forget_charges(st);
-	charge = charge_of(st, cg, id);
+	charge = charge_of(st, cg, id, bounded);
 	if (!charge)
 		return;
 	old_procs = st->ptgid || st->ptid;
@@ -777,13 +813,13 @@ static __always_inline void charge_task(struct cpu_state *st, struct task_struct
 	 * woken, but its task-clock does not: the clocks are then read by the helper. */
 	if (old_procs || tgid || tid)
 		rq_clock_fresh = false;
-	if (account(st, now, rq_clock_fresh, tail_ns))
+	if (account(now, rq_clock_fresh, tail_ns))
 		send_slice(st, 0);
 	copy_charge(&st->charge, charge);
 	append_proc(&st->charge, &proc_tgid, tgid);
 	append_proc(&st->charge, &proc_tid, tid);
 	open_slice(st, task, id);
-	if (tail_ns && account(st, now, rq_clock_fresh, 0))
+	if (tail_ns && account(now, rq_clock_fresh, 0))
 		send_slice(st, 0);
 }
 
@@ -826,20 +862,22 @@ static __always_inline bool track_task(struct cpu_state *st, struct task_struct 
  * then @prev's, the time before stays with the cgroup being charged.
  */
 static __always_inline void settle_task_switch(struct cpu_state *st, struct task_struct *prev,
-				      struct task_struct *next, struct rq *rq, __u64 now, bool rq_clock_fresh)
+				      struct task_struct *next, struct rq *rq, __u64 now, bool rq_clock_fresh,
+				      bool bounded)
 {
 	if (track_task(st, prev, next))
-		charge_task(st, prev, now, rq_clock_fresh, running_for(prev, rq));
-	charge_task(st, next, now, rq_clock_fresh, 0);
+		charge_task(st, prev, now, rq_clock_fresh, running_for(prev, rq), bounded);
+	charge_task(st, next, now, rq_clock_fresh, 0, bounded);
 }
 
 /* @task, current on this CPU (run queue @rq), has been running and goes on: settle and
  * charge its cgroup from @now on (after it moved itself, or before a read). If the
  * switch to it was not seen, its time since it arrived is its own (see settle_task_switch). */
 static __always_inline void settle_current_task(struct cpu_state *st, struct task_struct *task,
-						struct rq *rq, __u64 now)
+						struct rq *rq, __u64 now, bool bounded)
 {
-	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0);
+	charge_task(st, task, now, false, track_task(st, task, task) ? running_for(task, rq) : 0,
+		    bounded);
 }
 
 /*
@@ -857,16 +895,14 @@ static __always_inline struct task_struct *untrusted(struct task_struct *t)
 	return cast_tasks ? bpf_core_cast(t, struct task_struct) : t;
 }
 
-static __always_inline struct cpu_state *this_cpu_state(void)
+/* The task running on this CPU, outside sched_switch. */
+static __always_inline struct task_struct *this_task(void)
 {
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&cpu_state, &zero);
+	return untrusted(bpf_get_current_task_btf());
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
-	     struct task_struct *next_task)
+static __always_inline int on_switch(struct task_struct *prev_task, struct task_struct *next_task,
+				     bool bounded)
 {
 	struct task_struct *prev = untrusted(prev_task), *next = untrusted(next_task);
 	struct cpu_state *st = this_cpu_state();
@@ -876,8 +912,27 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
 	if (!st)
 		return 0;
 	take_switches(st, rq);
-	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now);
+	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now, bounded);
 	return 0;
+}
+
+/*
+ * Each hook comes in two or three programs, of which userspace loads one: NAME, with
+ * bpf_loop; NAME_bounded, without it (before Linux 5.17, see resolve); NAME_old, without
+ * it and without bpf_get_current_task_btf either (before 5.11): there the current task
+ * is known only as a tracepoint's argument.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(prev, next, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(bperf_on_switch_bounded, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	return on_switch(prev, next, true);
 }
 
 /*
@@ -886,12 +941,12 @@ int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev_task,
  * once it has done the rest of its work.
  */
 static __always_inline void settle_busy(struct cpu_state *st, struct task_struct *task,
-					struct rq *rq, __u64 now)
+					struct rq *rq, __u64 now, bool bounded)
 {
 	st->busy = 1;
 	asm volatile("" ::: "memory");
 	take_switches(st, rq);
-	settle_current_task(st, task, rq, now);
+	settle_current_task(st, task, rq, now, bounded);
 	asm volatile("" ::: "memory");
 }
 
@@ -901,18 +956,40 @@ static __always_inline void settle_busy(struct cpu_state *st, struct task_struct
  * (If the switch to it was not seen, all of its time since it arrived goes to the new
  * one: the move is already done.)
  */
-SEC("tp_btf/cgroup_attach_task")
-int BPF_PROG(bperf_on_attach)
+static __always_inline int on_attach(struct task_struct *task, bool bounded)
 {
 	struct cpu_state *st = this_cpu_state();
-	struct task_struct *task = untrusted(bpf_get_current_task_btf());
 	struct rq *rq = task_rq(task);
 
 	if (!st)
 		return 0;
-	settle_busy(st, task, rq, cpu_clock_now(rq));
+	settle_busy(st, task, rq, cpu_clock_now(rq), bounded);
 	st->busy = 0;
 	return 0;
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(bperf_on_attach)
+{
+	return on_attach(this_task(), false);
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(bperf_on_attach_bounded)
+{
+	return on_attach(this_task(), true);
+}
+
+/* The task moved, if it moved itself (as @task_arg): a task moved by another is
+ * charged to its old cgroup until it is switched out. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(bperf_on_attach_old, struct cgroup *dst, const char *path, struct task_struct *task_arg)
+{
+	struct task_struct *task = untrusted(task_arg);
+
+	if ((__u64)task != bpf_get_current_task())
+		return 0;
+	return on_attach(task, true);
 }
 
 /*
@@ -921,18 +998,16 @@ int BPF_PROG(bperf_on_attach)
  * old name and what runs after it has the new one. Fires in the task's context, after
  * the exec.
  */
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(bperf_on_exec)
+static __always_inline int on_exec(struct task_struct *task, bool bounded)
 {
 	struct cpu_state *st = this_cpu_state();
-	struct task_struct *task = untrusted(bpf_get_current_task_btf());
 	struct rq *rq = task_rq(task);
 	__u64 now = cpu_clock_now(rq);
 
 	if (!st)
 		return 0;
-	settle_busy(st, task, rq, now);
-	if (account(st, now, false, 0))
+	settle_busy(st, task, rq, now, bounded);
+	if (account(now, false, 0))
 		send_slice(st, BPERF_SLICE_CUT);
 	if (st->owner == (__u64)task)
 		open_slice(st, task, st->cgid);
@@ -941,12 +1016,29 @@ int BPF_PROG(bperf_on_exec)
 	return 0;
 }
 
-/* Run by userspace on each CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU) before a read. */
-SEC("raw_tp")
-int bperf_flush(void *ctx)
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(bperf_on_exec)
+{
+	return on_exec(this_task(), false);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(bperf_on_exec_bounded)
+{
+	return on_exec(this_task(), true);
+}
+
+/* The task that ran exec is the tracepoint's first argument. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(bperf_on_exec_old, struct task_struct *task)
+{
+	return on_exec(untrusted(task), true);
+}
+
+/* Bring this CPU's counts up to now; @task is current. */
+static __always_inline int flush(struct task_struct *task, bool bounded)
 {
 	struct cpu_state *st = this_cpu_state();
-	struct task_struct *task = untrusted(bpf_get_current_task_btf());
 	struct rq *rq = task_rq(task);
 	__u64 now = cpu_clock_now(rq);
 
@@ -958,8 +1050,42 @@ int bperf_flush(void *ctx)
 		find_events(st, bpf_get_smp_processor_id());
 	take_switches(st, rq);
 	/* On a first look at this CPU, nothing before now is anybody's. */
-	settle_current_task(st, task, rq, now);
-	if (account(st, now, false, 0))
+	settle_current_task(st, task, rq, now, bounded);
+	if (account(now, false, 0))
+		send_slice(st, BPERF_SLICE_CUT);
+	if (record_slices && record_phase > st->recording)
+		st->recording = record_phase;
+	return 0;
+}
+
+/* Run by userspace on each CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU) before a read. */
+SEC("raw_tp")
+int bperf_flush(void *ctx)
+{
+	return flush(this_task(), false);
+}
+
+SEC("raw_tp")
+int bperf_flush_bounded(void *ctx)
+{
+	return flush(this_task(), true);
+}
+
+/*
+ * bperf_flush without the current task: charges what was counted since the last reading
+ * to what this CPU charges, with times from ktime (userspace sets use_ktime). A task
+ * the CPU has not seen switched in is charged from its first switch on: userspace has
+ * each CPU switch to one of its threads first (see visit_cpus in src/bpf/mod.rs).
+ */
+SEC("raw_tp")
+int bperf_flush_old(void *ctx)
+{
+	struct cpu_state *st = this_cpu_state();
+	__u64 now = cpu_clock_now(0);
+
+	if (!st || st->busy)
+		return 0;
+	if (account(now, false, 0))
 		send_slice(st, BPERF_SLICE_CUT);
 	if (record_slices && record_phase > st->recording)
 		st->recording = record_phase;
@@ -985,9 +1111,11 @@ static __always_inline void inherit(void *map, __u32 parent, __u32 child)
 	c.inherit = p->inherit;
 	if (bpf_map_update_elem(map, &child, &c, BPF_ANY))
 		return;
+	/* Only this task's fork and free change its bit: adding it when clear sets it. An
+	 * atomic add, where an atomic or needs Linux 5.12. */
 	w = bpf_map_lookup_elem(&tracked, &word);
-	if (w)
-		__sync_fetch_and_or(w, 1ULL << (child & 63));
+	if (w && !(*w & (1ULL << (child & 63))))
+		__sync_fetch_and_add(w, 1ULL << (child & 63));
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -1020,8 +1148,9 @@ int BPF_PROG(bperf_on_free, struct task_struct *task_ptr)
 		bpf_map_delete_elem(&proc_tgid, &pid);
 	if (bpf_map_lookup_elem(&proc_tid, &pid) || bpf_map_lookup_elem(&proc_tgid, &pid))
 		return 0;
+	/* Cleared by subtracting it when set (see inherit). */
 	w = bpf_map_lookup_elem(&tracked, &word);
-	if (w)
-		__sync_fetch_and_and(w, ~(1ULL << (pid & 63)));
+	if (w && (*w & (1ULL << (pid & 63))))
+		__sync_fetch_and_add(w, -(1ULL << (pid & 63)));
 	return 0;
 }

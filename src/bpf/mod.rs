@@ -35,7 +35,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use anyhow::{bail, Context, Result};
-use libbpf_rs::libbpf_sys::{BPF_FUNC_loop, BPF_F_TEST_RUN_ON_CPU};
+use libbpf_rs::libbpf_sys::{BPF_FUNC_get_current_task_btf, BPF_FUNC_loop, BPF_F_TEST_RUN_ON_CPU};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramInput, ProgramType};
 use memmap2::{Mmap, MmapOptions};
@@ -136,6 +136,8 @@ pub struct Bpf<'obj> {
     skel: BperfSkel<'obj>,
     counts: Counts,
     nr_slots: usize,
+    /// Which programs were loaded.
+    variant: Variant,
 }
 
 /// The BPF `counts` array, mapped read-only: (cpu * nr_slots + slot) * nr_events + event.
@@ -172,32 +174,162 @@ fn check_kernel() -> Result<()> {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux): bperf needs a kernel built with CONFIG_DEBUG_INFO_BTF");
     }
-    if !ProgramType::RawTracepoint
-        .is_helper_supported(BPF_FUNC_loop)
+    Ok(())
+}
+
+/// BPERF_LINUX_5_10=1: every switch takes the path it takes on Linux 5.10 (no bpf_loop,
+/// no bpf_rdonly_cast), whatever this kernel has, so that the tests and the benchmark
+/// run it on newer kernels too. (The programs that find the current task through the
+/// run queue, for 5.10's lack of bpf_get_current_task_btf, run outside switches only,
+/// and need a kernel whose kallsyms list its variables: they are not forced.)
+pub fn as_linux_5_10() -> bool {
+    std::env::var_os("BPERF_LINUX_5_10").is_some_and(|v| v == "1")
+}
+
+/// Does the kernel have BPF helper `helper` (probed by loading a program that calls it)?
+/// Yes where the probe cannot tell: the load then says what is missing.
+fn has_helper(helper: u32) -> bool {
+    ProgramType::RawTracepoint
+        .is_helper_supported(helper)
         .unwrap_or(true)
-    {
-        bail!("this kernel has no bpf_loop helper: bperf needs Linux >= 5.17");
+}
+
+/// Which of each hook's programs the kernel can load (see on_switch in bperf.bpf.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// NAME: with bpf_loop (Linux 5.17).
+    Loop,
+    /// NAME_bounded: cgroups walked by a bounded loop, up to 64 levels.
+    Bounded,
+    /// NAME_old: bounded, and without bpf_get_current_task_btf (before 5.11): the
+    /// current task only from tracepoints' arguments, times from ktime (the read
+    /// helper's path, BPERF_READ_HELPER=1), and each CPU visited before its first read
+    /// (see visit_cpus).
+    Old,
+}
+
+impl Variant {
+    /// This kernel's, from probes of its helpers.
+    pub fn of_this_kernel() -> Variant {
+        if has_helper(BPF_FUNC_loop) && !as_linux_5_10() {
+            Variant::Loop
+        } else if has_helper(BPF_FUNC_get_current_task_btf) {
+            Variant::Bounded
+        } else {
+            Variant::Old
+        }
+    }
+
+    /// Of (the variant's program, the others) of one hook.
+    pub(crate) fn pick<T>(self, plain: T, bounded: T, rq: T) -> (T, [T; 2]) {
+        match self {
+            Variant::Loop => (plain, [bounded, rq]),
+            Variant::Bounded => (bounded, [plain, rq]),
+            Variant::Old => (rq, [plain, bounded]),
+        }
+    }
+}
+
+/// Loads the variant's programs of each hook and none of the others; the exec hook's
+/// only if `exec`.
+fn choose_programs(progs: &mut skel::OpenBperfProgs, variant: Variant, exec: bool) {
+    let p = progs;
+    // The switch hook has no _old program: it is handed its tasks.
+    let (switch, _) = variant.pick(0, 1, 1);
+    p.bperf_on_switch.set_autoload(switch == 0);
+    p.bperf_on_switch_bounded.set_autoload(switch == 1);
+    for (on, [off1, off2]) in [
+        variant.pick(
+            &mut p.bperf_on_attach,
+            &mut p.bperf_on_attach_bounded,
+            &mut p.bperf_on_attach_old,
+        ),
+        variant.pick(
+            &mut p.bperf_flush,
+            &mut p.bperf_flush_bounded,
+            &mut p.bperf_flush_old,
+        ),
+    ] {
+        on.set_autoload(true);
+        off1.set_autoload(false);
+        off2.set_autoload(false);
+    }
+    let (on, [off1, off2]) = variant.pick(
+        &mut p.bperf_on_exec,
+        &mut p.bperf_on_exec_bounded,
+        &mut p.bperf_on_exec_old,
+    );
+    on.set_autoload(exec);
+    off1.set_autoload(false);
+    off2.set_autoload(false);
+}
+
+/// The loaded programs of `variant`: (switch, cgroup move, exec, flush).
+pub(crate) fn hooks<'a, 'obj>(
+    progs: &'a skel::BperfProgs<'obj>,
+    variant: Variant,
+) -> [&'a libbpf_rs::ProgramMut<'obj>; 4] {
+    let p = progs;
+    let (switch, _) = variant.pick(
+        &p.bperf_on_switch,
+        &p.bperf_on_switch_bounded,
+        &p.bperf_on_switch_bounded,
+    );
+    let (attach, _) = variant.pick(
+        &p.bperf_on_attach,
+        &p.bperf_on_attach_bounded,
+        &p.bperf_on_attach_old,
+    );
+    let (exec, _) = variant.pick(
+        &p.bperf_on_exec,
+        &p.bperf_on_exec_bounded,
+        &p.bperf_on_exec_old,
+    );
+    let (flush, _) = variant.pick(&p.bperf_flush, &p.bperf_flush_bounded, &p.bperf_flush_old);
+    [switch, attach, exec, flush]
+}
+
+/// Before Linux 5.11 (Variant::Old) a flush cannot tell which task runs on its CPU:
+/// each CPU learns it from sched_switch. This thread is switched in on each of `cpus`
+/// in turn (moved there by its affinity), so that each knows what it runs from now on,
+/// then may run where it could before. A CPU it may not run on learns at its next switch.
+pub(crate) fn visit_cpus(cpus: &[u32]) -> Result<()> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is plain data; the calls read and write only the sets given.
+    unsafe {
+        let mut before: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut before) != 0 {
+            return Err(std::io::Error::last_os_error()).context("reading this thread's CPUs");
+        }
+        for &cpu in cpus
+            .iter()
+            .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
+        {
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut one);
+            libc::sched_setaffinity(0, size, &one);
+        }
+        if libc::sched_setaffinity(0, size, &before) != 0 {
+            return Err(std::io::Error::last_os_error()).context("restoring this thread's CPUs");
+        }
     }
     Ok(())
 }
 
-/// Attaches the programs `config` needs: the switch and cgroup-move ones always, the
-/// exec one for recordings, the fork and free ones where tasks are tracked.
-fn attach(skel: &BperfSkel, config: &Config) -> Result<Vec<Link>> {
+/// Attaches the programs `config` needs, of `variant`: the switch and cgroup-move ones
+/// always, the exec one for recordings, the fork and free ones where tasks are tracked.
+fn attach(skel: &BperfSkel, config: &Config, variant: Variant) -> Result<Vec<Link>> {
+    let progs = &skel.progs;
+    let [on_switch, on_attach, on_exec, _] = hooks(progs, variant);
     let mut links = vec![
-        skel.progs
-            .bperf_on_switch
-            .attach()
-            .context("attaching to sched_switch")?,
-        skel.progs
-            .bperf_on_attach
+        on_switch.attach().context("attaching to sched_switch")?,
+        on_attach
             .attach()
             .context("attaching to cgroup_attach_task")?,
     ];
     if config.slice_ring.is_some() {
         links.push(
-            skel.progs
-                .bperf_on_exec
+            on_exec
                 .attach()
                 .context("attaching to sched_process_exec")?,
         );
@@ -237,7 +369,8 @@ impl<'obj> Bpf<'obj> {
         if counts_len > u32::MAX as usize / 2 {
             bail!("too many cgroups x events x CPUs to count ({counts_len})");
         }
-        let skel = open_and_load(config, nr_possible, counts_len, storage)?;
+        let variant = Variant::of_this_kernel();
+        let skel = open_and_load(config, nr_possible, counts_len, variant, storage)?;
         debug_assert!(!config.shared);
         for &(event, cpu, fd) in fds {
             let key = (event * nr_possible + cpu as usize) as u32;
@@ -256,12 +389,13 @@ impl<'obj> Bpf<'obj> {
         }
         fill_tasks(&skel, config.tasks)?;
         let counts = Counts::new(skel.maps.counts.as_fd(), counts_len)?;
-        let links = attach(&skel, config)?;
+        let links = attach(&skel, config, variant)?;
         let mut bpf = Bpf {
             _links: links,
             skel,
             counts,
             nr_slots,
+            variant,
         };
         if !config.tasks.is_empty() {
             let bss = bpf.bss();
@@ -269,6 +403,9 @@ impl<'obj> Bpf<'obj> {
             unsafe {
                 std::ptr::addr_of_mut!(bss.live.nr_procs).write_volatile(config.tasks.len() as u32)
             };
+        }
+        if variant == Variant::Old {
+            visit_cpus(config.cpus)?;
         }
         // The first flush on each CPU sets its baseline; nothing before it is charged.
         bpf.flush(config.cpus)?;
@@ -317,13 +454,12 @@ impl<'obj> Bpf<'obj> {
     // ProgramInput is non-exhaustive: it cannot be built with a struct literal.
     #[allow(clippy::field_reassign_with_default)]
     fn flush(&self, cpus: &[u32]) -> Result<()> {
+        let [.., program] = hooks(&self.skel.progs, self.variant);
         for &cpu in cpus {
             let mut input = ProgramInput::default();
             input.cpu = cpu;
             input.flags = BPF_F_TEST_RUN_ON_CPU;
-            self.skel
-                .progs
-                .bperf_flush
+            program
                 .test_run(input)
                 .with_context(|| format!("flushing counts on CPU {cpu}"))?;
         }
@@ -442,6 +578,7 @@ fn open_and_load<'obj>(
     config: &Config,
     nr_possible: usize,
     counts_len: usize,
+    variant: Variant,
     storage: &'obj mut MaybeUninit<OpenObject>,
 ) -> Result<BperfSkel<'obj>> {
     let mut open = BperfSkelBuilder::default()
@@ -478,10 +615,8 @@ fn open_and_load<'obj>(
             .reuse_fd(ring.fd())
             .context("using the ring buffer")?;
     }
-    if config.slice_ring.is_none() {
-        // Only a recording's slices are cut at an exec.
-        open.progs.bperf_on_exec.set_autoload(false);
-    }
+    // Only a recording's slices are cut at an exec.
+    choose_programs(&mut open.progs, variant, config.slice_ring.is_some());
     ro.track_tasks = !config.tasks.is_empty();
     if config.shared {
         shared::size_maps(&mut open.maps)?;

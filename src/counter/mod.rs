@@ -663,10 +663,13 @@ struct ReadPath {
 
 impl ReadPath {
     fn of_this_kernel() -> ReadPath {
-        let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1");
+        // Before Linux 5.11 the BPF side cannot time with the run queue's clock
+        // (Variant::Old).
+        let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1")
+            || crate::bpf::Variant::of_this_kernel() == crate::bpf::Variant::Old;
         let kernel = sys::KernelFeatures::probe();
         ReadPath {
-            loads: !helper_only && kernel.rdonly_cast,
+            loads: !helper_only && kernel.rdonly_cast && !crate::bpf::as_linux_5_10(),
             helper_only,
             run_queue: kernel.cfs_rq_rq,
         }

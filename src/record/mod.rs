@@ -264,7 +264,9 @@ fn header(
         supported: supported.to_vec(),
         cgroups,
         cpus: plan.cpus.clone(),
-        clock: match std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1") {
+        clock: match std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1")
+            || crate::bpf::Variant::of_this_kernel() == crate::bpf::Variant::Old
+        {
             true => "ktime".into(),
             false => "sched_clock".into(),
         },

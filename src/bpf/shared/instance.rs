@@ -17,7 +17,7 @@ use super::registry::{Registry, REGISTRY_VERSION};
 use super::{EVENTS, SLOTS};
 use crate::bpf::skel::types::{bperf_live, bperf_proc};
 use crate::bpf::skel::OpenBperfMaps;
-use crate::bpf::{check_kernel, open_and_load, Config, Counts};
+use crate::bpf::{check_kernel, hooks, open_and_load, visit_cpus, Config, Counts, Variant};
 use crate::reading::Reading;
 
 /// Process and thread ids tracked at once, inherited children included.
@@ -250,7 +250,8 @@ pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
     let mut storage = MaybeUninit::uninit();
     let counts_len = nr_possible * SLOTS * EVENTS;
-    let mut skel = open_and_load(config, nr_possible, counts_len, &mut storage)?;
+    let variant = Variant::of_this_kernel();
+    let mut skel = open_and_load(config, nr_possible, counts_len, variant, &mut storage)?;
     let pin = |what: &str, r: libbpf_rs::Result<()>| {
         r.with_context(|| format!("pinning {what} in {}", dir.display()))
     };
@@ -265,17 +266,27 @@ pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     if let Some(bss) = m.bss_data.as_deref_mut() {
         bss.live.slots_gen = 1;
     }
-    pin("flush", skel.progs.bperf_flush.pin(dir.join("flush")))?;
-    let p = &skel.progs;
+    let p = &mut skel.progs;
+    let (flush, _) = variant.pick(
+        &mut p.bperf_flush,
+        &mut p.bperf_flush_bounded,
+        &mut p.bperf_flush_old,
+    );
+    pin("flush", flush.pin(dir.join("flush")))?;
+    let [on_switch, on_attach, ..] = hooks(p, variant);
     let links = [
-        p.bperf_on_switch.attach(),
-        p.bperf_on_attach.attach(),
+        on_switch.attach(),
+        on_attach.attach(),
         p.bperf_on_fork.attach(),
         p.bperf_on_free.attach(),
     ];
     for (name, link) in LINKS.iter().zip(links) {
         let mut link = link.with_context(|| format!("attaching {name}"))?;
         pin(name, link.pin(dir.join(name)))?;
+    }
+    if variant == Variant::Old {
+        let cpus: Vec<u32> = (0..nr_possible as u32).collect();
+        visit_cpus(&cpus)?;
     }
     let opts = libbpf_sys::bpf_map_create_opts {
         sz: size_of::<libbpf_sys::bpf_map_create_opts>() as _,
