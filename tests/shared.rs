@@ -506,6 +506,10 @@ fn mount_bpffs(source: &str) {
         st.success(),
         "cannot mount a BPF file system at /sys/fs/bpf"
     );
+    // As bperf marks its own (before 5.11 the kernel shows every source as `none`).
+    if source == "bperf" {
+        std::fs::create_dir("/sys/fs/bpf/bperf-mounted-this").unwrap();
+    }
 }
 
 /// The sources of the file systems mounted at /sys/fs/bpf, the one on top last.
@@ -552,9 +556,17 @@ fn the_bpf_file_system_is_unmounted_only_when_bperf_mounted_it() {
     while bpffs_sources().len() > before.len() {
         let _ = Command::new("umount").args(["-l", "/sys/fs/bpf"]).status();
     }
-    assert_eq!(after_bperfs, before, "bperf's own mount was left");
-    let others = [before.as_slice(), &["bpf".to_string()]].concat();
-    assert_eq!(after_others, others, "another's mount was undone");
+    // By number: before 5.11 the kernel shows every source as `none`.
+    assert_eq!(
+        after_bperfs.len(),
+        before.len(),
+        "bperf's own mount was left: {after_bperfs:?}, before {before:?}"
+    );
+    assert_eq!(
+        after_others.len(),
+        before.len() + 1,
+        "another's mount was undone: {after_others:?}, before {before:?}"
+    );
 }
 
 /// The keeper killed first, then every session with SIGKILL: a living session starts a

@@ -12,7 +12,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ProgramHandle};
 use memmap2::{MmapMut, MmapOptions};
 
-use super::lock::{mounted_by_bperf, BPFFS};
+use super::lock::{mounted_by_bperf, BPFFS, MOUNT_MARKER};
 use super::registry::{Registry, REGISTRY_VERSION};
 use super::{EVENTS, SLOTS};
 use crate::bpf::skel::types::{bperf_live, bperf_proc};
@@ -333,9 +333,14 @@ pub(super) fn remove_instance(dir: &Path) {
     remove_pins(dir);
     let root = Path::new(BPFFS);
     if bperf_mount {
-        // A new BPF file system holds the kernel's preloaded iterators and nothing else.
-        let preloaded =
-            |e: &fs::DirEntry| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"));
+        // A new BPF file system holds the kernel's preloaded iterators and nothing else
+        // but bperf's marker.
+        let preloaded = |e: &fs::DirEntry| {
+            matches!(
+                e.file_name().to_str(),
+                Some("maps.debug" | "progs.debug" | MOUNT_MARKER)
+            )
+        };
         let empty = fs::read_dir(root).is_ok_and(|d| d.flatten().all(|e| preloaded(&e)));
         if empty {
             // Detached: the lock holds the root open until the caller lets go.

@@ -18,15 +18,16 @@ const BPF_FS_MAGIC: i64 = 0xcafe4a11;
 /// that whichever session or keeper is the last out knows the mount is bperf's to undo,
 /// whoever of them made it.
 const MOUNT_SOURCE: &str = "bperf";
+/// A directory bperf makes at the top of the BPF file system it mounts: before 5.11 the
+/// kernel shows every BPF file system's source as `none`, and this says it is bperf's.
+pub(super) const MOUNT_MARKER: &str = "bperf-mounted-this";
 
 /// Whether the file system mounted on top at `point` is a BPF file system bperf mounted.
 pub(super) fn mounted_by_bperf(point: &Path) -> bool {
     let mounts = crate::sys::mounts().unwrap_or_default();
-    mounts
-        .iter()
-        .rev()
-        .find(|m| m.point == point)
-        .is_some_and(|m| m.fstype == "bpf" && m.source == MOUNT_SOURCE)
+    let top = mounts.iter().rev().find(|m| m.point == point);
+    let marked = || fs::symlink_metadata(point.join(MOUNT_MARKER)).is_ok_and(|m| m.is_dir());
+    top.is_some_and(|m| m.fstype == "bpf" && (m.source == MOUNT_SOURCE || marked()))
 }
 
 /// The registry lock: an flock of the directory that holds the instance's directory.
@@ -77,6 +78,9 @@ pub(super) fn lock(parent: &Path, mount: bool) -> Result<Option<Lock>> {
             None,
         )
         .with_context(|| format!("mounting a BPF file system at {}", parent.display()))?;
+        // Said by its source too where the kernel keeps it; not being able to mark it
+        // only leaves it mounted.
+        let _ = fs::create_dir(parent.join(MOUNT_MARKER));
     }
 }
 
