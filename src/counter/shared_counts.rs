@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use anyhow::{Context, Result};
 
 use super::{open_one, privilege_hint, ReadPath, Setup, SharedSetup};
-use crate::bpf::shared::{EventKey, Request, Session, Target as SharedTarget};
+use crate::bpf::shared::{EventKey, Membership, Request, Target as SharedTarget};
 use crate::bpf::{self, ReadMasks};
 use crate::reading::{Reading, Snapshot};
 use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
@@ -23,7 +23,7 @@ struct Place {
 }
 
 pub(super) struct Shared {
-    session: Session,
+    membership: Membership,
     /// One bit per counter event counted here.
     events: u64,
     /// The counter's CPUs (per-CPU targets), or every online CPU (tasks).
@@ -84,7 +84,7 @@ impl Shared {
             slice_ring: None,
             tasks: &[],
         };
-        let session = Session::join(Request {
+        let membership = Membership::join(Request {
             dir: sh.dir,
             events: &keys,
             targets: &shared_targets,
@@ -94,7 +94,7 @@ impl Shared {
         .context("cannot join the shared BPF counters")?;
         let per_cpu = places.iter().all(|p| p.per_cpu);
         Ok(Shared {
-            session,
+            membership,
             events: sh.events,
             cpus: if per_cpu { setup.cpus.to_vec() } else { online },
             places,
@@ -104,7 +104,7 @@ impl Shared {
     /// Whether counter event `i` is counted (false for one the machine cannot count).
     pub(super) fn counts_event(&self, i: usize) -> bool {
         self.shared_index(i)
-            .is_some_and(|k| self.session.counts_event(k))
+            .is_some_and(|k| self.membership.counts_event(k))
     }
 
     /// Counter event `i`'s position among the shared events.
@@ -114,19 +114,19 @@ impl Shared {
 
     /// Flushes and puts the current readings of the shared events into `s`.
     pub(super) fn read_into(&self, s: &mut Snapshot) -> Result<()> {
-        self.session.flush(&self.cpus)?;
+        self.membership.flush(&self.cpus)?;
         for e in (0..64).filter(|&e| self.events & 1 << e != 0) {
             let k = self.shared_index(e).expect("a shared event");
             for (t, place) in self.places.iter().enumerate() {
                 if place.per_cpu {
                     for (pos, &cpu) in self.cpus.iter().enumerate() {
-                        s.set(place.slot, e, pos, self.session.reading(t, k, cpu));
+                        s.set(place.slot, e, pos, self.membership.reading(t, k, cpu));
                     }
                     continue;
                 }
                 let mut sum = Reading::default();
                 for &cpu in &self.cpus {
-                    sum.add(&self.session.reading(t, k, cpu));
+                    sum.add(&self.membership.reading(t, k, cpu));
                 }
                 s.set(place.slot, e, place.position, sum);
             }

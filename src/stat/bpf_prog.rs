@@ -63,7 +63,7 @@ pub fn run(
         Some(Ok(child)) => Some(child),
         None => None,
     };
-    let session = Session {
+    let session = ProgRun {
         a,
         counter: &counter,
         events: &events,
@@ -103,7 +103,7 @@ fn overridden_target(a: &StatArgs) -> Option<&'static str> {
 }
 
 /// A counting session over the programs: what its loop needs.
-struct Session<'a> {
+struct ProgRun<'a> {
     a: &'a StatArgs,
     counter: &'a ProgCounter<'a>,
     events: &'a [Event],
@@ -112,7 +112,7 @@ struct Session<'a> {
     output: &'a str,
 }
 
-impl Session<'_> {
+impl ProgRun<'_> {
     /// Counts until the command ends, a signal, --timeout or -I's count: the exit status.
     fn count(
         &self,

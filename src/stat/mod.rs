@@ -1,5 +1,5 @@
 //! `bperf stat`: options -> plan (session::plan, with perf's checks between its steps)
-//! -> runs (repeats, each a session) -> report (output). perf's `stat record` and
+//! -> runs (repeats, each a run) -> report (output). perf's `stat record` and
 //! `stat report` are in record.
 
 use std::fs::OpenOptions;
@@ -23,7 +23,7 @@ mod lines;
 mod record;
 mod repeats;
 pub mod rules;
-mod session;
+mod run;
 mod tool;
 
 pub use record::report;
@@ -93,7 +93,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     let (tx, wakes) = mpsc::channel();
     forward_signals(tx.clone())?;
     let ack = match &a.control {
-        Some(spec) => session::forward_control(spec, tx.clone())?,
+        Some(spec) => run::forward_control(spec, tx.clone())?,
         None => None,
     };
     let mut runs = Runs {

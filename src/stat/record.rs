@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::session::Measured;
+use super::run::Measured;
 use super::usage;
 use crate::aggr;
 use crate::cli::{StatArgs, StatReportArgs};

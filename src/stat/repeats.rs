@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::record::PipeRecord;
-use super::session::{run_once, Ended, Measured, RunIo};
+use super::run::{run_once, Ended, Measured, RunIo};
 use crate::cli::StatArgs;
 use crate::output::{Footer, Line, Report, Value};
 use crate::reading::Reading;

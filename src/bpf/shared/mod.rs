@@ -21,13 +21,13 @@ mod holding;
 mod instance;
 mod keeper;
 mod lock;
+mod membership;
 mod registry;
-mod session;
 
 pub(super) use instance::{proc_bytes, size_maps, size_task_maps};
 pub use keeper::{keep, KEEPER_ARG};
 pub use lock::check_dir;
-pub use session::{OpenEvent, Request, Session};
+pub use membership::{Membership, OpenEvent, Request};
 
 use super::ReadMasks;
 

@@ -108,7 +108,7 @@ fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
 }
 
 /// A counting session under way: the counter, what it printed so far, and where.
-pub(super) struct Session<'a, 'obj> {
+pub(super) struct Run<'a, 'obj> {
     args: &'a StatArgs,
     plan: &'a mut Plan,
     /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
@@ -137,7 +137,7 @@ pub(super) struct Session<'a, 'obj> {
     pipe: Option<&'a mut PipeRecord>,
 }
 
-impl Session<'_, '_> {
+impl Run<'_, '_> {
     /// A flush and read of every counter, the tool events' times put in.
     fn read(&mut self) -> Result<Snapshot> {
         let mut snap = timed_read(&mut self.counter, self.plan)?;
@@ -478,7 +478,7 @@ pub(super) fn run_once(
     let tool_of: Vec<_> = plan.events.iter().map(|e| e.tool).collect();
     let thread_ids: Vec<libc::pid_t> = plan.threads.iter().map(|(tid, _)| *tid).collect();
     let tools = ToolTimes::start(&tool_of, task, &thread_ids, &plan.cpus);
-    let mut session = Session {
+    let mut session = Run {
         args: a,
         tools,
         status,

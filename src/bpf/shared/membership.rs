@@ -17,7 +17,7 @@ use crate::reading::Reading;
 use crate::sys::process::start_time;
 
 /// One session on the shared counters.
-pub struct Session {
+pub struct Membership {
     inst: Instance,
     id: usize,
     /// The shared index of each event the session registered; None for one the
@@ -44,11 +44,11 @@ pub struct Request<'a> {
     pub config: &'a Config<'a>,
 }
 
-impl Session {
+impl Membership {
     /// Joins the shared counters (creating them if this is the first session), registers
     /// the request's events and targets, and flushes every CPU so that what is counted
     /// from now on is current.
-    pub fn join(req: Request) -> Result<Session> {
+    pub fn join(req: Request) -> Result<Membership> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
         let lock = lock(parent, true)?.expect("mounted");
@@ -63,7 +63,7 @@ impl Session {
         let registered = register(&inst, &mut reg, req);
         let stored = inst.store_registry(&reg);
         let mut session = match (registered, stored) {
-            (Ok((id, events, slots)), Ok(())) => Session {
+            (Ok((id, events, slots)), Ok(())) => Membership {
                 inst,
                 id,
                 events,
@@ -167,7 +167,7 @@ fn register(
     }
 }
 
-impl Drop for Session {
+impl Drop for Membership {
     fn drop(&mut self) {
         if let Some(w) = self.watch.take() {
             w.stop();
