@@ -74,6 +74,11 @@ fn exit(result: anyhow::Result<i32>, invalid: u8) -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_BROKEN_PIPE),
         Err(e) => {
+            if let Some(nothing) = e.downcast_ref::<NoSupportedEvents>() {
+                for w in &nothing.warnings {
+                    let _ = writeln!(io::stderr(), "{w}");
+                }
+            }
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)

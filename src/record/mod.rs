@@ -223,7 +223,12 @@ fn create_output(
     let mut later = Vec::new();
     let file = session::create_output(path, wakes, |wake| later.push(wake))?;
     later.into_iter().for_each(|w| drop(tx.send(w)));
-    Ok(file.map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 })))
+    Ok(file
+        .map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 }))
+        .map_err(|gave_up| {
+            eprintln!("bperf: {gave_up}");
+            gave_up.status
+        }))
 }
 
 /// How long a cgroup's beginning waits for its container's name from the runtimes (the
@@ -320,6 +325,7 @@ fn plan_of(a: &RecordArgs) -> Result<Plan> {
         .into(),
         Err(e) => e,
     })?;
+    plan.warnings.iter().for_each(|w| eprintln!("{w}"));
     if plan.shared.is_some() {
         return Err(UsageError(
             "bperf record counts on its own: no --bpf-counters or :b events".into(),

@@ -41,6 +41,7 @@ pub type Wake = session::Wake<Scrape>;
 
 pub fn run(a: &ServeArgs) -> Result<i32> {
     let mut plan = Plan::new(&a.request())?;
+    plan.warnings.iter().for_each(|w| eprintln!("{w}"));
     let listen = match (&a.listen, &a.textfile) {
         (Some(l), _) => Some(l.clone()),
         (None, Some(_)) => None,

@@ -81,14 +81,32 @@ pub fn forward_job_control<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Resu
 /// How often an output that waits for its reader (a FIFO) looks for a signal.
 const SIGNAL_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// A recording given up while its FIFO waited for a reader: the exit status, and what
+/// to say.
+#[derive(Debug)]
+pub struct NobodyRead {
+    pub status: i32,
+    pub path: std::path::PathBuf,
+}
+
+impl std::fmt::Display for NobodyRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "nothing recorded: nobody opened {} for reading",
+            self.path.display()
+        )
+    }
+}
+
 /// Opens `path` for a recording (data_file::create), a FIFO once its reader comes or
-/// until SIGINT, SIGTERM or SIGHUP: Err(bperf's exit status) then, said. The other wakes
-/// that come meanwhile are given to `other`.
+/// until SIGINT, SIGTERM or SIGHUP: [`NobodyRead`] then. The other wakes that come
+/// meanwhile are given to `other`.
 pub fn create_output<R>(
     path: &std::path::Path,
     wakes: &mpsc::Receiver<Wake<R>>,
     mut other: impl FnMut(Wake<R>),
-) -> Result<std::result::Result<std::fs::File, i32>> {
+) -> Result<std::result::Result<std::fs::File, NobodyRead>> {
     let mut signal = None;
     let mut give_up = || {
         signal = signal_within(wakes, &mut other);
@@ -97,11 +115,10 @@ pub fn create_output<R>(
     if let Some(file) = crate::data_file::create_or_give_up(path, &mut give_up)? {
         return Ok(Ok(file));
     }
-    eprintln!(
-        "bperf: nothing recorded: nobody opened {} for reading",
-        path.display()
-    );
-    Ok(Err(128 + signal.unwrap_or(libc::SIGTERM)))
+    Ok(Err(NobodyRead {
+        status: 128 + signal.unwrap_or(libc::SIGTERM),
+        path: path.to_path_buf(),
+    }))
 }
 
 /// Waits a moment for a wake: Some(the signal) when it is SIGINT, SIGTERM or SIGHUP;

@@ -226,7 +226,11 @@ pub(super) fn event_status(
             .zip(&status)
             .find(|(_, s)| **s == Status::Refused);
         let named = refused_leader.or_else(|| first.map(|(e, _)| e.name.clone()));
-        return Err(NoSupportedEvents(named).into());
+        return Err(NoSupportedEvents {
+            refused: named,
+            warnings: Vec::new(),
+        }
+        .into());
     }
     Ok(status)
 }

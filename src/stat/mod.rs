@@ -43,6 +43,7 @@ fn plan_of(a: &StatArgs, record: bool) -> Result<Plan> {
     rules::check_unavailable(a)?;
     rules::check_cgroups(a)?;
     let plan = Plan::resolve(&req, events, &machine)?;
+    plan.warnings.iter().for_each(|w| eprintln!("{w}"));
     rules::check_timing(a)?;
     rules::check_own_limits(a)?;
     Ok(plan)

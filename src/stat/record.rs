@@ -180,7 +180,10 @@ pub(super) fn write_record(
     file.elapsed_ns = run.elapsed.as_nanos() as u64;
     let mut out = match crate::session::create_output(path, wakes, drop)? {
         Ok(out) => out,
-        Err(code) => return Ok(Some(code)),
+        Err(gave_up) => {
+            eprintln!("bperf: {gave_up}");
+            return Ok(Some(gave_up.status));
+        }
     };
     out.write_all(&file.to_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;

@@ -36,6 +36,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         .into());
     }
     let mut plan = Plan::new(&a.request())?;
+    plan.warnings.iter().for_each(|w| eprintln!("{w}"));
     let (tx, wakes) = mpsc::channel();
     session::forward_signals(tx.clone())?;
     let mut storage = MaybeUninit::uninit();

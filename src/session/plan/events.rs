@@ -324,9 +324,15 @@ fn cpus_of(e: &Event, cpus: &[u32]) -> Vec<u32> {
 }
 
 /// As perf: a group member that counts on other CPUs than its leader (duration_time
-/// in a group counting CPUs) leaves the group, said on stderr once for each copy of
-/// the group (one per cgroup with --for-each-cgroup).
-pub(super) fn ungroup_other_cpus(events: &mut [Event], cpus: &[u32], copies: usize, verbose: bool) {
+/// in a group counting CPUs) leaves the group, said in `warnings` once for each copy
+/// of the group (one per cgroup with --for-each-cgroup).
+pub(super) fn ungroup_other_cpus(
+    events: &mut [Event],
+    cpus: &[u32],
+    copies: usize,
+    verbose: bool,
+    warnings: &mut Vec<String>,
+) {
     for (leader, members) in groups(events) {
         let lead_cpus = cpus_of(&events[leader], cpus);
         let leaving: Vec<usize> = members
@@ -339,12 +345,12 @@ pub(super) fn ungroup_other_cpus(events: &mut [Event], cpus: &[u32], copies: usi
         }
         let names: Vec<&str> = members.iter().map(|&m| events[m].name.as_str()).collect();
         for _ in 0..copies {
-            eprintln!("WARNING: grouped events cpus do not match.\nEvents with CPUs not matching the leader will be removed from the group.\n  anon group {{ {} }}", names.join(", "));
+            warnings.push(format!("WARNING: grouped events cpus do not match.\nEvents with CPUs not matching the leader will be removed from the group.\n  anon group {{ {} }}", names.join(", ")));
             if verbose {
                 for &m in &leaving {
                     let list = |e: usize| crate::cpus::format_list(&cpus_of(&events[e], cpus));
-                    eprintln!("     {}: {}", events[leader].name, list(leader));
-                    eprintln!("     {}: {}", events[m].name, list(m));
+                    warnings.push(format!("     {}: {}", events[leader].name, list(leader)));
+                    warnings.push(format!("     {}: {}", events[m].name, list(m)));
                 }
             }
         }

@@ -41,14 +41,18 @@ impl std::fmt::Display for NoProcess {
 impl std::error::Error for NoProcess {}
 
 /// Nothing perf 7.2 could count: -C naming only CPUs that are not online, or every
-/// event refused (the first refused one named). perf exits 1.
+/// event refused (the first refused one named). perf exits 1, after its warnings.
 #[derive(Debug)]
-pub struct NoSupportedEvents(pub Option<String>);
+pub struct NoSupportedEvents {
+    pub refused: Option<String>,
+    /// What was said before the plan was given up, for the command to say first.
+    pub warnings: Vec<String>,
+}
 
 impl std::fmt::Display for NoSupportedEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("No supported events found.")?;
-        match &self.0 {
+        match &self.refused {
             Some(refused) => write!(f, " The {refused} event is not supported."),
             None => Ok(()),
         }
@@ -140,6 +144,9 @@ impl CgroupTargets {
 
 /// Everything a session counts, resolved from the request.
 pub struct Plan {
+    /// perf's warnings about the plan (CPUs a PMU does not cover, groups broken up),
+    /// for the command to say where it says things.
+    pub warnings: Vec<String>,
     pub events: Vec<Event>,
     pub cpus: Vec<u32>,
     /// Monitored cgroups, one BPF slot each; empty when counting system-wide only.
@@ -292,14 +299,19 @@ impl Plan {
             mut events,
             metrics,
         } = parsed;
+        let mut warnings = Vec::new();
         let cpus = match req.events.perf_version {
-            Some(PerfVersion::V7_2) => online_among_asked(t.cpus.as_deref(), &events, machine)?,
+            Some(PerfVersion::V7_2) => {
+                online_among_asked(t.cpus.as_deref(), &events, machine, &mut warnings)?
+            }
             _ => parse_cpus(t.cpus.as_deref(), machine)?,
         };
         if per_cpu_target {
-            for w in event::hybrid::fit_to_cpus(&mut events, &cpus, t.cpus.as_deref()) {
-                eprintln!("{w}");
-            }
+            warnings.extend(event::hybrid::fit_to_cpus(
+                &mut events,
+                &cpus,
+                t.cpus.as_deref(),
+            ));
         }
         let shared = events::shared_plan(&req.events, t, &events)?;
         let mut cg = cgroups::parse(&t.cgroups, events.len(), machine)?;
@@ -318,12 +330,13 @@ impl Plan {
                 true => cg.rows.len() / events.len().max(1),
                 false => 1,
             };
-            events::ungroup_other_cpus(&mut events, &cpus, copies, req.verbose);
+            events::ungroup_other_cpus(&mut events, &cpus, copies, req.verbose, &mut warnings);
         }
         let aggr = req
             .aggr
             .map(|m| (m, aggr::groups(m, &machine.topology(&cpus))));
         Ok(Plan {
+            warnings,
             aggr,
             events,
             cpus,
@@ -398,6 +411,7 @@ fn online_among_asked(
     list: Option<&str>,
     events: &[Event],
     machine: &dyn Machine,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<u32>> {
     let online = machine.online_cpus()?;
     let Some(list) = list else {
@@ -409,16 +423,20 @@ fn online_among_asked(
         return Ok(counted);
     }
     for e in events {
-        eprintln!(
+        warnings.push(format!(
             "WARNING: A requested CPU in '{}' is not supported by PMU '{}' (CPUs {}) for event '{}'",
             crate::cpus::format_list(&asked),
             pmu_of(e, machine),
             crate::cpus::format_list(&online),
             e.name
-        );
+        ));
     }
     match counted.is_empty() {
-        true => Err(NoSupportedEvents(None).into()),
+        true => Err(NoSupportedEvents {
+            refused: None,
+            warnings: std::mem::take(warnings),
+        }
+        .into()),
         false => Ok(counted),
     }
 }

@@ -178,8 +178,18 @@ fn perf_72s_cpu_list_counts_the_online_cpus_and_refuses_none() {
     let p = plan(&as_72("1,5")).unwrap();
     assert_eq!(p.cpus, [1]);
     assert_eq!(p.target, "'CPU(s) 1,5'");
+    assert_eq!(
+        p.warnings,
+        [
+            "WARNING: A requested CPU in '1,5' is not supported by PMU 'software' (CPUs 0-3) for event 'task-clock'",
+            "WARNING: A requested CPU in '1,5' is not supported by PMU 'software' (CPUs 0-3) for event 'context-switches'",
+        ]
+    );
     let e = refused(&as_72("5,6"));
-    assert!(e.downcast_ref::<NoSupportedEvents>().is_some(), "{e}");
+    let nothing = e.downcast_ref::<NoSupportedEvents>().expect("none counted");
+    assert_eq!(nothing.warnings.len(), 2, "{:?}", nothing.warnings);
+    // perf 6.12's refusal says nothing else.
+    assert!(plan(&request(|r| r.targets.cpus = Some("1,5".into()))).is_err());
 }
 
 #[test]
