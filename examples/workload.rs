@@ -72,7 +72,7 @@ fn open_task_clock() -> Option<OwnedFd> {
     };
     // A CPU counter's flags (enabled, not inherited), opened on this thread.
     let attr = perf_event::counting_attr(&task_clock, Target::Cpu(0), Role::Single);
-    perf_event::open_with_fallback(attr, Target::Task(0), None, false).ok()
+    perf_event::open_with_fallback(attr, Target::Task(0), None, None).ok()
 }
 
 /// The time this thread has run over its whole life, exec and what came before it

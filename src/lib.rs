@@ -59,6 +59,11 @@ impl Notes {
     }
 }
 
+/// Says a line on stderr: where the commands send the library's -vv trace.
+pub fn to_stderr(line: &str) {
+    eprintln!("{line}");
+}
+
 /// Bad input from the user: perf exits 129 for these, as for a usage error.
 #[derive(Debug)]
 pub struct UsageError(pub String);

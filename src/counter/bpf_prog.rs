@@ -172,7 +172,7 @@ fn open_events(events: &[Event], cpus: &[u32]) -> (EventFds, Vec<bool>) {
             None => cpus
                 .iter()
                 .map(|&cpu| {
-                    perf_event::open_with_fallback(attr(cpu), Target::Cpu(cpu), None, false)
+                    perf_event::open_with_fallback(attr(cpu), Target::Cpu(cpu), None, None)
                         .map(|fd| (i, cpu, fd))
                 })
                 .collect(),

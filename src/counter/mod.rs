@@ -49,8 +49,10 @@ pub struct Setup<'a> {
     pub live_slots: Option<usize>,
     /// perf_event controller on cgroup v1.
     pub cgroup_v1: bool,
-    /// -v: libbpf's diagnostics; -vv: also every perf_event_attr opened, as perf prints them.
+    /// -v: libbpf's diagnostics.
     pub verbose: u8,
+    /// -vv: where to say every perf_event_attr opened, as perf prints them.
+    pub trace: Option<&'a dyn Fn(&str)>,
     /// Events counted through the shared counters (--bpf-counters, the `b` modifier).
     pub shared: Option<SharedSetup<'a>>,
     /// bperf record: the ring buffer all CPUs send every slice of a monitored cgroup to,
@@ -430,7 +432,7 @@ enum OpenError {
 /// unsupported and the rest go on; a permission error stops everything.
 fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Opened, OpenError> {
     let shared = setup.shared.as_ref().map_or(0, |s| s.events);
-    let (events, dump) = (setup.events, setup.verbose >= 2);
+    let (events, trace) = (setup.events, setup.trace);
     let mut o = Opened {
         fds: Vec::with_capacity(events.len()),
         supported: Vec::with_capacity(events.len()),
@@ -439,19 +441,19 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
     };
     for (i, ev) in events.iter().enumerate() {
         if shared & 1 << i != 0 {
-            if dump {
-                eprintln!("{}: counted through the shared counters", ev.name);
+            if let Some(say) = trace {
+                say(&format!("{}: counted through the shared counters", ev.name));
             }
             o.fds.push(targets.iter().map(|_| None).collect());
             o.supported.push(true);
             continue;
         }
         if rq_switches & 1 << i != 0 {
-            if dump {
-                eprintln!(
+            if let Some(say) = trace {
+                say(&format!(
                     "{}: no perf event opened: counted from each CPU's run queue switch count (rq->nr_switches)",
                     ev.name
-                );
+                ));
             }
             o.fds.push(targets.iter().map(|_| None).collect());
             o.supported.push(true);
@@ -526,7 +528,7 @@ fn open_one(
     group: Option<&OwnedFd>,
     setup: &Setup,
 ) -> io::Result<(OwnedFd, bool)> {
-    let dump = setup.verbose >= 2;
+    let trace = setup.trace;
     let attr_of = |a: &Attr| {
         let mut attr = perf_event::counting_attr(a, target, role);
         if !setup.inherit {
@@ -535,7 +537,7 @@ fn open_one(
         attr
     };
     let attr = attr_of(&ev.attr);
-    match perf_event::open_with_fallback(attr, target, group, dump) {
+    match perf_event::open_with_fallback(attr, target, group, trace) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES)
                 && matches!(target, Target::Task(_))
@@ -543,9 +545,9 @@ fn open_one(
                 && !ev.attr.exclude_user
                 && sys::paranoid() > 1 =>
         {
-            if dump {
-                eprintln!(
-                    "kernel.perf_event_paranoid > 1: trying again, excluding kernel and hypervisor"
+            if let Some(say) = trace {
+                say(
+                    "kernel.perf_event_paranoid > 1: trying again, excluding kernel and hypervisor",
                 );
             }
             let user = Attr {
@@ -554,7 +556,7 @@ fn open_one(
                 ..ev.attr
             };
             let attr = attr_of(&user);
-            perf_event::open_with_fallback(attr, target, group, dump).map(|fd| (fd, true))
+            perf_event::open_with_fallback(attr, target, group, trace).map(|fd| (fd, true))
         }
         r => r.map(|fd| (fd, false)),
     }
@@ -860,6 +862,7 @@ mod tests {
             live_slots: None,
             cgroup_v1: false,
             verbose: 0,
+            trace: None,
             shared: None,
             slice_ring: None,
             tasks: &[],

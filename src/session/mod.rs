@@ -148,8 +148,10 @@ pub struct Open<'a> {
     pub task: Option<libc::pid_t>,
     /// The task's children too (perf's default; stat's -i turns it off).
     pub inherit: bool,
-    /// -v: libbpf's diagnostics; -vv: every perf_event_attr opened.
+    /// -v: libbpf's diagnostics.
     pub verbose: u8,
+    /// -vv: where the command says every perf_event_attr opened.
+    pub trace: Option<&'a dyn Fn(&str)>,
     /// Name the events perf's way when the kernel let them count user space only (the
     /// first run of stat's -r; later runs keep the names).
     pub name_user_only: bool,
@@ -195,6 +197,7 @@ pub fn open_counter<'obj>(
         live_slots: plan.live.as_ref().map(|l| l.capacity),
         cgroup_v1: plan.cgroup_v1,
         verbose: how.verbose,
+        trace: how.trace,
         shared: plan.shared.as_ref().map(|sh| SharedSetup {
             events: sh.events,
             dir: &sh.dir,

@@ -119,13 +119,13 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
 pub fn probe(attr: &Attr) -> bool {
     // The flags of a CPU's counter: no inherit, enabled.
     let mut raw = counting_attr(attr, Target::Cpu(0), Role::Single);
-    if open_with_fallback(raw, Target::Task(0), None, false).is_ok() {
+    if open_with_fallback(raw, Target::Task(0), None, None).is_ok() {
         return true;
     }
     // Under perf_event_paranoid 2 a user may count only user space: an event that opens
     // without the kernel's part is supported for that user too (perf asks again alike).
     raw.set_exclude_kernel(1);
-    open_with_fallback(raw, Target::Task(0), None, false).is_ok()
+    open_with_fallback(raw, Target::Task(0), None, None).is_ok()
 }
 
 /// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
@@ -135,20 +135,23 @@ pub fn open_with_fallback(
     mut attr: perf_event_attr,
     target: Target,
     group: Option<&OwnedFd>,
-    trace: bool,
+    trace: Option<&dyn Fn(&str)>,
 ) -> io::Result<OwnedFd> {
     loop {
         let result = open(&mut attr, target, group);
-        if trace {
+        if let Some(say) = trace {
             let group_fd = group.map_or(-1, |g| g.as_raw_fd());
-            eprint!("{}", describe(&attr));
-            eprintln!("{}", describe_open(target, group_fd, &result));
+            say(&format!(
+                "{}{}",
+                describe(&attr),
+                describe_open(target, group_fd, &result)
+            ));
         }
         let guest_host = attr.exclude_guest() | attr.exclude_host() != 0;
         match result {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && guest_host => {
-                if trace {
-                    eprintln!("switching off exclude_guest, exclude_host");
+                if let Some(say) = trace {
+                    say("switching off exclude_guest, exclude_host");
                 }
                 attr.set_exclude_guest(0);
                 attr.set_exclude_host(0);
