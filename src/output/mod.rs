@@ -402,20 +402,23 @@ impl<W: Write> Report<W> {
             return true;
         }
         let shows_metric = self.opts.metrics.iter().any(|u| u.shown_on == line.event);
-        let skippable = metric::kind(&events[line.event].attr) != metric::Kind::Cycles;
+        let kind = metric::kind(&events[line.event].attr);
         let unsupported = line.value == Value::NotSupported;
         let headed_only = self.opts.metric_only;
-        shows_metric && (headed_only || !(skippable && unsupported && !self.opts.verbose))
+        shows_metric && (headed_only || !self.skipped_72(kind, unsupported))
     }
 
     /// Of the lines --metric-only prints, those with values: of perf 7.2's default
-    /// metrics' events, not those the machine cannot count other than cycles, unless -v
-    /// or -A (where perf gives them `nan`).
+    /// metrics' events, not those skipped, unless -A (where perf gives them `nan`).
     fn valued(&self, f: &Fields) -> bool {
-        let skippable = f.kind != metric::Kind::Cycles;
         let unsupported = f.status == "<not supported>";
-        let shown_anyway = self.opts.verbose || self.opts.per_cpu;
-        !(self.opts.default_metrics && skippable && unsupported && !shown_anyway)
+        !(self.opts.default_metrics && !self.opts.per_cpu && self.skipped_72(f.kind, unsupported))
+    }
+
+    /// perf 7.2 skips a default event the machine cannot count, but for cycles, unless
+    /// -v.
+    fn skipped_72(&self, kind: metric::Kind, unsupported: bool) -> bool {
+        kind != metric::Kind::Cycles && unsupported && !self.opts.verbose
     }
 
     fn print_extra_lines(&mut self) -> io::Result<()> {
