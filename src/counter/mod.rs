@@ -79,6 +79,9 @@ pub struct SharedSetup<'a> {
     pub dir: &'a std::path::Path,
     /// -p: the processes, tracked whole (the threads then are theirs); empty for -t.
     pub processes: &'a [libc::pid_t],
+    /// Where the command says a failure to leave the shared counters as the counter is
+    /// dropped, which has no caller to return to.
+    pub warn: fn(&str),
 }
 
 pub struct Counter<'obj> {

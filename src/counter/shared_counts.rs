@@ -90,6 +90,7 @@ impl Shared {
             targets: &shared_targets,
             open: &mut open,
             config: &config,
+            warn: sh.warn,
         })
         .context("cannot join the shared BPF counters")?;
         let per_cpu = places.iter().all(|p| p.per_cpu);

@@ -437,6 +437,7 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
+        warn: crate::session::Warn(crate::to_stderr),
         trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
         name_user_only: true,
         slice_ring: Some(&ring),

@@ -160,6 +160,19 @@ pub struct Open<'a> {
     /// bperf record of processes or threads: the tasks recorded, tracked by the BPF
     /// side on the CPUs rather than counted by events of their own.
     pub tasks: &'a [crate::bpf::shared::Target],
+    /// Where the command says a warning no caller can be given: the shared counters not
+    /// left as the counter is dropped.
+    pub warn: Warn,
+}
+
+/// A sink for warnings; Default says nothing.
+#[derive(Clone, Copy)]
+pub struct Warn(pub fn(&str));
+
+impl Default for Warn {
+    fn default() -> Warn {
+        Warn(|_| {})
+    }
 }
 
 /// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
@@ -202,6 +215,7 @@ pub fn open_counter<'obj>(
             events: sh.events,
             dir: &sh.dir,
             processes: if sh.by_process { &plan.watched } else { &[] },
+            warn: how.warn.0,
         }),
         slice_ring: how.slice_ring,
         tasks: how.tasks,

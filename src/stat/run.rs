@@ -455,6 +455,7 @@ pub(super) fn run_once(
         task,
         inherit: !a.no_inherit,
         verbose: a.verbose.level,
+        warn: crate::session::Warn(crate::to_stderr),
         trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
         name_user_only: first,
         slice_ring: None,

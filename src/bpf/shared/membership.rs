@@ -27,6 +27,8 @@ pub struct Membership {
     slots: Vec<usize>,
     /// Starts a keeper whenever the instance has none; stopped before the session leaves.
     watch: Option<KeeperWatch>,
+    /// Says a failure to leave, which happens as the membership is dropped.
+    warn: fn(&str),
 }
 
 /// Opens session event i on every CPU: (CPU, fd) pairs, or None where the machine
@@ -42,6 +44,8 @@ pub struct Request<'a> {
     pub targets: &'a [Target],
     pub open: &'a mut OpenEvent<'a>,
     pub config: &'a Config<'a>,
+    /// Where a failure to leave is said, when the membership is dropped.
+    pub warn: fn(&str),
 }
 
 impl Membership {
@@ -60,6 +64,7 @@ impl Membership {
         let inst = Instance::open(req.dir)?;
         let mut reg = inst.load_registry()?;
         inst.reap(&mut reg);
+        let warn = req.warn;
         let registered = register(&inst, &mut reg, req);
         let stored = inst.store_registry(&reg);
         let mut session = match (registered, stored) {
@@ -69,6 +74,7 @@ impl Membership {
                 events,
                 slots,
                 watch: None,
+                warn,
             },
             (Err(e), _) | (_, Err(e)) => {
                 if reg.live_sessions() == 0 {
@@ -173,7 +179,7 @@ impl Drop for Membership {
             w.stop();
         }
         if let Err(e) = leave(&self.inst, self.id) {
-            eprintln!("bperf: leaving the shared counters: {e:#}");
+            (self.warn)(&format!("bperf: leaving the shared counters: {e:#}"));
         }
     }
 }
