@@ -1,6 +1,6 @@
 //! Compiles the BPF programs and generates their Rust skeletons into OUT_DIR:
 //! src/bpf/bperf.bpf.c (the counters), src/bpf/prog_profile.bpf.c (counting inside a BPF
-//! program, stat -b), and tests/bpf/prog_target.bpf.c (stat -b's test targets); and the
+//! program, stat -b), src/bpf/runq.bpf.c (run-queue wait by culprit), and tests/bpf/prog_target.bpf.c (stat -b's test targets); and the
 //! Rust types of the part of Perfetto's trace format that report writes
 //! (proto/perfetto_trace.proto, through protoc: $PROTOC, else protoc on PATH).
 use std::env;
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 /// (source, skeleton file, the files it includes)
-const PROGRAMS: [(&str, &str, &[&str]); 3] = [
+const PROGRAMS: [(&str, &str, &[&str]); 4] = [
     (
         "src/bpf/bperf.bpf.c",
         "bperf.skel.rs",
@@ -19,6 +19,11 @@ const PROGRAMS: [(&str, &str, &[&str]); 3] = [
         "src/bpf/prog_profile.bpf.c",
         "prog_profile.skel.rs",
         &["src/bpf/prog_profile.h", "src/bpf/types.h"],
+    ),
+    (
+        "src/bpf/runq.bpf.c",
+        "runq.skel.rs",
+        &["src/bpf/runq.h", "src/bpf/types.h"],
     ),
     (
         "tests/bpf/prog_target.bpf.c",

@@ -11,7 +11,8 @@
 //! it exits: its own getrusage (switches and faults since it moved into its cgroup, its
 //! whole life if it did not move), and the kernel's task-clock of the process since it moved into its cgroup
 //! (its whole life if it did not move), counted by a perf event it opens on itself first
-//! thing. task-clock is the clock perf and bperf count with; the
+//! thing; then `ivcs=I run_delay_ns=D`: its involuntary switches (getrusage, whole life) and
+//! the time this thread waited runnable (/proc/thread-self/schedstat, whole life). task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
 
 use std::io::{Read, Write};
@@ -78,9 +79,15 @@ fn open_task_clock() -> Option<OwnedFd> {
 /// The time this thread has run over its whole life, exec and what came before it
 /// included, as the scheduler counts it (/proc/self/schedstat, ns).
 fn run_ns() -> u64 {
+    schedstat_field(0)
+}
+
+/// Field `i` of /proc/thread-self/schedstat: 0 the time run, 1 the time waited runnable
+/// (run_delay), in ns.
+fn schedstat_field(i: usize) -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .and_then(|s| s.split_whitespace().nth(i)?.parse().ok())
         .unwrap_or(0)
 }
 
@@ -114,11 +121,13 @@ fn report(mode: &str) {
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     // One write(2), so that reports of processes sharing stderr never interleave.
     let line = format!(
-        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={}\n",
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={} ivcs={} run_delay_ns={}\n",
         std::process::id(),
         switches(&ru) - SWITCHES_AT_JOIN.load(Ordering::Relaxed),
         faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed),
-        run_ns()
+        run_ns(),
+        ru.ru_nivcsw,
+        schedstat_field(1)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }

@@ -4,6 +4,7 @@
 
 pub mod probe;
 pub mod prog_profile;
+pub mod runq;
 pub mod shared;
 pub mod slice_ring;
 
