@@ -888,6 +888,13 @@ pub struct ServeArgs {
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
 
+    /// Also export how long each cgroup's tasks waited for a CPU and how often they were
+    /// preempted, in all and by the cgroup that ran instead (by_cgroup). Needs cgroups to
+    /// count (--for-each-cgroup, --all-cgroups or --for-each-container); without it,
+    /// switches cost nothing more.
+    #[arg(long = "runq")]
+    pub runq: bool,
+
     #[command(flatten)]
     pub verbose: VerboseArg,
 }

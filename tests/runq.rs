@@ -6,38 +6,10 @@ mod common;
 
 use std::mem::MaybeUninit;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use bperf::bpf::runq::{Config, Runq, Waits};
-use common::{report_field, workload, TestCgroup};
-
-/// The workload with `args`, in cgroup `cg` and pinned to `cpu` from before its exec.
-fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
-    let procs = cg.procs();
-    let mut cmd = Command::new(workload());
-    cmd.args(args).stderr(Stdio::piped());
-    // SAFETY: the closure runs in the forked child before exec; it only writes a file
-    // and calls sched_setaffinity(2), and allocates nothing the parent shares.
-    unsafe {
-        cmd.pre_exec(move || {
-            std::fs::write(&procs, "0")?;
-            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
-            // sched_setaffinity only write inside it.
-            let set = {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                set
-            };
-            // SAFETY: pins this (child) process to the set built above.
-            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        })
-    };
-    cmd.spawn().expect("starting the workload")
-}
+use common::{pinned, report_field, TestCgroup};
 
 /// The reports of a finished workload (one line per process).
 fn reports(child: Child) -> String {
@@ -82,9 +54,9 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
     let mut delays = [0.0; 3];
     let waits = counted(&[&a, &b, &c], || {
         let spinners = [
-            pinned(&a, 0, &["spin", "2000"]),
-            pinned(&b, 0, &["spin", "2000"]),
-            pinned(&c, 1, &["spin", "2000"]),
+            pinned(&a, 1, &["spin", "2000"]),
+            pinned(&b, 1, &["spin", "2000"]),
+            pinned(&c, 0, &["spin", "2000"]),
         ];
         for (d, s) in delays.iter_mut().zip(spinners) {
             *d = sum_field(&reports(s), "run_delay_ns");
@@ -113,32 +85,49 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
         .sum();
     assert!(
         (c_behind_ab as f64) < 0.01 * delays[0],
-        "the spinner on CPU 1 waited {c_behind_ab} ns behind those on CPU 0"
+        "the spinner on CPU 0 waited {c_behind_ab} ns behind those on CPU 1"
     );
 }
 
+/// A ping-pong and a busy loop on one CPU: the ping-pong's preemptions agree with its
+/// tasks' involuntary switches (most of them by its own other task, which its write
+/// wakes), both cgroups' waits with their tasks' run_delay, and the busy loop waits
+/// behind the ping-pong, whose wake-ups preempt it.
 #[test]
 #[ignore = "needs root (make test runs it)"]
-fn a_spinner_preempts_a_ping_pong_on_its_cpu() {
+fn a_ping_pong_and_a_spinner_on_one_cpu() {
     common::require_root();
     let _serial = common::serial();
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
-    let mut ivcs = 0.0;
+    let (mut pp_report, mut spin_report) = (String::new(), String::new());
     let waits = counted(&[&pp, &spin], || {
-        let spinner = pinned(&spin, 0, &["spin", "3000"]);
-        let pingpong = pinned(&pp, 0, &["pingpong", "20000"]);
-        ivcs = sum_field(&reports(pingpong), "ivcs");
-        reports(spinner);
+        let spinner = pinned(&spin, 1, &["spin", "2000"]);
+        let pingpong = pinned(&pp, 1, &["pingpong", "20000"]);
+        pp_report = reports(pingpong);
+        spin_report = reports(spinner);
     });
-    eprintln!("{waits:?} ivcs {ivcs}");
-    let by_spinner = waits.by.get(&(0, 1)).copied().unwrap_or_default();
+    let said = format!("{waits:?}\nping-pong: {pp_report}\nspinner: {spin_report}");
+    let ivcs = sum_field(&pp_report, "ivcs");
+    assert!(ivcs > 0.0, "the ping-pong was never preempted: {said}");
+    let pp_total = waits.total[0];
     assert!(
-        ivcs > 0.0,
-        "the ping-pong was never preempted: nothing to compare"
+        common::within(pp_total.preemptions as f64, ivcs, 2.0),
+        "{said}"
     );
+    for (slot, report) in [(0, &pp_report), (1, &spin_report)] {
+        let delay = sum_field(report, "run_delay_ns");
+        assert!(
+            common::within(
+                waits.total[slot].wait_ns as f64,
+                delay,
+                common::clock_tolerance()
+            ),
+            "slot {slot} against run_delay {delay}: {said}"
+        );
+    }
+    let spin_behind_pp = waits.by.get(&(1, 0)).copied().unwrap_or_default();
     assert!(
-        common::within(by_spinner.preemptions as f64, ivcs, 5.0),
-        "preempted by the spinner {} times, involuntary switches {ivcs}",
-        by_spinner.preemptions
+        spin_behind_pp.wait_ns as f64 >= 0.9 * waits.total[1].wait_ns as f64,
+        "{said}"
     );
 }

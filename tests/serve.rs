@@ -123,6 +123,72 @@ fn stop(mut serve: Running) -> String {
     err
 }
 
+/// A Prometheus on CPU 0 scraping its targets every second (bperf's port first, as job
+/// `bperf`), with its data in a directory of its own; killed when dropped.
+struct Prometheus {
+    port: u16,
+    _running: Running,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    fn start(targets: &[u16]) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        let port = free_port();
+        let mut config =
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+                .to_string();
+        for (i, t) in targets.iter().enumerate() {
+            let job = if i == 0 {
+                "bperf".into()
+            } else {
+                format!("t{i}")
+            };
+            config += &format!(
+                "  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{t}']\n"
+            );
+        }
+        std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
+        let running = Running(
+            Command::new("taskset")
+                .args(["-c", "0"])
+                .arg(prometheus_tool("prometheus"))
+                .arg(format!(
+                    "--config.file={}",
+                    dir.0.join("prometheus.yml").display()
+                ))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.0.join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        Prometheus {
+            port,
+            _running: running,
+            _dir: dir,
+        }
+    }
+
+    /// The answer to instant query `q`, once Prometheus answers.
+    fn query(&self, q: &str) -> Option<serde_json::Value> {
+        let url = format!("/api/v1/query?query={}", encode_query(q));
+        let (_, body) = get(self.port, &url, "application/json")?;
+        serde_json::from_str(&body).ok()
+    }
+
+    /// The newest sample of the one series `selector` picks: (its time, its value).
+    fn latest(&self, selector: &str) -> Option<(f64, f64)> {
+        let v = self.query(selector)?;
+        let sample = &v["data"]["result"][0]["value"];
+        Some((sample[0].as_f64()?, sample[1].as_str()?.parse().ok()?))
+    }
+}
+
 /// Prometheus scraping bperf every second sees a cgroup created after bperf started,
 /// with the task-clock rate of the one busy loop in it (1e9 ns/s), and bperf's count
 /// agrees with the cgroup's cpu.stat.
@@ -132,36 +198,9 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     require_root();
     let _g = serial();
     let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
-    let dir = TempDir::new("prometheus");
-    let prom_port = free_port();
     // A second target that only records the request Prometheus scrapes with.
     let (capture_port, captured) = capture_one_request();
-    std::fs::write(
-        dir.0.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: bperf\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n  - job_name: capture\n    static_configs:\n      - targets: ['127.0.0.1:{capture_port}']\n"
-        ),
-    )
-    .unwrap();
-    // Prometheus on CPU 0 and the busy loop alone on CPU 1, where it runs all the time.
-    let _prometheus = Running(
-        Command::new("taskset")
-            .args(["-c", "0"])
-            .arg(prometheus_tool("prometheus"))
-            .arg(format!(
-                "--config.file={}",
-                dir.0.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.0.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let prometheus = Prometheus::start(&[port, capture_port]);
     let cg = TestCgroup::new("scraped");
     let unaccounted = unaccounted_ns();
     let spun_at = std::time::Instant::now();
@@ -178,11 +217,7 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
         "bperf_count_total{{event=\"task-clock\",cgroup=~\".*{}\"}}",
         cg.name
     );
-    let query = |q: &str| -> Option<serde_json::Value> {
-        let url = format!("/api/v1/query?query={}", encode_query(q));
-        let (_, body) = get(prom_port, &url, "application/json")?;
-        serde_json::from_str(&body).ok()
-    };
+    let query = |q: &str| prometheus.query(q);
     // A rate over 10 s once Prometheus has scraped the new series for 11 s.
     let samples = format!("count_over_time({selector}[11s])");
     // Prometheus takes seconds to start under emulation.
@@ -715,4 +750,70 @@ fn encode_query(q: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// serve --runq scraped by Prometheus: two busy loops in two cgroups on one CPU wait
+/// behind each other. Each cgroup's wait agrees with its task's run_delay
+/// (/proc/PID/schedstat) and its preemptions with its involuntary switches
+/// (getrusage), and nearly all of both are by the other cgroup.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn prometheus_scrapes_who_waited_behind_whom() {
+    require_root();
+    let _g = serial();
+    let (a, b) = (TestCgroup::new("rq-a"), TestCgroup::new("rq-b"));
+    let both = format!("{},{}", a.name, b.name);
+    let (serve, port) = start_serve(&["-e", "task-clock", "--for-each-cgroup", &both, "--runq"]);
+    let prometheus = Prometheus::start(&[port]);
+    let wait_of = |cg: &TestCgroup| {
+        format!(
+            "bperf_runqueue_wait_seconds_total{{cgroup=\"{}\"}}",
+            cg.name
+        )
+    };
+    assert!(
+        wait_for_some(if emulated() { 120 } else { 30 }, || prometheus
+            .latest(&wait_of(&a)))
+        .is_some(),
+        "Prometheus never scraped {}",
+        wait_of(&a)
+    );
+    // Both on CPU 1, away from Prometheus.
+    let spinners = [
+        pinned(&a, 1, &["spin", "2000"]),
+        pinned(&b, 1, &["spin", "2000"]),
+    ];
+    let reports: Vec<String> = spinners
+        .into_iter()
+        .map(|s| stderr(&s.wait_with_output().unwrap()))
+        .collect();
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    // A scrape after both ended.
+    let after = |sel: &str| {
+        wait_for_some(10, || {
+            prometheus.latest(sel).filter(|(t, _)| *t > ended + 1.0)
+        })
+        .unwrap_or_else(|| panic!("no sample of {sel} after the loops ended"))
+        .1
+    };
+    for (cg, other, report) in [(&a, &b, &reports[0]), (&b, &a, &reports[1])] {
+        let run_delay = report_field(report, "run_delay_ns") / 1e9;
+        let ivcs = report_field(report, "ivcs");
+        let wait = after(&wait_of(cg));
+        let preempted = after(&format!(
+            "bperf_preemptions_total{{cgroup=\"{}\"}}",
+            cg.name
+        ));
+        let pair = format!("cgroup=\"{}\",by_cgroup=\"{}\"", cg.name, other.name);
+        let behind = after(&format!("bperf_waited_behind_seconds_total{{{pair}}}"));
+        let by = after(&format!("bperf_preempted_by_total{{{pair}}}"));
+        let said = format!("{}: waited {wait} s ({behind} s behind {}), run_delay {run_delay} s; preempted {preempted} times ({by} by it), involuntary switches {ivcs}", cg.name, other.name);
+        assert!(within(wait, run_delay, clock_tolerance()), "{said}");
+        assert!(within(preempted, ivcs, 2.0), "{said}");
+        assert!(behind >= 0.9 * wait && by >= 0.9 * preempted, "{said}");
+    }
+    stop(serve);
 }

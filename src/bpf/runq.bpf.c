@@ -5,13 +5,15 @@
  * serve --runq): without it nothing here runs.
  *
  * A task starts waiting when it is woken (sched_wakeup, sched_wakeup_new) or switched
- * out while still runnable (a preemption: sched_switch with preempt set or prev_state
+ * out while still runnable (a preemption: sched_switch with preempt set or the task still
  * TASK_RUNNING, as the kernel counts nr_involuntary_switches), and stops when it is
  * switched in: schedstat's run_delay, timed with bpf_ktime_get_ns(). The wait is charged
  * to the cgroup the task was in when it started waiting, and to its monitored
- * ancestors, and all of it to one culprit: the cgroup of the task that ran on the CPU
- * just before the waiting task got it (prev of the switch-in). A preemption's culprit
- * is the cgroup of the task that takes the CPU (next of the switch-out).
+ * ancestors, and split among the culprits: the cgroups whose tasks ran on the CPU
+ * while it waited, as far back as the CPU's last RUNQ_RUNS runs go. What lies before
+ * them goes to the cgroup of the task that preempted it (next of the switch-out), or
+ * for a woken task to the oldest of those runs. A preemption's culprit is the
+ * preemptor's cgroup.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -21,7 +23,6 @@
 
 /* uapi constants (include/uapi/linux/bpf.h) that types.h, shared with bperf.bpf.c,
  * leaves out. */
-#define RUNQ_MAP_PERCPU_HASH 5
 #define RUNQ_MAP_LRU_HASH 9
 #define RUNQ_NOEXIST 1
 
@@ -47,15 +48,24 @@ struct {
 	__uint(max_entries, 1);
 } totals SEC(".maps");
 
-/* Per (waiting slot, culprit slot), per CPU: the culprit matrix. Bounded: a pair that
- * finds it full is left out, and userspace counts what the totals have beyond the
- * pairs as "other" (with the culprits nobody monitors). */
+/* Per (waiting slot, culprit slot): the culprit matrix, one value for all CPUs (added
+ * to atomically) so that its size does not grow with them. Bounded: a pair that finds
+ * it full is left out, and userspace counts what the totals have beyond the pairs as
+ * "other" (with the culprits nobody monitors). */
 struct {
-	__uint(type, RUNQ_MAP_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct runq_pair);
 	__type(value, struct runq_wait);
 	__uint(max_entries, 1);
 } pairs SEC(".maps");
+
+/* Per CPU: its last runs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct runq_runs);
+	__uint(max_entries, 1);
+} cpu_runs SEC(".maps");
 
 /* Waiting tasks, by thread id. LRU: a task that exits while waiting is forgotten. */
 struct {
@@ -64,6 +74,28 @@ struct {
 	__type(value, struct runq_waiting);
 	__uint(max_entries, 65536);
 } waiting SEC(".maps");
+
+/* The task's state under its two names: __state from 5.14, state before. */
+struct task_struct___new {
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___old {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* Whether @prev leaves its CPU still runnable (TASK_RUNNING, 0): what the kernel counts
+ * as an involuntary switch, with @preempt. sched_switch passes prev_state only from
+ * 5.18; the task's own field is read on every kernel. */
+static __always_inline bool still_runnable(struct task_struct *prev)
+{
+	struct task_struct___new *now = (void *)prev;
+	struct task_struct___old *before = (void *)prev;
+
+	if (bpf_core_field_exists(now->__state))
+		return BPF_CORE_READ(now, __state) == 0;
+	return BPF_CORE_READ(before, state) == 0;
+}
 
 /* The slot of no monitored cgroup: the culprit was unmonitored, or the CPU was idle. */
 #define NO_SLOT 0xffffffffU
@@ -129,8 +161,10 @@ static __always_inline void charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns
 		bpf_map_update_elem(&pairs, &key, &zero, RUNQ_NOEXIST);
 		w = bpf_map_lookup_elem(&pairs, &key);
 	}
-	if (w)
-		add(w, wait_ns, preemptions);
+	if (w) {
+		__sync_fetch_and_add(&w->wait_ns, wait_ns);
+		__sync_fetch_and_add(&w->preemptions, preemptions);
+	}
 }
 
 /* Charge cgroup @cg and each of its monitored ancestors with a wait or a preemption
@@ -149,10 +183,16 @@ static __always_inline void charge(struct cgroup *cg, __u32 culprit, __u64 wait_
 	}
 }
 
-/* @task starts waiting for a CPU now. */
-static __always_inline void start_waiting(struct task_struct *task, __u64 now)
+/* @task starts waiting for a CPU now: woken, or preempted by a task of slot @culprit. */
+static __always_inline void start_waiting(struct task_struct *task, __u64 now, bool preempted,
+					  __u32 culprit)
 {
-	struct runq_waiting w = { .since = now, .cgid = cgroup_id(task) };
+	struct runq_waiting w = {
+		.since = now,
+		.cgid = cgroup_id(task),
+		.culprit = culprit,
+		.preempted = preempted,
+	};
 	__u32 tid = task->pid;
 
 	bpf_map_update_elem(&waiting, &tid, &w, BPF_ANY);
@@ -161,23 +201,58 @@ static __always_inline void start_waiting(struct task_struct *task, __u64 now)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(runq_on_wakeup, struct task_struct *task)
 {
-	start_waiting(task, bpf_ktime_get_ns());
+	start_waiting(task, bpf_ktime_get_ns(), false, NO_SLOT);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(runq_on_wakeup_new, struct task_struct *task)
 {
-	start_waiting(task, bpf_ktime_get_ns());
+	start_waiting(task, bpf_ktime_get_ns(), false, NO_SLOT);
 	return 0;
 }
 
-/* @next got the CPU from @prev at @now: its wait, if it was waiting, ends, charged to
- * the cgroup it started waiting in, behind @prev's. */
-static __always_inline void stop_waiting(struct task_struct *prev, struct task_struct *next, __u64 now)
+/* Charges @ns of a wait behind @culprit: to @cg and its monitored ancestors, or when
+ * @cg is 0 (the task changed cgroups while it waited) to the slot @moved_from alone. */
+static __always_inline void charge_wait(struct cgroup *cg, __u32 *moved_from, __u32 culprit, __u64 ns)
+{
+	if (!ns)
+		return;
+	if (cg)
+		charge(cg, culprit, ns, 0);
+	else if (moved_from)
+		charge_slot(*moved_from, culprit, ns, 0);
+}
+
+/* Splits the wait [@since, @now) among the CPU's last runs, newest first; what they do
+ * not cover goes to @w's preemptor, or for a woken task to the oldest run seen. */
+static __always_inline void split_wait(struct runq_runs *runs, struct runq_waiting *w, __u64 since,
+				       __u64 now, struct cgroup *cg, __u32 *moved_from)
+{
+	__u32 rest_to = w->preempted ? w->culprit : NO_SLOT;
+	__u64 end = now;
+
+	for (int i = 1; i <= RUNQ_RUNS && end > since; i++) {
+		__u32 k = (runs->next - i) & (RUNQ_RUNS - 1);
+		__u64 start = runs->start[k];
+
+		if (!start)
+			break;
+		if (!w->preempted)
+			rest_to = runs->slot[k];
+		charge_wait(cg, moved_from, runs->slot[k], end - (start > since ? start : since));
+		end = start;
+	}
+	if (end > since)
+		charge_wait(cg, moved_from, rest_to, end - since);
+}
+
+/* @next gets the CPU at @now: its wait, if it was waiting, ends, charged to the cgroup
+ * it started waiting in and split among the runs it waited behind. */
+static __always_inline void stop_waiting(struct task_struct *next, struct runq_runs *runs, __u64 now)
 {
 	struct cgroup *cg = task_cgroup(next->cgroups);
-	__u32 tid = next->pid, culprit = NO_SLOT;
+	__u32 tid = next->pid, *moved_from = 0;
 	struct runq_waiting *w;
 	__u64 since;
 
@@ -189,40 +264,43 @@ static __always_inline void stop_waiting(struct task_struct *prev, struct task_s
 	 * cgroup's; only the innermost monitored one is known by id alone. */
 	if (cg && w->cgid != cg->kn->id) {
 		__u64 old = w->cgid;
-		__u32 *slot = bpf_map_lookup_elem(&cgrp_slot, &old);
 
+		moved_from = bpf_map_lookup_elem(&cgrp_slot, &old);
 		cg = 0;
-		if (slot && prev->pid)
-			culprit = innermost_slot(task_cgroup(prev->cgroups));
-		if (slot && now > since)
-			charge_slot(*slot, culprit, now - since, 0);
 	}
+	if (now > since && (cg || moved_from))
+		split_wait(runs, w, since, now, cg, moved_from);
 	bpf_map_delete_elem(&waiting, &tid);
-	if (!cg || now <= since)
-		return;
-	if (prev->pid)
-		culprit = innermost_slot(task_cgroup(prev->cgroups));
-	charge(cg, culprit, now - since, 0);
+}
+
+/* The slot of the cgroup of @task; NO_SLOT for the idle task or none monitored. */
+static __always_inline __u32 slot_of(struct task_struct *task)
+{
+	return task->pid ? innermost_slot(task_cgroup(task->cgroups)) : NO_SLOT;
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(runq_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(runq_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = prev->pid;
+	__u32 tid = prev->pid, zero = 0, next_slot = slot_of(next);
+	struct runq_runs *runs = bpf_map_lookup_elem(&cpu_runs, &zero);
 
-	if (tid && (preempt || prev_state == 0)) {
+	if (!runs)
+		return 0;
+	if (tid && (preempt || still_runnable(prev))) {
 		struct cgroup *cg = task_cgroup(prev->cgroups);
-		__u32 culprit = next->pid ? innermost_slot(task_cgroup(next->cgroups)) : NO_SLOT;
 
-		start_waiting(prev, now);
+		start_waiting(prev, now, true, next_slot);
 		if (cg)
-			charge(cg, culprit, 0, 1);
+			charge(cg, next_slot, 0, 1);
 	} else if (tid) {
 		bpf_map_delete_elem(&waiting, &tid);
 	}
 	if (next->pid)
-		stop_waiting(prev, next, now);
+		stop_waiting(next, runs, now);
+	runs->start[runs->next & (RUNQ_RUNS - 1)] = now;
+	runs->slot[runs->next & (RUNQ_RUNS - 1)] = next_slot;
+	runs->next++;
 	return 0;
 }

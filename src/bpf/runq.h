@@ -18,10 +18,23 @@ struct runq_pair {
 	__u32 culprit;
 };
 
-/* A task waiting to run: since when, and the cgroup it was in then. */
+/* A task waiting to run: since when, the cgroup it was in then, and for a preempted
+ * task the slot of the cgroup that took its CPU (the culprit of all of the wait). */
 struct runq_waiting {
 	__u64 since; /* bpf_ktime_get_ns() */
 	__u64 cgid;
+	__u32 culprit;   /* preempted: the preemptor's slot (or NO_SLOT) */
+	__u32 preempted; /* 0: woken, its culprit is the task it gets the CPU from */
+};
+
+/* The last runs on a CPU, newest at (next - 1) % RUNQ_RUNS: when each began and the
+ * slot of the cgroup that ran (NO_SLOT: idle, or no monitored cgroup). A wait ending on
+ * the CPU is split among the runs it overlaps. */
+#define RUNQ_RUNS 4
+struct runq_runs {
+	__u64 start[RUNQ_RUNS];
+	__u32 slot[RUNQ_RUNS];
+	__u32 next;
 };
 
 /* Most monitored cgroups one wait is charged to: the cgroup and its monitored ancestors. */

@@ -22,7 +22,13 @@ use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
+use skel::types::{runq_pair, runq_wait};
 use skel::{RunqSkel, RunqSkelBuilder};
+
+// SAFETY: two u64s, no padding: any bit pattern is valid.
+unsafe impl plain::Plain for runq_wait {}
+// SAFETY: two u32s, no padding: any bit pattern is valid.
+unsafe impl plain::Plain for runq_pair {}
 
 /// What the run-queue program counts.
 pub struct Config<'a> {
@@ -34,6 +40,12 @@ pub struct Config<'a> {
     pub cgroup_v1: bool,
     /// Most (waiting cgroup, culprit) pairs kept apart; the rest count as "other".
     pub max_pairs: usize,
+}
+
+/// How many (waiting cgroup, culprit) pairs to keep apart for `nr_slots` cgroups: 16
+/// per cgroup, within 1,024 to 65,536 (a few MB at most: a pair is one hash entry).
+pub fn pairs_for(nr_slots: usize) -> usize {
+    nr_slots.saturating_mul(16).clamp(1024, 65536)
 }
 
 /// What tasks of one cgroup waited, or waited behind one culprit.
@@ -51,7 +63,14 @@ impl Wait {
         self.preemptions += other.preemptions;
     }
 
-    fn minus(self, other: Wait) -> Wait {
+    /// The sum of the two.
+    pub fn plus(mut self, other: Wait) -> Wait {
+        self.add(other);
+        self
+    }
+
+    /// What is left of this once `other` is taken out (nothing below zero).
+    pub fn minus(self, other: Wait) -> Wait {
         Wait {
             wait_ns: self.wait_ns.saturating_sub(other.wait_ns),
             preemptions: self.preemptions.saturating_sub(other.preemptions),
@@ -140,6 +159,35 @@ impl<'obj> Runq<'obj> {
         Ok(self)
     }
 
+    /// Charges cgroup `id` to `slot` from now on, from nothing: what the slot counted
+    /// for a cgroup before, as a waiter or a culprit, is cleared first.
+    pub fn assign(&self, id: u64, slot: usize) -> Result<()> {
+        self.clear_slot(slot)?;
+        self.add_cgroup(id, slot)
+    }
+
+    /// Zeroes `slot`'s totals and removes its pairs. No cgroup charges the slot then:
+    /// its last one was removed from the cgroup map before.
+    fn clear_slot(&self, slot: usize) -> Result<()> {
+        let zeros =
+            vec![vec![0u8; std::mem::size_of::<runq_wait>()]; libbpf_rs::num_possible_cpus()?];
+        self.skel
+            .maps
+            .totals
+            .update_percpu(&(slot as u32).to_ne_bytes(), &zeros, MapFlags::ANY)
+            .context("clearing a slot of the run-queue totals")?;
+        let pairs = &self.skel.maps.pairs;
+        let theirs: Vec<Vec<u8>> = pairs
+            .keys()
+            .filter(|k| pair_key(k).is_some_and(|(w, c)| w == slot || c == slot))
+            .collect();
+        for key in theirs {
+            // Gone already is fine.
+            let _ = pairs.delete(&key);
+        }
+        Ok(())
+    }
+
     /// Charges cgroup `id` to `slot` from now on.
     pub fn add_cgroup(&self, id: u64, slot: usize) -> Result<()> {
         anyhow::ensure!(
@@ -181,33 +229,38 @@ impl<'obj> Runq<'obj> {
         let pairs = &self.skel.maps.pairs;
         for key in pairs.keys() {
             let Some(cell) = pair_key(&key) else { continue };
-            // A pair can only be added: one missing was never there.
-            if let Some(per_cpu) = pairs.lookup_percpu(&key, MapFlags::ANY)? {
-                waits.by.insert(cell, sum_per_cpu(per_cpu));
+            // Gone since the keys were listed: its slot was cleared.
+            if let Some(value) = pairs.lookup(&key, MapFlags::ANY)? {
+                waits.by.insert(cell, sum_per_cpu(vec![value]));
             }
         }
         Ok(waits)
     }
 }
 
-/// The (waiting slot, culprit slot) of a key of the pairs map (struct runq_pair).
+/// The (waiting slot, culprit slot) of a key of the pairs map.
 fn pair_key(key: &[u8]) -> Option<(usize, usize)> {
-    let waiter = u32::from_ne_bytes(key.get(0..4)?.try_into().ok()?);
-    let culprit = u32::from_ne_bytes(key.get(4..8)?.try_into().ok()?);
-    Some((waiter as usize, culprit as usize))
+    let mut pair = runq_pair {
+        waiter: 0,
+        culprit: 0,
+    };
+    plain::copy_from_bytes(&mut pair, key).ok()?;
+    Some((pair.waiter as usize, pair.culprit as usize))
 }
 
-/// The sum of per-CPU struct runq_wait values.
+/// The sum of per-CPU struct runq_wait values; a value too short counts nothing.
 fn sum_per_cpu(per_cpu: Vec<Vec<u8>>) -> Wait {
-    let field = |v: &[u8], at: usize| {
-        v.get(at..at + 8)
-            .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
-    };
     per_cpu.iter().fold(Wait::default(), |mut sum, v| {
-        sum.add(Wait {
-            wait_ns: field(v, 0),
-            preemptions: field(v, 8),
-        });
+        let mut w = runq_wait {
+            wait_ns: 0,
+            preemptions: 0,
+        };
+        if plain::copy_from_bytes(&mut w, v).is_ok() {
+            sum.add(Wait {
+                wait_ns: w.wait_ns,
+                preemptions: w.preemptions,
+            });
+        }
         sum
     })
 }

@@ -7,6 +7,7 @@
 
 mod exposition;
 mod http;
+mod runq;
 
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use signal_hook::consts::SIGHUP;
 
 pub use exposition::{Family, Format, Kind, Sample, Value};
 
+use crate::bpf::runq::{self as runq_bpf, Runq};
 use crate::cgroup::Cgroup;
 use crate::cli::ServeArgs;
 use crate::counter::Counter;
@@ -42,6 +44,12 @@ pub type Wake = session::Wake<Scrape>;
 pub fn run(a: &ServeArgs) -> Result<i32> {
     let mut plan = Plan::new(&a.request())?;
     plan.warnings.iter().for_each(|w| eprintln!("{w}"));
+    if a.runq && plan.cgroups.is_empty() && plan.live.is_none() {
+        return Err(UsageError(
+            "--runq counts per cgroup: give --for-each-cgroup, --all-cgroups or --for-each-container".into(),
+        )
+        .into());
+    }
     let listen = match (&a.listen, &a.textfile) {
         (Some(l), _) => Some(l.clone()),
         (None, Some(_)) => None,
@@ -75,6 +83,11 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
             );
         }
     }
+    let mut runq_storage = MaybeUninit::uninit();
+    let runq = match a.runq {
+        true => Some(load_runq(&plan, &mut runq_storage)?),
+        false => None,
+    };
     let live = session::follow_cgroups(&plan, &tx)?;
     if let Some(s) = &server {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
@@ -84,6 +97,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     let mut exporter = Exporter {
         plan: &plan,
         counter,
+        runq,
         live,
         containers,
         per_cpu: a.no_aggr,
@@ -110,6 +124,8 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
 struct Exporter<'a, 'obj> {
     plan: &'a Plan,
     counter: Counter<'obj>,
+    /// --runq: the run-queue program, its slots the counter's.
+    runq: Option<Runq<'obj>>,
     live: Option<LiveCgroups>,
     /// The containers among the cgroups, whose series carry their labels.
     containers: ContainerNames,
@@ -176,6 +192,15 @@ impl Exporter<'_, '_> {
         if let Some(live) = &mut self.live {
             let (changes, notes) = live.refresh(&mut self.counter)?;
             notes.say();
+            if let Some(runq) = &self.runq {
+                changes
+                    .removed
+                    .iter()
+                    .for_each(|(_, cg)| runq.remove_cgroup(cg.id));
+                for (slot, cg) in &changes.added {
+                    runq.assign(cg.id, *slot)?;
+                }
+            }
             if !changes.removed.is_empty() {
                 self.unseen = self.outputs;
             }
@@ -214,6 +239,9 @@ impl Exporter<'_, '_> {
             per_cpu: self.per_cpu,
         };
         let mut out = counted.families(&rows, &snap);
+        if let Some(runq) = &self.runq {
+            out.extend(runq::families(&rows, &runq.read()?));
+        }
         if let Some(live) = &mut self.live {
             out.push(gauge(
                 "bperf_cgroups",
@@ -342,6 +370,23 @@ impl Counted<'_> {
             false => vec![(None, snap.total(slot, event))],
         }
     }
+}
+
+/// The run-queue program for `plan`'s cgroups, in the counter's slots: those of the
+/// plan now, those that come later as they come (Exporter::refresh_cgroups).
+fn load_runq<'obj>(
+    plan: &Plan,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<Runq<'obj>> {
+    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
+    let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
+    let config = runq_bpf::Config {
+        cgroups: &ids,
+        nr_slots,
+        cgroup_v1: plan.cgroup_v1,
+        max_pairs: runq_bpf::pairs_for(nr_slots),
+    };
+    Runq::load(&config, storage)
 }
 
 /// Refuses a textfile directory that is not there or not writable, before counting.

@@ -11,8 +11,9 @@ pub mod recording;
 pub mod v1;
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -496,6 +497,33 @@ pub fn report_field(report: &str, name: &str) -> f64 {
         .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {name}= in {report}"))
+}
+
+/// The workload with `args`, in cgroup `cg` and pinned to `cpu` from before its exec.
+pub fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
+    let procs = cg.procs();
+    let mut cmd = Command::new(workload());
+    cmd.args(args).stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec; it only writes a file
+    // and calls sched_setaffinity(2), and allocates nothing the parent shares.
+    unsafe {
+        cmd.pre_exec(move || {
+            std::fs::write(&procs, "0")?;
+            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
+            // sched_setaffinity only write inside it.
+            let set = {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                set
+            };
+            // SAFETY: pins this (child) process to the set built above.
+            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    };
+    cmd.spawn().expect("starting the workload")
 }
 
 /// Sums the kernel's task-clock (ns) that the workload processes of the given modes
