@@ -67,7 +67,8 @@ struct {
 	__uint(max_entries, 1);
 } cpu_runs SEC(".maps");
 
-/* Waiting tasks, by thread id. LRU: a task that exits while waiting is forgotten. */
+/* Tasks by thread id: since when each waits (0: it does not). LRU: the entries of
+ * tasks that exited go as the map fills. */
 struct {
 	__uint(type, RUNQ_MAP_LRU_HASH);
 	__type(key, __u32);
@@ -194,8 +195,13 @@ static __always_inline void start_waiting(struct task_struct *task, __u64 now, b
 		.preempted = preempted,
 	};
 	__u32 tid = task->pid;
+	struct runq_waiting *known = bpf_map_lookup_elem(&waiting, &tid);
 
-	bpf_map_update_elem(&waiting, &tid, &w, BPF_ANY);
+	/* In place when the task has an entry: an LRU map's update allocates anew. */
+	if (known)
+		*known = w;
+	else
+		bpf_map_update_elem(&waiting, &tid, &w, BPF_ANY);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -268,9 +274,10 @@ static __always_inline void stop_waiting(struct task_struct *next, struct runq_r
 		moved_from = bpf_map_lookup_elem(&cgrp_slot, &old);
 		cg = 0;
 	}
-	if (now > since && (cg || moved_from))
+	if (since && now > since && (cg || moved_from))
 		split_wait(runs, w, since, now, cg, moved_from);
-	bpf_map_delete_elem(&waiting, &tid);
+	/* Not waiting; the entry stays for the task's next wait. */
+	w->since = 0;
 }
 
 /* The slot of the cgroup of @task; NO_SLOT for the idle task or none monitored. */
@@ -294,9 +301,8 @@ int BPF_PROG(runq_on_switch, bool preempt, struct task_struct *prev, struct task
 		start_waiting(prev, now, true, next_slot);
 		if (cg)
 			charge(cg, next_slot, 0, 1);
-	} else if (tid) {
-		bpf_map_delete_elem(&waiting, &tid);
 	}
+	/* A task that blocks needs nothing: its wake-up starts its next wait. */
 	if (next->pid)
 		stop_waiting(next, runs, now);
 	runs->start[runs->next & (RUNQ_RUNS - 1)] = now;
