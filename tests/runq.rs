@@ -66,7 +66,7 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
     for (slot, other) in [(0, 1), (1, 0)] {
         let total = waits.total[slot].wait_ns as f64;
         assert!(
-            common::within(total, delays[slot], 2.0),
+            common::within(total, delays[slot], common::runq_tolerance()),
             "slot {slot}: waited {total} ns, run_delay {} ns",
             delays[slot]
         );
@@ -111,7 +111,7 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
     assert!(ivcs > 0.0, "the ping-pong was never preempted: {said}");
     let pp_total = waits.total[0];
     assert!(
-        common::within(pp_total.preemptions as f64, ivcs, 2.0),
+        common::within(pp_total.preemptions as f64, ivcs, common::runq_tolerance()),
         "{said}"
     );
     for (slot, report) in [(0, &pp_report), (1, &spin_report)] {
@@ -120,7 +120,7 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
             common::within(
                 waits.total[slot].wait_ns as f64,
                 delay,
-                common::clock_tolerance()
+                common::runq_tolerance()
             ),
             "slot {slot} against run_delay {delay}: {said}"
         );

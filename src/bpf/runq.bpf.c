@@ -162,10 +162,12 @@ static __always_inline void charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns
 		bpf_map_update_elem(&pairs, &key, &zero, RUNQ_NOEXIST);
 		w = bpf_map_lookup_elem(&pairs, &key);
 	}
-	if (w) {
+	/* Atomic adds of what is not zero only: clang turns an atomic add of 0 into an
+	 * atomic or, which needs Linux 5.12. */
+	if (w && wait_ns)
 		__sync_fetch_and_add(&w->wait_ns, wait_ns);
+	if (w && preemptions)
 		__sync_fetch_and_add(&w->preemptions, preemptions);
-	}
 }
 
 /* Charge cgroup @cg and each of its monitored ancestors with a wait or a preemption
