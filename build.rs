@@ -13,7 +13,11 @@ const PROGRAMS: [(&str, &str, &[&str]); 4] = [
     (
         "src/bpf/bperf.bpf.c",
         "bperf.skel.rs",
-        &["src/bpf/bperf.h", "src/bpf/types.h"],
+        &[
+            "src/bpf/bperf.h",
+            "src/bpf/types.h",
+            "src/bpf/task_cgroup.h",
+        ],
     ),
     (
         "src/bpf/prog_profile.bpf.c",
@@ -23,7 +27,7 @@ const PROGRAMS: [(&str, &str, &[&str]); 4] = [
     (
         "src/bpf/runq.bpf.c",
         "runq.skel.rs",
-        &["src/bpf/runq.h", "src/bpf/types.h"],
+        &["src/bpf/runq.h", "src/bpf/types.h", "src/bpf/task_cgroup.h"],
     ),
     (
         "tests/bpf/prog_target.bpf.c",

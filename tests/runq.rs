@@ -114,14 +114,16 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
         common::within(pp_total.preemptions as f64, ivcs, common::runq_tolerance()),
         "{said}"
     );
+    // Both cgroups' waits are made of tens of thousands of waits of microseconds, each
+    // timed at the tracepoints rather than where the scheduler reads its clock: here
+    // -1.1% to +1.2% in five quiet runs, one more point allowed than for the busy loops.
+    let tolerance = common::runq_tolerance() + 1.0;
     for (slot, report) in [(0, &pp_report), (1, &spin_report)] {
         let delay = sum_field(report, "run_delay_ns");
+        let waited = waits.total[slot].wait_ns as f64;
+        eprintln!("slot {slot}: waited {waited} ns, run_delay {delay} ns");
         assert!(
-            common::within(
-                waits.total[slot].wait_ns as f64,
-                delay,
-                common::runq_tolerance()
-            ),
+            common::within(waited, delay, tolerance),
             "slot {slot} against run_delay {delay}: {said}"
         );
     }

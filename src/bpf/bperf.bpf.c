@@ -219,21 +219,7 @@ static __always_inline struct cpu_state *this_cpu_state(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
-/* The cgroup of a task (its css_set @css) in the hierarchy that holds the perf_event
- * controller. Plain loads: callers hold BTF pointers. */
-static __always_inline struct cgroup *task_cgroup(struct css_set *css)
-{
-	if (use_v1) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, perf_event_cgrp_id);
-		struct cgroup_subsys_state *ss;
-
-		if (id < 0 || id >= 14)
-			return 0;
-		ss = css->subsys[id];
-		return ss ? ss->cgroup : 0;
-	}
-	return css->dfl_cgrp;
-}
+#include "task_cgroup.h"
 
 struct resolve_ctx {
 	struct cgroup *cg;           /* the cgroup to look at next, walking up to the root */

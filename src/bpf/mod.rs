@@ -470,21 +470,12 @@ impl<'obj> Bpf<'obj> {
     /// Charges cgroup `id` to `slot` from now on.
     pub fn add_cgroup(&self, id: u64, slot: usize) -> Result<()> {
         assert!(slot < self.nr_slots);
-        self.skel
-            .maps
-            .cgrp_slot
-            .update(
-                &id.to_ne_bytes(),
-                &(slot as u32).to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .context("adding a cgroup to the cgroup map")
+        map_cgroup(&self.skel.maps.cgrp_slot, id, slot)
     }
 
     /// Stops charging cgroup `id` (it was removed). Its slot keeps what it counted.
     pub fn remove_cgroup(&self, id: u64) {
-        // Gone already is fine: the cgroup charges nothing either way.
-        let _ = self.skel.maps.cgrp_slot.delete(&id.to_ne_bytes());
+        unmap_cgroup(&self.skel.maps.cgrp_slot, id);
     }
 
     /// Makes every CPU work out its charge lists again, after cgroups were added or
@@ -641,4 +632,20 @@ fn open_and_load<'obj>(
         ),
         _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
     })
+}
+
+/// Puts cgroup `id` in `slot` of a program's cgroup map (cgroup id -> slot).
+pub(crate) fn map_cgroup(map: &impl MapCore, id: u64, slot: usize) -> Result<()> {
+    map.update(
+        &id.to_ne_bytes(),
+        &(slot as u32).to_ne_bytes(),
+        MapFlags::ANY,
+    )
+    .context("adding a cgroup to the cgroup map")
+}
+
+/// Takes cgroup `id` out of a program's cgroup map; gone already is fine: the cgroup
+/// charges nothing either way.
+pub(crate) fn unmap_cgroup(map: &impl MapCore, id: u64) {
+    let _ = map.delete(&id.to_ne_bytes());
 }

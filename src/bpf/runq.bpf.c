@@ -101,21 +101,7 @@ static __always_inline bool still_runnable(struct task_struct *prev)
 /* The slot of no monitored cgroup: the culprit was unmonitored, or the CPU was idle. */
 #define NO_SLOT 0xffffffffU
 
-/* The cgroup of a task (its css_set @css) in the hierarchy that holds the perf_event
- * controller, as bperf.bpf.c finds it. */
-static __always_inline struct cgroup *task_cgroup(struct css_set *css)
-{
-	if (use_v1) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, perf_event_cgrp_id);
-		struct cgroup_subsys_state *ss;
-
-		if (id < 0 || id >= 14)
-			return 0;
-		ss = css->subsys[id];
-		return ss ? ss->cgroup : 0;
-	}
-	return css->dfl_cgrp;
-}
+#include "task_cgroup.h"
 
 static __always_inline __u64 cgroup_id(struct task_struct *task)
 {

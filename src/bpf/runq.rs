@@ -58,6 +58,13 @@ pub struct Wait {
 }
 
 impl Wait {
+    pub const fn new(wait_ns: u64, preemptions: u64) -> Wait {
+        Wait {
+            wait_ns,
+            preemptions,
+        }
+    }
+
     fn add(&mut self, other: Wait) {
         self.wait_ns += other.wait_ns;
         self.preemptions += other.preemptions;
@@ -194,21 +201,12 @@ impl<'obj> Runq<'obj> {
             slot < self.nr_slots,
             "no slot {slot} for the run-queue counts"
         );
-        self.skel
-            .maps
-            .cgrp_slot
-            .update(
-                &id.to_ne_bytes(),
-                &(slot as u32).to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .context("adding a cgroup to the run-queue cgroup map")
+        super::map_cgroup(&self.skel.maps.cgrp_slot, id, slot)
     }
 
     /// Stops charging cgroup `id` (it was removed). Its slot keeps what it counted.
     pub fn remove_cgroup(&self, id: u64) {
-        // Gone already is fine: the cgroup charges nothing either way.
-        let _ = self.skel.maps.cgrp_slot.delete(&id.to_ne_bytes());
+        super::unmap_cgroup(&self.skel.maps.cgrp_slot, id);
     }
 
     /// The counts so far, summed over CPUs.
@@ -269,28 +267,28 @@ fn sum_per_cpu(per_cpu: Vec<Vec<u8>>) -> Wait {
 mod tests {
     use super::*;
 
-    fn w(wait_ns: u64, preemptions: u64) -> Wait {
-        Wait {
-            wait_ns,
-            preemptions,
-        }
-    }
-
     #[test]
     fn other_is_the_total_less_the_known_culprits() {
         let waits = Waits {
-            total: vec![w(100, 5), w(10, 1)],
-            by: BTreeMap::from([((0, 1), w(60, 3)), ((0, 0), w(10, 1)), ((1, 0), w(10, 1))]),
+            total: vec![Wait::new(100, 5), Wait::new(10, 1)],
+            by: BTreeMap::from([
+                ((0, 1), Wait::new(60, 3)),
+                ((0, 0), Wait::new(10, 1)),
+                ((1, 0), Wait::new(10, 1)),
+            ]),
         };
-        assert_eq!(waits.other(0), w(30, 1));
-        assert_eq!(waits.other(1), w(0, 0));
-        assert_eq!(waits.other(7), w(0, 0));
+        assert_eq!(waits.other(0), Wait::new(30, 1));
+        assert_eq!(waits.other(1), Wait::new(0, 0));
+        assert_eq!(waits.other(7), Wait::new(0, 0));
     }
 
     #[test]
     fn per_cpu_values_are_summed_and_short_ones_count_nothing() {
         let v = |a: u64, b: u64| [a.to_ne_bytes(), b.to_ne_bytes()].concat();
-        assert_eq!(sum_per_cpu(vec![v(1, 2), v(3, 4), vec![1, 2]]), w(4, 6));
+        assert_eq!(
+            sum_per_cpu(vec![v(1, 2), v(3, 4), vec![1, 2]]),
+            Wait::new(4, 6)
+        );
         assert_eq!(pair_key(&[1, 0, 0, 0, 2, 0, 0, 0]), Some((1, 2)));
         assert_eq!(pair_key(&[1]), None);
     }

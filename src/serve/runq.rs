@@ -115,13 +115,6 @@ mod tests {
 
     use super::*;
 
-    fn w(wait_ns: u64, preemptions: u64) -> Wait {
-        Wait {
-            wait_ns,
-            preemptions,
-        }
-    }
-
     #[test]
     fn each_cgroup_has_its_totals_its_culprits_and_the_rest() {
         let rows: Vec<Row> = vec![
@@ -129,9 +122,16 @@ mod tests {
             (2, vec![("cgroup", "b".into()), ("container", "web".into())]),
         ];
         let waits = Waits {
-            total: vec![w(3_000_000_000, 7), w(9, 9), w(1_000_000_000, 1)],
+            total: vec![
+                Wait::new(3_000_000_000, 7),
+                Wait::new(9, 9),
+                Wait::new(1_000_000_000, 1),
+            ],
             // (0, 1): a culprit not among the rows counts in /other.
-            by: BTreeMap::from([((0, 2), w(2_000_000_000, 5)), ((0, 1), w(5, 1))]),
+            by: BTreeMap::from([
+                ((0, 2), Wait::new(2_000_000_000, 5)),
+                ((0, 1), Wait::new(5, 1)),
+            ]),
         };
         let f = families(&rows, &waits);
         let names: Vec<&str> = f.iter().map(|f| f.name).collect();
