@@ -1,8 +1,9 @@
 //! Compiles the BPF programs and generates their Rust skeletons into OUT_DIR:
 //! src/bpf/bperf.bpf.c (the counters), src/bpf/prog_profile.bpf.c (counting inside a BPF
-//! program, stat -b), src/bpf/runq.bpf.c (run-queue wait by culprit), and tests/bpf/prog_target.bpf.c (stat -b's test targets); and the
-//! Rust types of the part of Perfetto's trace format that report writes
-//! (proto/perfetto_trace.proto, through protoc: $PROTOC, else protoc on PATH).
+//! program, stat -b), src/bpf/runq.bpf.c (run-queue wait by culprit, serve --runq) and
+//! tests/bpf/prog_target.bpf.c (stat -b's test targets); and the Rust types of the part
+//! of Perfetto's trace format that report writes (proto/perfetto_trace.proto, through
+//! protoc: $PROTOC, else protoc on PATH).
 use std::env;
 use std::path::PathBuf;
 

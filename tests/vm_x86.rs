@@ -3,8 +3,9 @@
 //! 6.1 (Debian 12), 6.12 (its backport) and 7.2 (Debian's unstable suite). The test
 //! binaries this `cargo test --release` run built run there as they run here, as root
 //! with BPERF_REQUIRE_PRIV=1: the same assertions against the guest kernel's own
-//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (CI's time). 5.10 has no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast (the
-//! fallbacks of bperf.bpf.c run there), 6.1 no bpf_rdonly_cast (every counter goes
+//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (CI's time).
+//! 5.10 has no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast (the fallbacks of
+//! bperf.bpf.c run there), 6.1 no bpf_rdonly_cast (every counter goes
 //! through the read helper), and all four allow BPF trampolines, which this machine's
 //! kernel refuses.
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Run-queue wait and preemptions per monitored cgroup, split by the cgroup that ran on
- * the CPU instead (the culprit). Loaded only when asked for (bperf's runq events,
- * serve --runq): without it nothing here runs.
+ * the CPU instead (the culprit). Loaded only when asked for (serve --runq): without it
+ * nothing here runs.
  *
  * A task starts waiting when it is woken (sched_wakeup, sched_wakeup_new) or switched
  * out while still runnable (a preemption: sched_switch with preempt set or the task still
@@ -28,9 +28,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Set by userspace before load. */
-const volatile __u32 nr_slots = 1;  /* monitored cgroups */
-const volatile bool use_v1 = false; /* perf_event controller on a cgroup v1 hierarchy */
+/* Set by userspace before load: the perf_event controller is on a cgroup v1 hierarchy. */
+const volatile bool use_v1 = false;
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {

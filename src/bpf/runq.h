@@ -18,13 +18,14 @@ struct runq_pair {
 	__u32 culprit;
 };
 
-/* A task waiting to run: since when, the cgroup it was in then, and for a preempted
- * task the slot of the cgroup that took its CPU (the culprit of all of the wait). */
+/* A task's wait for a CPU: since when (0: it does not wait), the cgroup it was in
+ * then, and for a preempted task the slot of the cgroup that took its CPU, the culprit
+ * of what of the wait lies before the CPU's last runs. */
 struct runq_waiting {
 	__u64 since; /* bpf_ktime_get_ns() */
 	__u64 cgid;
 	__u32 culprit;   /* preempted: the preemptor's slot (or NO_SLOT) */
-	__u32 preempted; /* 0: woken, its culprit is the task it gets the CPU from */
+	__u32 preempted; /* 0: woken; that part goes to the oldest of the runs */
 };
 
 /* The last runs on a CPU, newest at (next - 1) % RUNQ_RUNS: when each began and the

@@ -99,13 +99,10 @@ impl Waits {
     /// or whose pair found the matrix full: its total less its pairs.
     pub fn other(&self, slot: usize) -> Wait {
         let total = self.total.get(slot).copied().unwrap_or_default();
-        let known = self.by.range((slot, 0)..=(slot, usize::MAX)).fold(
-            Wait::default(),
-            |mut sum, (_, w)| {
-                sum.add(*w);
-                sum
-            },
-        );
+        let known = self
+            .by
+            .range((slot, 0)..=(slot, usize::MAX))
+            .fold(Wait::default(), |sum, (_, w)| sum.plus(*w));
         total.minus(known)
     }
 }
@@ -129,7 +126,6 @@ impl<'obj> Runq<'obj> {
             .rodata_data
             .as_deref_mut()
             .expect("the run-queue object has read-only data");
-        ro.nr_slots = nr_slots as u32;
         ro.use_v1 = config.cgroup_v1;
         open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
         open.maps.totals.set_max_entries(nr_slots as u32)?;
@@ -254,10 +250,7 @@ fn sum_per_cpu(per_cpu: Vec<Vec<u8>>) -> Wait {
             preemptions: 0,
         };
         if plain::copy_from_bytes(&mut w, v).is_ok() {
-            sum.add(Wait {
-                wait_ns: w.wait_ns,
-                preemptions: w.preemptions,
-            });
+            sum.add(Wait::new(w.wait_ns, w.preemptions));
         }
         sum
     })

@@ -1,6 +1,8 @@
 //! serve --runq: what each cgroup's tasks waited for a CPU and how often they were
 //! preempted, in all and by the cgroup that ran instead (the culprit).
 
+use std::collections::HashMap;
+
 use crate::bpf::runq::{Wait, Waits};
 
 use super::{Family, Kind, Row, Sample, Value};
@@ -12,6 +14,8 @@ pub const OTHER: &str = "/other";
 
 /// The run-queue families for `rows` (slot, labels), from `waits`.
 pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
+    let labels_of: HashMap<usize, &[(&'static str, String)]> =
+        rows.iter().map(|(slot, l)| (*slot, l.as_slice())).collect();
     let mut wait = Vec::new();
     let mut preemptions = Vec::new();
     let mut behind = Vec::new();
@@ -21,8 +25,8 @@ pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
         wait.push(seconds(labels.clone(), total.wait_ns));
         preemptions.push(count(labels.clone(), total.preemptions));
         let mut known = Wait::default();
-        for (culprit, labels_of_culprit) in rows {
-            let Some(w) = waits.by.get(&(*slot, *culprit)) else {
+        for (&(_, culprit), w) in waits.by.range((*slot, 0)..=(*slot, usize::MAX)) {
+            let Some(labels_of_culprit) = labels_of.get(&culprit) else {
                 continue;
             };
             known = known.plus(*w);
@@ -48,7 +52,7 @@ pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
         ),
         family(
             "bperf_waited_behind_seconds",
-            "The cgroup's run-queue wait by the cgroup it waited behind (by_cgroup): a preempted task's preemptor, a woken task's last one; /other for culprits not exported.",
+            "The cgroup's run-queue wait by the cgroup it waited behind (by_cgroup): split among the cgroups that ran on the CPU meanwhile (its last four runs; before them the preemptor); /other for culprits not exported.",
             behind,
         ),
         family(
