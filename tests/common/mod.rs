@@ -219,15 +219,20 @@ impl TestCgroup {
 
     /// usage_usec from cpu.stat, in ns (the file exists without the cpu controller).
     pub fn usage_ns(&self) -> u64 {
-        let s = fs::read_to_string(self.path.join("cpu.stat")).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix("usage_usec "))
-            .unwrap()
-            .trim()
-            .parse::<u64>()
-            .unwrap()
-            * 1000
+        usage_ns_of(&self.path)
     }
+}
+
+/// usage_usec from the cpu.stat of the cgroup at `path`, in ns.
+pub fn usage_ns_of(path: &Path) -> u64 {
+    let s = fs::read_to_string(path.join("cpu.stat")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .unwrap()
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        * 1000
 }
 
 fn remove(path: &Path) {
