@@ -50,10 +50,15 @@ case_ pinned bperf stat -a -x, -e '{r08,r08,r08,r08,r08,r08,r08}:D' -- \
     spin $cg/cgroup.procs 1000000
 
 # Two sessions sharing one set of hardware counters (:b), each against the exact count.
-bperf stat -a -x, -e instructions:ub --for-each-cgroup A -o /tmp/shared-1 -- sleep 3 &
-sleep 0.5
+# The first one counts from before the second starts (its command says it runs) until
+# the second has ended: a fixed sleep was too short for 7.2's slower start.
+bperf stat -a -x, -e instructions:ub --for-each-cgroup A -o /tmp/shared-1 -- sh -c '
+    touch /tmp/shared-counting
+    while [ ! -e /tmp/shared-done ]; do sleep 0.1; done' &
+while [ ! -e /tmp/shared-counting ]; do sleep 0.1; done
 case_ shared bperf stat -a -x, -e instructions:ub --for-each-cgroup A -- \
     spin $cg/A/cgroup.procs 15000000
+touch /tmp/shared-done
 wait
 echo "=== case shared-first"
 cat /tmp/shared-1
