@@ -23,7 +23,6 @@ pub mod reading;
 pub mod record;
 pub mod serve;
 pub mod session;
-pub mod slots;
 pub mod stat;
 pub mod sys;
 pub mod top;

@@ -302,9 +302,24 @@ fn is_pattern(s: &str) -> bool {
     s.contains(['{', '}', '[', ']', '(', ')', '|', '*', '+', '?', '^', '$'])
 }
 
+/// A cgroup's name as bperf shows it (serve's label, top's row): its path relative to
+/// the mount, `/` for the root.
+pub fn path_name(path: &Path) -> String {
+    match path.as_os_str().is_empty() {
+        true => "/".into(),
+        false => path.display().to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_root_is_slash() {
+        assert_eq!(path_name(Path::new("")), "/");
+        assert_eq!(path_name(Path::new("system.slice/x")), "system.slice/x");
+    }
 
     fn mount(point: &str, fstype: &str, options: &[&str]) -> Mount {
         Mount {

@@ -227,6 +227,14 @@ pub trait Sources {
 pub const DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
 
+/// What bperf record counts when told nothing: time and switches, the two every slice
+/// has.
+pub const RECORD_DEFAULT_EVENTS: &str = "task-clock,context-switches";
+
+/// The events bperf top shows without -e.
+pub const TOP_DEFAULT_EVENTS: &str =
+    "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions";
+
 /// The name of the PMU that counts an event of perf type `type_`, as perf names it:
 /// software, tracepoint, the core PMU (`cpu`, where the machine has one) for hardware,
 /// cache and raw events, and the sysfs PMU of that type for the rest.

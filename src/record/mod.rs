@@ -53,9 +53,6 @@ use bperf_data::{End, Header, RecordedCgroup};
 
 pub use print::report;
 
-/// What record counts when told nothing: time and switches, the two every slice has.
-pub const DEFAULT_EVENTS: &str = "task-clock,context-switches";
-
 /// Ring buffer pages for each CPU when -m is not given (bench/results/levers.md: no
 /// slice lost at the highest switch rate this VM reaches).
 pub const DEFAULT_PAGES: usize = 256;

@@ -270,7 +270,7 @@ impl Exporter<'_, '_> {
     /// The labels of cgroup `cg`'s series: `cgroup`, and a container's labels when it
     /// is a container's own cgroup.
     fn labels_of(&self, cg: &Cgroup) -> Vec<(&'static str, String)> {
-        let mut labels = vec![("cgroup", cgroup_label(&cg.path))];
+        let mut labels = vec![("cgroup", crate::cgroup::path_name(&cg.path))];
         if let Some(c) = self.containers.get(cg.id) {
             labels.extend(c.pairs());
         }
@@ -290,14 +290,6 @@ fn gauge(name: &'static str, help: &'static str, v: u64) -> Family {
             labels: Vec::new(),
             value: Value::Int(v),
         }],
-    }
-}
-
-/// A cgroup's label: its path relative to the mount, `/` for the root.
-pub fn cgroup_label(path: &Path) -> String {
-    match path.as_os_str().is_empty() {
-        true => "/".into(),
-        false => path.display().to_string(),
     }
 }
 
@@ -491,12 +483,6 @@ mod tests {
         assert_eq!(f[0].samples.len(), 8);
         assert_eq!(f[0].samples[5].labels[2], ("cpu", "3".into()));
         assert_eq!(f[0].samples[5].value, Value::Int(7));
-    }
-
-    #[test]
-    fn the_root_is_slash() {
-        assert_eq!(cgroup_label(Path::new("")), "/");
-        assert_eq!(cgroup_label(Path::new("system.slice/x")), "system.slice/x");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::containers::ContainerNames;
 use super::plan::{LivePlan, Series};
 use crate::cgroup::{Cgroup, Selection, Tree};
 use crate::counter::Counter;
-use crate::slots::{Changes, LiveSlots};
+use crate::session::slots::{Changes, LiveSlots};
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::Notes;
 

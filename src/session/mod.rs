@@ -7,6 +7,7 @@ pub mod containers;
 pub mod live;
 pub mod plan;
 pub mod schedule;
+pub mod slots;
 
 use std::mem::MaybeUninit;
 use std::process::ExitStatus;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use super::lines::{event_status, Status};
+use super::lines::{self, event_status, Status};
 use super::record::PipeRecord;
 use super::tool::ToolTimes;
 use crate::cli::StatArgs;
@@ -153,10 +153,14 @@ impl Run<'_, '_> {
         let status = &self.status;
         let supported = |e: usize| status[e] != Status::Refused;
         let mut lines = match per_cpu_only {
-            true => self.plan.cpu_lines(snap, &supported),
-            false => self
-                .plan
-                .lines(snap, &supported, self.args.no_aggr, self.args.per_thread),
+            true => lines::cpu_lines(self.plan, snap, &supported),
+            false => lines::lines(
+                self.plan,
+                snap,
+                &supported,
+                self.args.no_aggr,
+                self.args.per_thread,
+            ),
         };
         for l in lines
             .iter_mut()

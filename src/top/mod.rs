@@ -18,7 +18,6 @@ use signal_hook::consts::SIGHUP;
 use crate::cli::TopArgs;
 use crate::counter::Counter;
 use crate::reading::Snapshot;
-use crate::serve::cgroup_label;
 use crate::session::containers::ContainerNames;
 use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::{Notes, UsageError};
@@ -179,7 +178,7 @@ impl Top<'_, '_> {
                 model::Cgroup {
                     id: cg.id,
                     slot,
-                    path: cgroup_label(&cg.path),
+                    path: crate::cgroup::path_name(&cg.path),
                     container: labels.map(|l| l.display()),
                     image: labels.and_then(|l| l.image.clone()),
                 }

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::{usage, CgroupTargets, LivePlan, Machine, Request, Series, MAX_CHARGED_LEVELS};
 use crate::cgroup::{self, Cgroup, Hierarchy, Selection, Tree};
-use crate::slots::FixedSlots;
+use crate::session::slots::FixedSlots;
 use crate::InvalidError;
 
 /// The monitored cgroups, one BPF slot each, and the rows that print them.
