@@ -3,6 +3,7 @@
 //! BPERF_REQUIRE_DOCKER=1, the failure) when a tool is missing.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,7 +53,8 @@ pub fn daemon_answers() -> bool {
 }
 
 /// The daemon a test started (None when one answered already), stopped when dropped,
-/// with the `docker` parent cgroups it made.
+/// with the `docker` parent cgroups it made; stopped by the kernel when the test is
+/// killed, its parent cgroups then removed by the next test that starts one.
 pub struct Daemon {
     child: Option<Child>,
     _dir: TempDir,
@@ -68,15 +70,28 @@ impl Daemon {
                 _dir: dir,
             };
         }
+        // What a killed test's daemon left, which nothing else removes.
+        remove_docker_parents();
         let log_path = dir.join("dockerd.log");
         let log = fs::File::create(&log_path).unwrap();
-        let child = Command::new(DOCKERD)
+        let mut command = Command::new(DOCKERD);
+        command
             .args(["--exec-opt", "native.cgroupdriver=cgroupfs"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start dockerd");
+            .stderr(log);
+        // SAFETY: prctl(2) only, between fork and exec: the daemon gets SIGTERM (and
+        // stops its containers) when the test thread that started it ends, a SIGKILL of
+        // the test included, rather than outliving it.
+        unsafe {
+            command.pre_exec(|| {
+                match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            })
+        };
+        let child = command.spawn().expect("start dockerd");
         let daemon = Daemon {
             child: Some(child),
             _dir: dir,

@@ -121,7 +121,7 @@ pub fn put_back_or_fail(dir: &Path) {
 }
 
 /// A hierarchy whose mount point MOUNTED_AT names, left by a test that was killed.
-fn put_back_what_a_killed_test_left() {
+pub fn put_back_what_a_killed_test_left() {
     let Ok(dir) = fs::read_to_string(MOUNTED_AT) else {
         return;
     };
@@ -133,5 +133,7 @@ fn put_back_what_a_killed_test_left() {
         );
         put_back(&dir);
     }
+    // The mount point the test made, where the layout's other controllers are.
+    let _ = fs::remove_dir(&dir);
     let _ = fs::remove_file(MOUNTED_AT);
 }
