@@ -191,27 +191,37 @@ fn counting_tests_pass_on(flavour: &str, binaries: &[&str]) {
 /// - 6.12, its backport: the shared counters, -b's trampolines and the hostile inputs.
 /// - 7.2, Debian's unstable suite: all of them.
 ///
-/// Two lanes of guests, one after the other in each, balanced by their time (5.10 and
-/// 6.1 about as long as 7.2 and 6.12).
+/// Two lanes of guests run at once, one guest after the other in each: 7.2 beside 6.12
+/// and 6.1, about as long.
 const LANES: [&[(&str, &[&str])]; 2] = [
-    &[("5.10", ALL), ("6.1", &["stat", "live"])],
-    &[("7.2", ALL), ("6.12", &["shared", "bpf_prog", "hostile"])],
+    &[("7.2", ALL)],
+    &[
+        ("6.12", &["shared", "bpf_prog", "hostile"]),
+        ("6.1", &["stat", "live"]),
+    ],
 ];
 
-/// Every guest of LANES passes its counting tests. run-x86 runs both of a guest's vCPUs
-/// on one thread of this machine, so the two lanes run at once, a CPU each; nothing else
-/// counts meanwhile. A guest that fails does not stop the others; the test names each
-/// one that failed (its tests' output is above).
+/// The guest that runs after the lanes, alone: 5.10's programs time slices with ktime,
+/// which under TCG runs ahead of the scheduler's clock while the guest's thread waits
+/// for a CPU of this machine (with another guest beside it, record.rs's slices came to
+/// 6% and 8.5% more than schedstat's run time; alone, within its 5%).
+const ALONE: &[(&str, &[&str])] = &[("5.10", ALL)];
+
+/// Every guest of LANES and ALONE passes its counting tests. run-x86 runs both of a
+/// guest's vCPUs on one thread of this machine, so the two lanes run at once, a CPU
+/// each; nothing else counts meanwhile. A guest that fails does not stop the others;
+/// the test names each one that failed (its tests' output is above).
 #[test]
 fn debian_kernels() {
     let _serial = common::serial();
-    let failed: Vec<&str> = std::thread::scope(|scope| {
+    let mut failed: Vec<&str> = std::thread::scope(|scope| {
         let lanes: Vec<_> = LANES
             .iter()
             .map(|lane| scope.spawn(move || failed_guests(lane)))
             .collect();
         lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
     });
+    failed.extend(failed_guests(ALONE));
     assert!(failed.is_empty(), "failed on {}", failed.join(", "));
 }
 
