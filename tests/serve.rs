@@ -205,16 +205,23 @@ impl UsageLog {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let path = cg.path.clone();
         let stopped = stop.clone();
+        // A read now, if the cgroup is still there.
+        let read = move || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            Some((now, try_usage_ns_of(&path)? as f64))
+        };
         let reader = std::thread::spawn(move || {
             let mut reads = Vec::new();
             while !stopped.load(Ordering::Relaxed) {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs_f64();
-                reads.push((now, usage_ns_of(&path) as f64));
+                let Some(r) = read() else { break };
+                reads.push(r);
                 std::thread::sleep(Duration::from_millis(20));
             }
+            // One read after whatever was asked about before the stop.
+            reads.extend(read());
             reads
         });
         UsageLog { stop, reader }
@@ -335,7 +342,9 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
     // kernel's rate over the very window Prometheus saw is an oracle for it.
     let v = query(&format!("{selector}[10s]")).expect("Prometheus answers");
     let body = v.to_string();
-    let values = v["data"]["result"][0]["values"]
+    let result = &v["data"]["result"];
+    assert_eq!(result.as_array().map(Vec::len), Some(1), "{body}");
+    let values = result[0]["values"]
         .as_array()
         .unwrap_or_else(|| panic!("no samples: {body}"));
     let sample = |i: usize| -> (f64, f64) {

@@ -3,7 +3,7 @@
 //! 6.1 (Debian 12), 6.12 (its backport) and 7.2 (Debian's unstable suite). The test
 //! binaries this `cargo test --release` run built run there as they run here, as root
 //! with BPERF_REQUIRE_PRIV=1: the same assertions against the guest kernel's own
-//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (LANES).
+//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (LANES, ALONE).
 //! 5.10 has no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast (the fallbacks of
 //! bperf.bpf.c run there), 6.1 no bpf_rdonly_cast (every counter goes
 //! through the read helper), and all four allow BPF trampolines, which this machine's
@@ -134,8 +134,8 @@ fn runs(console: &str) -> Vec<Run> {
     found
 }
 
-/// Boots Debian's `flavour` kernel and runs the counting tests there, but `left_out`
-/// besides COUNTING's: each must pass.
+/// Boots Debian's `flavour` kernel and runs the counting test `binaries` there, less
+/// what COUNTING leaves out: each must pass.
 fn counting_tests_pass_on(flavour: &str, binaries: &[&str]) {
     let counting: Vec<&(&str, &[&str])> = COUNTING
         .iter()
@@ -181,7 +181,7 @@ fn counting_tests_pass_on(flavour: &str, binaries: &[&str]) {
     }
 }
 
-/// The binaries each guest runs:
+/// The binaries each guest runs (here and in ALONE):
 /// - 5.10, Debian 11's kernel: no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast,
 ///   the task's state still named `state`; all of them.
 /// - 6.1, Debian 12's kernel: no bpf_rdonly_cast, every counter read through the read

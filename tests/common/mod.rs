@@ -225,14 +225,14 @@ impl TestCgroup {
 
 /// usage_usec from the cpu.stat of the cgroup at `path`, in ns.
 pub fn usage_ns_of(path: &Path) -> u64 {
-    let s = fs::read_to_string(path.join("cpu.stat")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .unwrap()
-        .trim()
-        .parse::<u64>()
-        .unwrap()
-        * 1000
+    try_usage_ns_of(path).unwrap_or_else(|| panic!("no usage_usec in {}", path.display()))
+}
+
+/// usage_usec from the cpu.stat of the cgroup at `path`, in ns, if it is there.
+pub fn try_usage_ns_of(path: &Path) -> Option<u64> {
+    let s = fs::read_to_string(path.join("cpu.stat")).ok()?;
+    let usec = s.lines().find_map(|l| l.strip_prefix("usage_usec "))?;
+    Some(usec.trim().parse::<u64>().ok()? * 1000)
 }
 
 fn remove(path: &Path) {
