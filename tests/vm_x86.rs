@@ -3,7 +3,7 @@
 //! 6.1 (Debian 12), 6.12 (its backport) and 7.2 (Debian's unstable suite). The test
 //! binaries this `cargo test --release` run built run there as they run here, as root
 //! with BPERF_REQUIRE_PRIV=1: the same assertions against the guest kernel's own
-//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (LANES, ALONE).
+//! accounting. 5.10 and 7.2 run all of them; 6.1 and 6.12 a part each (GUESTS).
 //! 5.10 has no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast (the fallbacks of
 //! bperf.bpf.c run there), 6.1 no bpf_rdonly_cast (every counter goes
 //! through the read helper), and all four allow BPF trampolines, which this machine's
@@ -181,7 +181,7 @@ fn counting_tests_pass_on(flavour: &str, binaries: &[&str]) {
     }
 }
 
-/// The binaries each guest runs (here and in ALONE):
+/// The guests, one after the other, and the binaries each runs:
 /// - 5.10, Debian 11's kernel: no bpf_loop, bpf_get_current_task_btf or bpf_rdonly_cast,
 ///   the task's state still named `state`; all of them.
 /// - 6.1, Debian 12's kernel: no bpf_rdonly_cast, every counter read through the read
@@ -191,42 +191,31 @@ fn counting_tests_pass_on(flavour: &str, binaries: &[&str]) {
 /// - 6.12, its backport: the shared counters, -b's trampolines and the hostile inputs.
 /// - 7.2, Debian's unstable suite: all of them.
 ///
-/// No lanes at once for now: beside another guest, record.rs's slices came 6% to 8.5%
-/// over schedstat's run time on 5.10 and on 7.2 (the guest's clocks part while its thread
-/// waits for a host CPU), so every guest runs alone.
-const LANES: [&[(&str, &[&str])]; 2] = [&[], &[]];
-
-/// The guests that run one after the other, alone.
-const ALONE: &[(&str, &[&str])] = &[
+/// Never two at once: beside another guest, record.rs's slices came 6% to 8.5% over
+/// schedstat's run time on 5.10 and on 7.2 (the guest's clocks part while its thread
+/// waits for a host CPU).
+const GUESTS: &[(&str, &[&str])] = &[
     ("5.10", ALL),
     ("6.1", &["stat", "live"]),
     ("6.12", &["shared", "bpf_prog", "hostile"]),
     ("7.2", ALL),
 ];
 
-/// Every guest of LANES and ALONE passes its counting tests. run-x86 runs both of a
-/// guest's vCPUs on one thread of this machine, so the two lanes run at once, a CPU
-/// each; nothing else counts meanwhile. A guest that fails does not stop the others;
-/// the test names each one that failed (its tests' output is above).
+/// Every guest of GUESTS passes its counting tests; nothing else counts meanwhile. A
+/// guest that fails does not stop the others; the test names each one that failed (its
+/// tests' output is above).
 #[test]
 fn debian_kernels() {
     let _serial = common::serial();
-    let mut failed: Vec<&str> = std::thread::scope(|scope| {
-        let lanes: Vec<_> = LANES
-            .iter()
-            .map(|lane| scope.spawn(move || failed_guests(lane)))
-            .collect();
-        lanes.into_iter().flat_map(|l| l.join().unwrap()).collect()
-    });
-    failed.extend(failed_guests(ALONE));
+    let failed = failed_guests(GUESTS);
     assert!(failed.is_empty(), "failed on {}", failed.join(", "));
 }
 
-/// The flavours of `lane` whose guest failed, each run after the one before it.
-fn failed_guests(lane: &[(&'static str, &[&str])]) -> Vec<&'static str> {
+/// The flavours of `guests` whose guest failed, each run after the one before it.
+fn failed_guests(guests: &[(&'static str, &[&str])]) -> Vec<&'static str> {
     let run = |&(flavour, binaries): &(&'static str, &[&str])| {
         let passed = std::panic::catch_unwind(|| counting_tests_pass_on(flavour, binaries));
         passed.is_err().then_some(flavour)
     };
-    lane.iter().filter_map(run).collect()
+    guests.iter().filter_map(run).collect()
 }
