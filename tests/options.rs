@@ -742,14 +742,9 @@ fn repeat_forever_until_interrupted() {
     assert!(!err.contains("seconds user"), "{err}");
 }
 
-/// The time a thread has run, as the scheduler counts it (/proc/PID/schedstat, ns).
-fn runtime_ns(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
-    s.split_whitespace().next().unwrap().parse().unwrap()
-}
-
 /// --per-thread -a counts every thread of the system, showing those that ran: a
-/// spinning thread's task-clock is what the scheduler says it ran while bperf counted,
+/// spinning thread's task-clock is what the scheduler says it ran while bperf counted
+/// (its schedstat, read while it is stopped before and after),
 /// within what it ran over a longer time.
 #[test]
 #[ignore = "needs root (make test runs it)"]
@@ -764,7 +759,7 @@ fn per_thread_system_wide_counts_each_thread() {
         .unwrap();
     let pid = spinner.id();
     std::thread::sleep(Duration::from_millis(50));
-    let before = runtime_ns(pid);
+    let before = run_ns_stopped(pid);
     let o = stat(&[
         "--per-thread",
         "-a",
@@ -775,7 +770,7 @@ fn per_thread_system_wide_counts_each_thread() {
         "sleep",
         "0.3",
     ]);
-    let ran_ms = (runtime_ns(pid) - before) / 1e6;
+    let ran_ms = (run_ns_stopped(pid) - before) / 1e6;
     let _ = spinner.kill();
     let _ = spinner.wait();
     assert!(o.status.success(), "{o:?}");

@@ -235,6 +235,26 @@ pub fn try_usage_ns_of(path: &Path) -> Option<u64> {
     Some(usec.trim().parse::<u64>().ok()? * 1000)
 }
 
+/// The time (ns) process `pid` has run (a single-threaded one), exactly as the scheduler
+/// counts it: schedstat read while the process is stopped. Read from outside while it
+/// runs, schedstat lags by up to a tick (the running slice is added at ticks and
+/// switches), and no clock brings another process's time up to date; stopping it does.
+pub fn run_ns_stopped(pid: u32) -> f64 {
+    // SAFETY: kill has no memory effects; pid is our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let stopped = wait_for(5, || {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+            .unwrap_or(false)
+    });
+    let text = fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    assert!(stopped, "process {pid} did not stop");
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}
+
 fn remove(path: &Path) {
     if let Ok(rd) = fs::read_dir(path) {
         for e in rd.flatten() {
