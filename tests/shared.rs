@@ -395,14 +395,20 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
                 within(ms * 1e6, usage_window(&out), 3.0)
             }
             _ => {
-                // Counted from before the exec: against what the scheduler says the
-                // process ran over its whole life, exec and start-up included.
-                let run: f64 = err
-                    .lines()
-                    .filter(|l| l.starts_with("pid="))
-                    .map(|l| report_field(l, "run_ns"))
-                    .sum();
-                within(csv_value(&err, "task-clock") * 1e6, run, 3.0)
+                // Counted from before the exec, against the larger of the process's two
+                // accounts of its time: what the scheduler says it ran over its whole
+                // life, exec and start-up included (run_ns), and its own task-clock
+                // since it started (task_clock_ns). The scheduler's clock leaves out the
+                // time the hypervisor took the CPU (steal), which task-clock counts: on a
+                // loaded VM it ran 5 ms under the task's own task-clock in 110 ms.
+                let reported = |field: &str| -> f64 {
+                    err.lines()
+                        .filter(|l| l.starts_with("pid="))
+                        .map(|l| report_field(l, field))
+                        .sum()
+                };
+                let ran = reported("run_ns").max(reported("task_clock_ns"));
+                within(csv_value(&err, "task-clock") * 1e6, ran, 3.0)
             }
         };
         if !ok {

@@ -235,24 +235,30 @@ pub fn try_usage_ns_of(path: &Path) -> Option<u64> {
     Some(usec.trim().parse::<u64>().ok()? * 1000)
 }
 
-/// The time (ns) process `pid` has run (a single-threaded one), exactly as the scheduler
-/// counts it: schedstat read while the process is stopped. Read from outside while it
-/// runs, schedstat lags by up to a tick (the running slice is added at ticks and
-/// switches), and no clock brings another process's time up to date; stopping it does.
-pub fn run_ns_stopped(pid: u32) -> f64 {
-    // SAFETY: kill has no memory effects; pid is our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    let stopped = wait_for(5, || {
-        fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-            .unwrap_or(false)
-    });
-    let text = fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
-    // SAFETY: as above.
-    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-    assert!(stopped, "process {pid} did not stop");
-    text.split_whitespace().next().unwrap().parse().unwrap()
+/// A task-clock counter the kernel keeps for thread `tid`: the clock bperf and perf
+/// count (the scheduler's own run time, schedstat, leaves out what the hypervisor took
+/// from the CPU, and lags by up to a tick while the thread runs).
+pub struct TaskClock(std::os::fd::OwnedFd);
+
+impl TaskClock {
+    /// Counts thread `tid` from now.
+    pub fn of(tid: u32) -> TaskClock {
+        use bperf::sys::perf_event::{self, Role, Target};
+        let task_clock = bperf::event::Attr {
+            type_: bperf::event::TYPE_SOFTWARE,
+            config: 1, // PERF_COUNT_SW_TASK_CLOCK
+            ..Default::default()
+        };
+        let attr = perf_event::counting_attr(&task_clock, Target::Cpu(0), Role::Single);
+        let fd = perf_event::open_with_fallback(attr, Target::Thread(tid as i32), None, None)
+            .unwrap_or_else(|e| panic!("task-clock of thread {tid}: {e}"));
+        TaskClock(fd)
+    }
+
+    /// What it counted so far, ns.
+    pub fn ns(&self) -> f64 {
+        bperf::sys::perf_event::read(&self.0).unwrap().counter as f64
+    }
 }
 
 fn remove(path: &Path) {
