@@ -133,3 +133,114 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
         "{said}"
     );
 }
+
+/// bperf stat -I with lines on stderr, counting: its first line has come. The rest come
+/// on the receiver.
+fn start_stat(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = common::bperf()
+        .args(["stat", "-a", "-x,", "-I", "200"])
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("bperf printed nothing");
+    (child, rx)
+}
+
+/// bperf stat's own events and --culprits, over -I's intervals: two spinners on one
+/// CPU and one on the other. Each cgroup's bperf/runq-wait/ agrees with its task's
+/// run_delay and bperf/preemptions/ with its involuntary switches; the culprit rows put
+/// each of the pair's wait behind the other, and the lone spinner behind neither.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn stat_counts_each_cgroups_wait_and_its_culprits() {
+    common::require_root();
+    let _serial = common::serial();
+    let cgroups = [
+        TestCgroup::new("rq-sa"),
+        TestCgroup::new("rq-sb"),
+        TestCgroup::new("rq-sc"),
+    ];
+    let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
+    let each = names.join(",");
+    let events = "bperf/runq-wait/,bperf/preemptions/";
+    let (child, rx) = start_stat(&["-e", events, "--for-each-cgroup", &each, "--culprits", "3"]);
+    let spinners = [
+        pinned(&cgroups[0], 1, &["spin", "1500"]),
+        pinned(&cgroups[1], 1, &["spin", "1500"]),
+        pinned(&cgroups[2], 0, &["spin", "1500"]),
+    ];
+    let reported: Vec<String> = spinners.into_iter().map(reports).collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let lines: Vec<String> = rx.into_iter().collect();
+    let text = lines.join("\n");
+    let culprit = |l: &&String| l.split(',').nth(1) == Some("culprit");
+    let counts: Vec<&str> = lines
+        .iter()
+        .filter(|l| !culprit(l))
+        .map(String::as_str)
+        .collect();
+    let counts = common::parse_csv(&counts.join("\n"), true);
+    let summed = |event: &str, cgroup: &str| -> f64 {
+        counts
+            .iter()
+            .filter(|l| l.event == event && l.cgroup == cgroup)
+            .filter_map(|l| l.value)
+            .sum()
+    };
+    let behind = |cgroup: &str, by: &str| -> f64 {
+        lines
+            .iter()
+            .filter(culprit)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[2] == cgroup && f[3] == by)
+            .map(|f| f[4].parse::<f64>().unwrap())
+            .sum()
+    };
+    let tolerance = common::runq_tolerance();
+    for (i, report) in reported.iter().enumerate() {
+        let waited_ms = summed("bperf/runq-wait/", names[i]);
+        let delay_ms = sum_field(report, "run_delay_ns") / 1e6;
+        let preempted = summed("bperf/preemptions/", names[i]);
+        let ivcs = sum_field(report, "ivcs");
+        eprintln!(
+            "{}: waited {waited_ms:.2} ms (run_delay {delay_ms:.2}), preempted {preempted} (ivcs {ivcs})",
+            names[i]
+        );
+        if i == 2 {
+            assert!(
+                behind(names[2], names[0]) + behind(names[2], names[1]) == 0.0,
+                "{text}"
+            );
+            continue;
+        }
+        assert!(
+            common::within(waited_ms, delay_ms, tolerance),
+            "{report}\n{text}"
+        );
+        assert!(
+            common::within(preempted, ivcs, tolerance),
+            "{report}\n{text}"
+        );
+        let by_other = behind(names[i], names[1 - i]);
+        assert!(
+            by_other >= 0.95 * waited_ms,
+            "{by_other} ms behind the other: {text}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
@@ -644,4 +644,93 @@ fn tree_view_folds_a_parent() {
     );
     tmux.keys(&["q"]);
     tmux.wait_restored();
+}
+
+/// --batch --runq with two spinners on one CPU, started after the first refresh and
+/// done before the last: each cgroup's wait column, times each refresh's window, adds
+/// up to its task's run_delay, and its preemptions to its involuntary switches.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn batch_runq_columns_add_up_to_the_tasks_run_delay() {
+    require_root();
+    let _g = serial();
+    let cgs = [TestCgroup::new("top-rq-a"), TestCgroup::new("top-rq-b")];
+    let each = format!("{},{}", cgs[0].name, cgs[1].name);
+    let mut top = bperf()
+        .args([
+            "top",
+            "--batch",
+            "--runq",
+            "-e",
+            "task-clock",
+            "-d",
+            "1",
+            "-n",
+            "4",
+        ])
+        .args(["--for-each-cgroup", &each])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(top.stdout.take().unwrap());
+    let mut first = String::new();
+    while !first.starts_with("bperf top") {
+        first.clear();
+        assert!(
+            out.read_line(&mut first).unwrap() > 0,
+            "top printed nothing"
+        );
+    }
+    let spinners = [
+        pinned(&cgs[0], 1, &["spin", "1200"]),
+        pinned(&cgs[1], 1, &["spin", "1200"]),
+    ];
+    let reports: Vec<String> = spinners
+        .into_iter()
+        .map(|s| stderr(&s.wait_with_output().unwrap()))
+        .collect();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(top.wait().unwrap().success());
+    let (mut window, mut waited, mut preempted) = (0.0, [0.0; 2], [0.0; 2]);
+    let mut columns: Vec<String> = Vec::new();
+    for line in rest.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first() {
+            Some(&"bperf") => window = window_of(line),
+            Some(&"CGROUP") => columns = words.iter().map(|w| w.to_string()).collect(),
+            Some(name) => {
+                let Some(i) = cgs.iter().position(|c| c.name == *name) else {
+                    continue;
+                };
+                let at = |col: &str| columns.iter().position(|c| c == col).expect(col);
+                waited[i] += words[at("wait")].parse::<f64>().unwrap() * window * 1e9;
+                preempted[i] += words[at("preempt/s")].parse::<f64>().unwrap() * window;
+            }
+            None => {}
+        }
+    }
+    for i in 0..2 {
+        let delay = report_field(&reports[i], "run_delay_ns");
+        let ivcs = report_field(&reports[i], "ivcs");
+        eprintln!(
+            "{i}: waited {} ms (run_delay {} ms), preempted {} (ivcs {ivcs})",
+            waited[i] / 1e6,
+            delay / 1e6,
+            preempted[i]
+        );
+        // Each window's figure has three decimals: 0.5 ms of each second.
+        let rounding = 100.0 * 4.0 * 0.5e6 / delay;
+        let tolerance = runq_tolerance() + rounding;
+        assert!(
+            within(waited[i], delay, tolerance),
+            "{}\n{rest}",
+            reports[i]
+        );
+        assert!(
+            within(preempted[i], ivcs, tolerance + 2.0),
+            "{}\n{rest}",
+            reports[i]
+        );
+    }
 }

@@ -105,7 +105,58 @@ impl Waits {
             .fold(Wait::default(), |sum, (_, w)| sum.plus(*w));
         total.minus(known)
     }
+
+    /// What `slot` waited behind each culprit `shown` keeps (by slot), in slot order;
+    /// and the rest: behind the culprits not shown, no monitored cgroup, an idle CPU, or
+    /// a pair the matrix had no room for.
+    pub fn behind(&self, slot: usize, shown: impl Fn(usize) -> bool) -> (Vec<(usize, Wait)>, Wait) {
+        let pairs: Vec<(usize, Wait)> = self
+            .by
+            .range((slot, 0)..=(slot, usize::MAX))
+            .filter(|(&(_, culprit), _)| shown(culprit))
+            .map(|(&(_, culprit), w)| (culprit, *w))
+            .collect();
+        let known = pairs
+            .iter()
+            .fold(Wait::default(), |sum, (_, w)| sum.plus(*w));
+        let total = self.total.get(slot).copied().unwrap_or_default();
+        (pairs, total.minus(known))
+    }
+
+    /// Forgets what `slot` counted, as a waiter and as a culprit (it was given to
+    /// another cgroup).
+    pub fn clear_slot(&mut self, slot: usize) {
+        if let Some(total) = self.total.get_mut(slot) {
+            *total = Wait::default();
+        }
+        self.by
+            .retain(|&(waiter, culprit), _| waiter != slot && culprit != slot);
+    }
+
+    /// What was counted since `before`, an earlier reading of the same program.
+    pub fn since(&self, before: &Waits) -> Waits {
+        let earlier = |i: usize| before.total.get(i).copied().unwrap_or_default();
+        Waits {
+            total: self
+                .total
+                .iter()
+                .enumerate()
+                .map(|(i, w)| w.minus(earlier(i)))
+                .collect(),
+            by: self
+                .by
+                .iter()
+                .map(|(k, w)| (*k, w.minus(before.by.get(k).copied().unwrap_or_default())))
+                .collect(),
+        }
+    }
 }
+
+/// The culprit label of what was waited behind no cgroup shown (serve's series, stat's
+/// rows): a culprit nobody counts, an idle CPU, or a pair the bounded matrix had no room
+/// for. No cgroup's label is this: the root's is `/`, every other's a path with no
+/// leading `/`.
+pub const OTHER: &str = "/other";
 
 /// The run-queue program, loaded and attached. Dropping it detaches and unloads it.
 pub struct Runq<'obj> {
@@ -212,23 +263,41 @@ impl<'obj> Runq<'obj> {
             by: BTreeMap::new(),
         };
         for (slot, total) in waits.total.iter_mut().enumerate() {
-            let per_cpu = self
-                .skel
-                .maps
-                .totals
-                .lookup_percpu(&(slot as u32).to_ne_bytes(), MapFlags::ANY)
-                .context("reading the run-queue totals")?;
-            *total = sum_per_cpu(per_cpu.unwrap_or_default());
+            *total = self
+                .read_per_cpu(slot)?
+                .into_iter()
+                .fold(Wait::default(), Wait::plus);
         }
         let pairs = &self.skel.maps.pairs;
         for key in pairs.keys() {
             let Some(cell) = pair_key(&key) else { continue };
             // Gone since the keys were listed: its slot was cleared.
             if let Some(value) = pairs.lookup(&key, MapFlags::ANY)? {
-                waits.by.insert(cell, sum_per_cpu(vec![value]));
+                waits.by.insert(cell, wait_of(&value));
             }
         }
         Ok(waits)
+    }
+
+    /// What `slot` counted on each possible CPU, in the CPUs' order (empty for a slot
+    /// the program does not have).
+    pub fn read_per_cpu(&self, slot: usize) -> Result<Vec<Wait>> {
+        let per_cpu = self
+            .skel
+            .maps
+            .totals
+            .lookup_percpu(&(slot as u32).to_ne_bytes(), MapFlags::ANY)
+            .context("reading the run-queue totals")?;
+        Ok(per_cpu
+            .unwrap_or_default()
+            .iter()
+            .map(|v| wait_of(v))
+            .collect())
+    }
+
+    /// How many slots the program counts.
+    pub fn nr_slots(&self) -> usize {
+        self.nr_slots
     }
 }
 
@@ -242,18 +311,16 @@ fn pair_key(key: &[u8]) -> Option<(usize, usize)> {
     Some((pair.waiter as usize, pair.culprit as usize))
 }
 
-/// The sum of per-CPU struct runq_wait values; a value too short counts nothing.
-fn sum_per_cpu(per_cpu: Vec<Vec<u8>>) -> Wait {
-    per_cpu.iter().fold(Wait::default(), |mut sum, v| {
-        let mut w = runq_wait {
-            wait_ns: 0,
-            preemptions: 0,
-        };
-        if plain::copy_from_bytes(&mut w, v).is_ok() {
-            sum.add(Wait::new(w.wait_ns, w.preemptions));
-        }
-        sum
-    })
+/// A struct runq_wait value; one too short counts nothing.
+fn wait_of(value: &[u8]) -> Wait {
+    let mut w = runq_wait {
+        wait_ns: 0,
+        preemptions: 0,
+    };
+    match plain::copy_from_bytes(&mut w, value) {
+        Ok(()) => Wait::new(w.wait_ns, w.preemptions),
+        Err(_) => Wait::default(),
+    }
 }
 
 #[cfg(test)]
@@ -273,15 +340,23 @@ mod tests {
         assert_eq!(waits.other(0), Wait::new(30, 1));
         assert_eq!(waits.other(1), Wait::new(0, 0));
         assert_eq!(waits.other(7), Wait::new(0, 0));
+        let (shown, rest) = waits.behind(0, |c| c == 1);
+        assert_eq!(shown, vec![(1, Wait::new(60, 3))]);
+        assert_eq!(rest, Wait::new(40, 2));
+        let later = Waits {
+            total: vec![Wait::new(150, 6), Wait::new(10, 1)],
+            by: BTreeMap::from([((0, 1), Wait::new(90, 4))]),
+        };
+        let since = later.since(&waits);
+        assert_eq!(since.total, vec![Wait::new(50, 1), Wait::new(0, 0)]);
+        assert_eq!(since.by[&(0, 1)], Wait::new(30, 1));
     }
 
     #[test]
-    fn per_cpu_values_are_summed_and_short_ones_count_nothing() {
+    fn values_are_read_and_short_ones_count_nothing() {
         let v = |a: u64, b: u64| [a.to_ne_bytes(), b.to_ne_bytes()].concat();
-        assert_eq!(
-            sum_per_cpu(vec![v(1, 2), v(3, 4), vec![1, 2]]),
-            Wait::new(4, 6)
-        );
+        assert_eq!(wait_of(&v(3, 4)), Wait::new(3, 4));
+        assert_eq!(wait_of(&[1, 2]), Wait::default());
         assert_eq!(pair_key(&[1, 0, 0, 0, 2, 0, 0, 0]), Some((1, 2)));
         assert_eq!(pair_key(&[1]), None);
     }

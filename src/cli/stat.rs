@@ -8,7 +8,6 @@ use clap::{Args, Parser};
 
 use super::shared::{CgroupArgs, CpuArgs, EventArgs, EventCgroupsArg, MaxCgroupsArg, VerboseArg};
 use crate::aggr;
-use crate::session::plan::{CgroupTargets, EventRequest, Request, Targets};
 use crate::UsageError;
 
 /// What `bperf stat` is asked to do: count, or perf's `stat record` and `stat report`.
@@ -250,6 +249,14 @@ pub struct StatArgs {
     #[arg(long = "summary")]
     pub summary: bool,
 
+    /// After the counts, for each cgroup, the N cgroups it waited behind for a CPU most
+    /// (the one that ran on the CPU meanwhile; "/other" sums the rest), with that wait and
+    /// those preemptions: bperf's own table, or with -x and -j one line per row (its
+    /// first CSV field is "culprit"). With -I, each interval's. Needs cgroups to count,
+    /// as bperf/runq-wait/ does.
+    #[arg(long = "culprits", value_name = "N")]
+    pub culprits: Option<usize>,
+
     /// With --summary and -x, do not start the summary's lines with 'summary'.
     #[arg(long = "no-csv-summary")]
     pub no_csv_summary: bool,
@@ -452,42 +459,6 @@ impl StatArgs {
         let env = env.as_ref().map(|s| s.to_string_lossy());
         PerfVersion::chosen(self.perf_version, env.as_deref())
             .map_err(|e| crate::UsageError(e.to_string()).into())
-    }
-
-    /// What to count, for the plan; `record`: for `stat record`, whose rows stay as
-    /// they start (as do those of -r).
-    pub fn request(&self, record: bool) -> Result<Request> {
-        let filters = self.filter.iter().cloned();
-        Ok(Request {
-            events: EventRequest {
-                lists: self.events.list.clone(),
-                metrics: self.metrics.clone(),
-                detailed: self.detailed,
-                null_run: self.null_run,
-                filters: filters.zip(self.filter_after.iter().copied()).collect(),
-                all_user: self.all_user,
-                all_kernel: self.all_kernel,
-                names_with_pmu: self.no_aggr,
-                bpf_counters: self.bpf_counters,
-                bpf_attr_map: self.bpf_attr_map.clone(),
-                perf_version: self.perf_version,
-            },
-            targets: Targets {
-                all_cpus: self.cpus.all,
-                cpus: self.cpus.list.clone(),
-                pids: self.pid.clone(),
-                tids: self.tid.clone(),
-                per_thread: self.per_thread,
-                command: self.command.clone(),
-                cgroups: CgroupTargets {
-                    per_event: self.event_cgroups.names.clone(),
-                    ..self.cgroups.targets(&self.max_cgroups)
-                },
-            },
-            aggr: self.aggr_mode()?,
-            fixed_rows: record || self.repeat.is_some_and(|r| r != 1),
-            verbose: self.verbose.level > 0,
-        })
     }
 }
 

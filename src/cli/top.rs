@@ -69,6 +69,12 @@ pub struct TopArgs {
     #[arg(long = "bpf-counters")]
     pub bpf_counters: bool,
 
+    /// Also show how long each cgroup's tasks waited for a CPU (the wait column, in CPUs'
+    /// worth of waiting, as CPUs is of running) and how often they were preempted: the
+    /// events bperf/runq-wait/ and bperf/preemptions/, which -e may name as well.
+    #[arg(long = "runq")]
+    pub runq: bool,
+
     #[command(flatten)]
     pub events: EventArgs,
 
@@ -101,13 +107,17 @@ impl TopArgs {
     /// What to count, for the plan: every CPU unless -C says which, every cgroup
     /// without cgroup options, top's own events without -e.
     pub fn request(&self) -> Request {
-        let lists = match self.events.list.is_empty() {
+        let mut lists = match self.events.list.is_empty() {
             true => vec![crate::event::TOP_DEFAULT_EVENTS.to_string()],
             false => self.events.list.clone(),
         };
+        if self.runq {
+            lists.push(crate::event::RUNQ_EVENTS.to_string());
+        }
         Request {
             events: EventRequest {
                 lists,
+                bperfs: true,
                 bpf_counters: self.bpf_counters,
                 ..EventRequest::default()
             },

@@ -72,7 +72,8 @@ pub struct Event {
     pub tool: Option<Tool>,
 }
 
-/// perf's tool events: times perf measures itself rather than the kernel's counters.
+/// Events counted by the tool rather than by the kernel's counters: perf's tool events
+/// (times perf measures itself), and bperf's own (what its run-queue program counts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
     /// The time elapsed, in ns.
@@ -81,22 +82,42 @@ pub enum Tool {
     User,
     /// System time, likewise.
     System,
+    /// bperf's own: the time a cgroup's tasks waited runnable for a CPU, in ns.
+    RunqWait,
+    /// bperf's own: the times a cgroup's tasks were switched out while runnable.
+    Preemptions,
 }
 
 impl Tool {
-    /// In the order perf lists them.
+    /// perf's tool events, in the order perf lists them.
     pub const ALL: [Tool; 3] = [Tool::Duration, Tool::User, Tool::System];
+    /// bperf's own events, written as events of a PMU named `bperf`, which no kernel
+    /// has: perf refuses them, and no event perf counts is taken for one of them.
+    pub const BPERFS: [Tool; 2] = [Tool::RunqWait, Tool::Preemptions];
 
     pub fn name(self) -> &'static str {
         match self {
             Tool::Duration => "duration_time",
             Tool::User => "user_time",
             Tool::System => "system_time",
+            Tool::RunqWait => "bperf/runq-wait/",
+            Tool::Preemptions => "bperf/preemptions/",
         }
     }
 
+    /// perf's tool event of that name.
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// bperf's own event written `event`.
+    pub fn bperfs(event: &str) -> Option<Tool> {
+        Tool::BPERFS.into_iter().find(|t| t.name() == event)
+    }
+
+    /// Whether it is one of perf's tool events (not bperf's own).
+    pub fn is_perfs(self) -> bool {
+        Tool::ALL.contains(&self)
     }
 }
 
@@ -235,6 +256,9 @@ pub const RECORD_DEFAULT_EVENTS: &str = "task-clock,context-switches";
 pub const TOP_DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions";
 
+/// bperf's own events, which top's --runq adds.
+pub const RUNQ_EVENTS: &str = "bperf/runq-wait/,bperf/preemptions/";
+
 /// The name of the PMU that counts an event of perf type `type_`, as perf names it:
 /// software, tracepoint, the core PMU (`cpu`, where the machine has one) for hardware,
 /// cache and raw events, and the sysfs PMU of that type for the rest.
@@ -275,7 +299,7 @@ impl Event {
     /// (`tool/duration_time/`); software, hardware, cache, raw events and tracepoints,
     /// and names with their PMU already, as written.
     pub fn name_with_pmu_72(&self, pmu: Option<&str>) -> String {
-        if let Some(tool) = self.tool {
+        if let Some(tool) = self.tool.filter(|t| t.is_perfs()) {
             return format!("tool/{}/", tool.name());
         }
         let own_pmu = !matches!(
@@ -315,6 +339,21 @@ pub fn recorded(name: &str, sysfs: &dyn Sources) -> Event {
 /// PMUs). Errors are one line and name the part that is wrong.
 pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     parse(list, sysfs).map(|p| p.events)
+}
+
+/// Several -e lists, parsed each on its own, as one list: each list's group leaders
+/// moved past the events of the lists before it (as parsing the lists joined by commas
+/// gives them: no group spans two lists).
+pub fn joined(lists: &[Vec<Event>]) -> Vec<Event> {
+    let mut all: Vec<Event> = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+    for list in lists {
+        let before = all.len();
+        all.extend(list.iter().map(|e| Event {
+            leader: e.leader.map(|l| l + before),
+            ..e.clone()
+        }));
+    }
+    all
 }
 
 /// An -e list, parsed.
@@ -594,7 +633,7 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
             Some(_) => Naming::Given,
             None => Naming::Typed,
         },
-        tool: Tool::from_name(s.split(':').next().unwrap_or(s)),
+        tool: Tool::from_name(s.split(':').next().unwrap_or(s)).or(Tool::bperfs(s)),
     };
     let variants = hybrid::per_core_pmu(written, named.is_some(), &origin, sysfs)
         .map_err(|e| anyhow!("event '{s}': {e}"))?
@@ -619,6 +658,16 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
         config,
         ..Attr::default()
     };
+    if Tool::bperfs(s).is_some() {
+        return Ok((with(TYPE_SOFTWARE, DUMMY), None, None, Origin::Other));
+    }
+    if s.starts_with("bperf/") {
+        let names: Vec<&str> = Tool::BPERFS.iter().map(|t| t.name()).collect();
+        bail!(
+            "event '{s}': bperf's own events are {}, without terms or modifiers",
+            names.join(" and ")
+        );
+    }
     // pmu/terms/ with modifiers right after it (`u`).
     if let Some(open) = s.find('/') {
         let close = s

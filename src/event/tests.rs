@@ -645,3 +645,44 @@ fn hybrid_metrics_pick_each_pmus_operands() {
     let plain: Vec<Vec<Event>> = vec![parse_events("cycles", &fixture("intel")).unwrap()];
     assert_eq!(hybrid::metric_pmus(&plain), [None]);
 }
+
+#[test]
+fn lists_parsed_apart_join_as_parsed_together() {
+    let sysfs = fixture("intel");
+    let lists = [
+        "task-clock,{cycles,instructions}",
+        "{cs,faults}:u,cycles",
+        "{branches}",
+    ];
+    let apart: Vec<Vec<Event>> = lists
+        .iter()
+        .map(|l| parse_events(l, &sysfs).unwrap())
+        .collect();
+    let together = parse_events(&lists.join(","), &sysfs).unwrap();
+    assert_eq!(joined(&apart), together);
+    assert!(together.iter().any(|e| e.leader.is_some_and(|l| l >= 3)));
+}
+
+#[test]
+fn bperfs_own_events_parse_as_written_and_nothing_else_does() {
+    let sysfs = fixture("intel");
+    let events = parse_events("bperf/runq-wait/,task-clock,bperf/preemptions/", &sysfs).unwrap();
+    let tools: Vec<Option<Tool>> = events.iter().map(|e| e.tool).collect();
+    assert_eq!(tools, [Some(Tool::RunqWait), None, Some(Tool::Preemptions)]);
+    assert_eq!(events[0].name, "bperf/runq-wait/");
+    assert_eq!((events[0].attr.type_, events[0].attr.config), (1, DUMMY));
+    // perf 7.2 names it as written, not as a tool event.
+    assert_eq!(
+        events[0].name_with_pmu_72(Some("bperf")),
+        "bperf/runq-wait/"
+    );
+    for bad in [
+        "bperf/runq-wait/u",
+        "bperf/wait/",
+        "runq-wait",
+        "bperf/runq-wait/:u",
+    ] {
+        let e = parse_events(bad, &sysfs).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{bad}: {e}");
+    }
+}

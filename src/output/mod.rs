@@ -4,6 +4,7 @@
 //! Each line is first turned into `Fields` (strings and numbers in perf's units), then
 //! printed by the printer of the chosen format.
 
+pub mod culprits;
 pub mod metric;
 mod metric_only;
 pub mod people;
@@ -11,7 +12,7 @@ pub mod people;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::event::Event;
+use crate::event::{Event, Tool};
 use crate::metrics::Use;
 use crate::perf_version::PerfVersion;
 use crate::reading::Reading;
@@ -241,7 +242,11 @@ fn fields<'a>(
         Value::Counted(r) => match if scale { r.scaled() } else { r.raw() } {
             None => (None, "<not counted>", 0, 100.0, false),
             Some(v) => (
-                Some(metric::shown(&ev.attr, v)),
+                Some(match ev.tool {
+                    // A wait, in ns, shown in msec as the clocks are.
+                    Some(Tool::RunqWait) => v / 1e6,
+                    _ => metric::shown(&ev.attr, v),
+                }),
                 "",
                 r.running,
                 r.pct_running(),
@@ -256,6 +261,8 @@ fn fields<'a>(
         status,
         // perf 6.12's tool events count ns; perf 7.2's (the tool PMU's) have no unit.
         unit: match ev.tool {
+            Some(Tool::RunqWait) => "msec",
+            Some(Tool::Preemptions) => "",
             Some(_) if opts.version == PerfVersion::V6_12 => "ns",
             Some(_) => "",
             None => metric::unit(&ev.attr),

@@ -3,14 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::bpf::runq::{Wait, Waits};
+use crate::bpf::runq::{Waits, OTHER};
 
 use super::{Family, Kind, Row, Sample, Value};
-
-/// The culprit label of what was waited behind no cgroup among the series: a culprit
-/// nobody counts, an idle CPU, or a pair the bounded matrix had no room for. No
-/// cgroup's label is this: the root's is `/`, every other's a path with no leading `/`.
-pub const OTHER: &str = "/other";
 
 /// The run-queue families for `rows` (slot, labels), from `waits`.
 pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
@@ -24,17 +19,12 @@ pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
         let total = waits.total.get(*slot).copied().unwrap_or_default();
         wait.push(seconds(labels.clone(), total.wait_ns));
         preemptions.push(count(labels.clone(), total.preemptions));
-        let mut known = Wait::default();
-        for (&(_, culprit), w) in waits.by.range((*slot, 0)..=(*slot, usize::MAX)) {
-            let Some(labels_of_culprit) = labels_of.get(&culprit) else {
-                continue;
-            };
-            known = known.plus(*w);
-            let pair = with_culprit(labels, by_labels(labels_of_culprit));
+        let (shown, rest) = waits.behind(*slot, |c| labels_of.contains_key(&c));
+        for (culprit, w) in shown {
+            let pair = with_culprit(labels, by_labels(labels_of[&culprit]));
             behind.push(seconds(pair.clone(), w.wait_ns));
             preempted_by.push(count(pair, w.preemptions));
         }
-        let rest = total.minus(known);
         let other = with_culprit(labels, vec![("by_cgroup", OTHER.to_string())]);
         behind.push(seconds(other.clone(), rest.wait_ns));
         preempted_by.push(count(other, rest.preemptions));
@@ -118,6 +108,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::bpf::runq::Wait;
 
     #[test]
     fn each_cgroup_has_its_totals_its_culprits_and_the_rest() {

@@ -6,6 +6,7 @@
 pub mod containers;
 pub mod live;
 pub mod plan;
+pub mod runq;
 pub mod schedule;
 pub mod slots;
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use crate::cli::StatArgs;
+use super::rules::Settled;
 use crate::counter::bpf_prog::{ProgCounter, ProgCounts};
 use crate::event::Event;
 use crate::output::{Footer, Format, Line, Options, Report, Value};
@@ -29,7 +29,7 @@ use crate::sys::{self, bpf_prog::RunStats};
 /// Runs `bperf stat -b LIST`, its report going to `out` (stat's output, opened and
 /// checked as for every stat): the whole session, printed; the exit status.
 pub fn run(
-    a: &StatArgs,
+    a: &Settled,
     list: &str,
     format: Format,
     (out, output): (Box<dyn Write>, String),
@@ -90,7 +90,7 @@ pub fn run(
 
 /// What perf 6.12 says when -b overrides another target (the first that applies), as
 /// its target__validate does; the programs are counted on every CPU all the same.
-fn overridden_target(a: &StatArgs) -> Option<&'static str> {
+fn overridden_target(a: &Settled) -> Option<&'static str> {
     if a.cpus.list.is_some() {
         Some("BPF switch overriding CPU")
     } else if a.pid.is_some() || a.tid.is_some() {
@@ -104,7 +104,7 @@ fn overridden_target(a: &StatArgs) -> Option<&'static str> {
 
 /// A counting session over the programs: what its loop needs.
 struct ProgRun<'a> {
-    a: &'a StatArgs,
+    a: &'a Settled,
     counter: &'a ProgCounter<'a>,
     events: &'a [Event],
     multi: bool,
@@ -169,15 +169,15 @@ impl ProgRun<'_> {
 }
 
 /// The events asked for (perf's defaults without -e), counted on CPUs as -a's are.
-fn events_of(a: &StatArgs) -> Result<(Vec<Event>, Vec<crate::metrics::Use>)> {
-    let mut req = a.request(false)?;
+fn events_of(a: &Settled) -> Result<(Vec<Event>, Vec<crate::metrics::Use>)> {
+    let mut req = a.request()?;
     req.targets.all_cpus = true;
-    let parsed = PlanEvents::parse(&req, &plan::System::new())?;
+    let parsed = PlanEvents::of_lists(&req, &a.lists, &plan::System::new())?;
     Ok((parsed.events, parsed.metrics))
 }
 
 /// The report's options: perf's header names the programs as given.
-fn options(a: &StatArgs, list: &str, format: Format, metrics: Vec<crate::metrics::Use>) -> Options {
+fn options(a: &Settled, list: &str, format: Format, metrics: Vec<crate::metrics::Use>) -> Options {
     Options {
         format,
         thousands: match a.no_big_num {

@@ -5,6 +5,7 @@ use anyhow::Result;
 
 use crate::aggr;
 use crate::counter::Counter;
+use crate::event::Tool;
 use crate::output::{Line, Place, Value};
 use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
@@ -62,7 +63,8 @@ fn group_lines(
 /// duration_time is on the first CPU only; a command may take no system time).
 fn drop_idle_tools(plan: &Plan, lines: &mut Vec<Line>) {
     lines.retain(|l| {
-        plan.events[l.event].tool.is_none() || matches!(l.value, Value::Counted(r) if r.counter > 0)
+        !plan.events[l.event].tool.is_some_and(Tool::is_perfs)
+            || matches!(l.value, Value::Counted(r) if r.counter > 0)
     });
 }
 

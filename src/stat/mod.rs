@@ -1,6 +1,6 @@
-//! `bperf stat`: options -> plan (session::plan, with perf's checks between its steps)
-//! -> runs (repeats, each a run) -> report (output). perf's `stat record` and
-//! `stat report` are in record.
+//! `bperf stat`: options (settled by rules) -> plan (session::plan, with perf's checks
+//! between its steps) -> runs (repeats, each a run) -> report (output). perf's
+//! `stat record` and `stat report` are in record.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -10,19 +10,20 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::cli::StatArgs;
-use crate::output::{Format, Options, Report};
+use crate::output::{culprits, Format, Options, Report};
 use crate::session::plan::{self, PlanEvents};
 use crate::session::{forward_signals, Plan};
 use crate::sys;
 use crate::UsageError;
-use record::{record_to, write_record, PipeRecord, RecordTo};
+use record::{write_record, PipeRecord, RecordTo};
 use repeats::{print_runs, Done, Runs};
+use rules::Settled;
 
 mod bpf_prog;
 mod lines;
 mod record;
 mod repeats;
-pub mod rules;
+mod rules;
 mod run;
 mod tool;
 
@@ -32,48 +33,29 @@ fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
 }
 
-/// The plan of `a` (as perf reads it: rules::as_perf_reads, rules::settle_targets), with
-/// perf's refusals in perf's order between its steps, then bperf's own. `record`: for
-/// `stat record`, whose rows stay as they start.
-fn plan_of(a: &StatArgs, record: bool) -> Result<Plan> {
+/// The plan of the settled options `a`, with perf's refusals in perf's order between
+/// its steps, then bperf's own.
+fn plan_of(a: &Settled) -> Result<Plan> {
     rules::check_targets(a)?;
-    let req = a.request(record)?;
+    let req = a.request()?;
     let machine = plan::System::new();
-    let events = PlanEvents::parse(&req, &machine)?;
+    let events = PlanEvents::of_lists(&req, &a.lists, &machine)?;
     rules::check_unavailable(a)?;
     rules::check_cgroups(a)?;
     let plan = Plan::resolve(&req, events, &machine)?;
     plan.warnings.iter().for_each(|w| eprintln!("{w}"));
     rules::check_timing(a)?;
     rules::check_own_limits(a)?;
+    crate::session::runq::check(&plan, a.culprits.is_some())?;
     Ok(plan)
 }
 
 /// Runs `bperf stat`; returns the process exit code.
 pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
-    let a = &rules::as_perf_reads(a)?;
-    rules::check_before_output(a)?;
-    if record && a.bpf_prog.is_some() {
-        return Err(usage(
-            "bperf stat record does not record -b's counts".into(),
-        ));
-    }
-    // stat record: -o names the perf.data file; the counts are printed as without it.
-    let counting;
-    let (a, recording) = match record {
-        true => {
-            let path = record_to(a)?;
-            counting = StatArgs {
-                output: None,
-                ..a.clone()
-            };
-            (&counting, Some(path))
-        }
-        false => (a, None),
-    };
+    let a = &rules::settle(a, record)?;
     let (mut out, output) = open_output(a)?;
     // As perf: recording to a pipe prints no counts (standard output is the record).
-    if recording == Some(RecordTo::Pipe) {
+    if a.recording == Some(RecordTo::Pipe) {
         out = Box::new(io::sink());
     }
     rules::check_after_output(a)?;
@@ -81,12 +63,14 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     if let Some(list) = &a.bpf_prog {
         return bpf_prog::run(a, list, format, (out, output));
     }
-    let a = &rules::settle_targets(a);
+    if let Some(what) = a.overridden {
+        eprintln!("PID/TID switch overriding {what}");
+    }
     if a.verbose.level > 0 && a.events.list.is_empty() && a.metrics.is_empty() && !a.null_run {
         // perf looks its tables up as it adds its default events.
         rules::say_cpuid();
     }
-    let mut plan = plan_of(a, recording.is_some())?;
+    let mut plan = plan_of(a)?;
     let options = report_options(a, &plan, format);
     if a.verbose.level > 0 && a.control.is_none() {
         eprintln!("Control descriptor is not initialized");
@@ -103,8 +87,8 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
         wakes,
         tx,
         ack,
-        record: recording.is_some(),
-        pipe: (recording == Some(RecordTo::Pipe)).then(PipeRecord::default),
+        record: a.recording.is_some(),
+        pipe: (a.recording == Some(RecordTo::Pipe)).then(PipeRecord::default),
     };
     let measured = match repeats::repeat(a, &mut plan, &mut runs)? {
         Done::Runs(measured) => measured,
@@ -113,10 +97,14 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     if a.table {
         runs.report.opts.run_table = measured.iter().map(|r| r.elapsed).collect();
     }
+    if let Some(last) = measured.last() {
+        let format = &runs.report.opts.format;
+        runs.report.opts.extra_lines = culprits::lines(&last.culprits, format, None);
+    }
     let code = print_runs(&plan, &mut runs.report, &runs.output, &measured)?;
-    match (recording, measured.last(), &mut runs.pipe) {
+    match (&a.recording, measured.last(), &mut runs.pipe) {
         (Some(RecordTo::File(path)), Some(run), _) => {
-            if let Some(given_up) = write_record(&path, &plan, run, a, &runs.wakes)? {
+            if let Some(given_up) = write_record(path, &plan, run, a, &runs.wakes)? {
                 return Ok(given_up);
             }
         }
@@ -127,7 +115,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
 }
 
 /// Where the report goes: the -o file (named in errors) or stderr.
-fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
+fn open_output(a: &Settled) -> Result<(Box<dyn Write>, String)> {
     use std::io::IsTerminal;
     // --quiet: no -o file (the report prints no counts), and -v's lines on stderr, as
     // perf's.
@@ -172,7 +160,7 @@ fn open_output(a: &StatArgs) -> Result<(Box<dyn Write>, String)> {
     Ok((Box::new(out), name))
 }
 
-fn report_options(a: &StatArgs, plan: &Plan, format: Format) -> Options {
+fn report_options(a: &Settled, plan: &Plan, format: Format) -> Options {
     // As perf: thousands grouped as the locale groups them, unless told not to.
     let thousands = match a.no_big_num {
         true => None,

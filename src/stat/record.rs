@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::rules::Settled;
 use super::run::Measured;
 use super::usage;
 use crate::aggr;
@@ -111,7 +112,7 @@ impl RecordedRows {
     }
 
     /// What a recording says before its counts: command line, events, CPUs, modes.
-    fn header(&self, plan: &Plan, a: &StatArgs) -> Result<crate::perfdata::StatFile> {
+    fn header(&self, plan: &Plan, a: &Settled) -> Result<crate::perfdata::StatFile> {
         use crate::perfdata::{RecordedEvent, StatFile};
         use crate::sys::perf_event::{recorded_attr, Target};
         let target = match plan.task_mode {
@@ -160,7 +161,7 @@ pub(super) fn write_record(
     path: &std::path::Path,
     plan: &Plan,
     run: &Measured,
-    a: &StatArgs,
+    a: &Settled,
     wakes: &std::sync::mpsc::Receiver<crate::session::Wake>,
 ) -> Result<Option<i32>> {
     use crate::perfdata::Round;
@@ -205,7 +206,7 @@ impl PipeRecord {
     pub(super) fn interval(
         &mut self,
         plan: &Plan,
-        a: &StatArgs,
+        a: &Settled,
         ts: Duration,
         lines: &[Line],
     ) -> Result<()> {
@@ -219,7 +220,7 @@ impl PipeRecord {
     }
 
     /// Ends the pipe: without -I, the counts of the whole run.
-    pub(super) fn finish(&mut self, plan: &Plan, a: &StatArgs, run: &Measured) -> Result<()> {
+    pub(super) fn finish(&mut self, plan: &Plan, a: &Settled, run: &Measured) -> Result<()> {
         use crate::perfdata::{round_bytes, Round, RoundKind};
         let rows = self.start(plan, a)?;
         if a.interval.is_some() {
@@ -233,7 +234,7 @@ impl PipeRecord {
     }
 
     /// The recorded rows, once what comes before the counts is written.
-    fn start(&mut self, plan: &Plan, a: &StatArgs) -> Result<&RecordedRows> {
+    fn start(&mut self, plan: &Plan, a: &Settled) -> Result<&RecordedRows> {
         if self.rows.is_none() {
             let rows = RecordedRows::of(plan);
             write_stdout(&rows.header(plan, a)?.pipe_header())?;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::record::PipeRecord;
+use super::rules::Settled;
 use super::run::{run_once, Ended, Measured, RunIo};
-use crate::cli::StatArgs;
 use crate::output::{Footer, Line, Report, Value};
 use crate::reading::Reading;
 use crate::session::{Plan, Wake};
@@ -42,7 +42,7 @@ pub(super) enum Done {
 }
 
 /// Runs the command as -r says (once without it), printing each run's counts with -r 0.
-pub(super) fn repeat(a: &StatArgs, plan: &mut Plan, r: &mut Runs) -> Result<Done> {
+pub(super) fn repeat(a: &Settled, plan: &mut Plan, r: &mut Runs) -> Result<Done> {
     let mut runs = Vec::new();
     // -r 0: run again and print each run's counts until interrupted, as perf.
     let forever = a.repeat == Some(0);

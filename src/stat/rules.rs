@@ -3,12 +3,16 @@
 //! exit statuses: 129 (UsageError) for what it refuses while reading the command line,
 //! 234 (InvalidError) for the combinations it refuses afterwards.
 
+use std::ops::Deref;
+
 use anyhow::Result;
 
+use super::record::{record_to, RecordTo};
 use crate::cgroup::Tree;
 use crate::cli::StatArgs;
-use crate::event;
+use crate::event::{self, Event};
 use crate::perf_version::PerfVersion;
+use crate::session::plan::{CgroupTargets, EventRequest, Request, Targets};
 use crate::sys::cgroupfs::{self, Cgroupfs};
 use crate::sys::sysfs::Sysfs;
 use crate::{InvalidError, UsageError};
@@ -24,19 +28,109 @@ fn invalid(msg: impl Into<String>) -> anyhow::Error {
 /// perf's deepest cache level for --per-cache.
 const MAX_CACHE_LEVEL: u32 = 4;
 
-/// The options as perf applies them, with what perf refuses while reading the command
-/// line refused first: event lists that do not parse, -G's cgroups, a --per-cache level
-/// beyond perf's; and perf's warning for each event list it regrouped. Of several aggregation modes the strongest wins, as in perf (-A, then
+/// stat's options once perf has read them: what everything after the command line takes
+/// (it reads as the options themselves, settled).
+pub struct Settled {
+    args: StatArgs,
+    /// -e's lists, parsed once, one per -e in order.
+    pub lists: Vec<Vec<Event>>,
+    /// stat record: where the counts are recorded (-o named it; the report then goes
+    /// where it goes without -o).
+    pub recording: Option<RecordTo>,
+    /// What -p or -t overrode (perf says "PID/TID switch overriding CPU" or "SYSTEM").
+    pub overridden: Option<&'static str>,
+}
+
+impl Deref for Settled {
+    type Target = StatArgs;
+
+    fn deref(&self) -> &StatArgs {
+        &self.args
+    }
+}
+
+impl Settled {
+    /// What to count, for the plan (its -e lists are `lists`, parsed already). The rows
+    /// of stat record and of -r stay as they start.
+    pub fn request(&self) -> Result<Request> {
+        let filters = self.filter.iter().cloned();
+        Ok(Request {
+            events: EventRequest {
+                lists: Vec::new(),
+                bperfs: true,
+                metrics: self.metrics.clone(),
+                detailed: self.detailed,
+                null_run: self.null_run,
+                filters: filters.zip(self.filter_after.iter().copied()).collect(),
+                all_user: self.all_user,
+                all_kernel: self.all_kernel,
+                names_with_pmu: self.no_aggr,
+                bpf_counters: self.bpf_counters,
+                bpf_attr_map: self.bpf_attr_map.clone(),
+                perf_version: self.perf_version,
+            },
+            targets: Targets {
+                all_cpus: self.cpus.all,
+                cpus: self.cpus.list.clone(),
+                pids: self.pid.clone(),
+                tids: self.tid.clone(),
+                per_thread: self.per_thread,
+                command: self.command.clone(),
+                cgroups: CgroupTargets {
+                    per_event: self.event_cgroups.names.clone(),
+                    ..self.cgroups.targets(&self.max_cgroups)
+                },
+            },
+            aggr: self.aggr_mode()?,
+            fixed_rows: self.recording.is_some() || self.repeat.is_some_and(|r| r != 1),
+            verbose: self.verbose.level > 0,
+        })
+    }
+}
+
+/// stat's options settled as perf settles them before it opens its output, with its
+/// refusals in its order: as_perf_reads, check_before_output, stat record's own
+/// refusals; then the targets (not with -b, which counts programs and says itself what
+/// it overrides).
+pub fn settle(a: &StatArgs, record: bool) -> Result<Settled> {
+    let (mut args, lists) = as_perf_reads(a)?;
+    check_before_output(&args)?;
+    let recording = match record {
+        true if args.bpf_prog.is_some() => {
+            return Err(usage("bperf stat record does not record -b's counts"))
+        }
+        true => Some(record_to(&args)?),
+        false => None,
+    };
+    if recording.is_some() {
+        args.output = None;
+    }
+    let overridden = match args.bpf_prog {
+        Some(_) => None,
+        None => settle_targets(&mut args, &lists),
+    };
+    Ok(Settled {
+        args,
+        lists,
+        recording,
+        overridden,
+    })
+}
+
+/// The options as perf applies them, and -e's lists parsed, with what perf refuses
+/// while reading the command line refused first: event lists that do not parse, -G's
+/// cgroups, a --per-cache level beyond perf's; and perf's warning for each event list it
+/// regrouped. Of several aggregation modes the strongest wins, as in perf (-A, then
 /// --per-thread, --per-core, --per-cache, --per-cluster, --per-die, --per-socket,
 /// --per-node); -p wins over -t. -G's names become one per event of -e (empty: none).
-pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
+fn as_perf_reads(a: &StatArgs) -> Result<(StatArgs, Vec<Vec<Event>>)> {
     let version = a.version()?;
     check_version_options(a, version)?;
     if a.all_user && a.all_kernel {
         return Err(usage("option `all-kernel' cannot be used with all-user"));
     }
     let sysfs = Sysfs::system();
-    let mut events_per_option = Vec::with_capacity(a.events.list.len());
+    let mut lists = Vec::with_capacity(a.events.list.len());
     for (i, list) in a.events.list.iter().enumerate() {
         if i == 0 && a.verbose_before_events {
             say_cpuid();
@@ -46,11 +140,12 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
         if regrouped {
             eprintln!("WARNING: events were regrouped to match PMUs");
         }
-        events_per_option.push(events.len());
+        lists.push(events);
     }
     let mut a = a.clone();
     a.perf_version = Some(version);
     if !a.event_cgroups.names.is_empty() {
+        let events_per_option: Vec<usize> = lists.iter().map(Vec::len).collect();
         a.event_cgroups.names = cgroups_of_events(&a, &events_per_option)?;
     }
     check_cache_level(&a)?;
@@ -58,7 +153,7 @@ pub fn as_perf_reads(a: &StatArgs) -> Result<StatArgs> {
     if a.pid.is_some() {
         a.tid = None;
     }
-    Ok(a)
+    Ok((a, lists))
 }
 
 /// The options perf 6.12 does not have, refused as it refuses an unknown option; and
@@ -184,7 +279,7 @@ fn strongest_aggregation(a: &mut StatArgs) {
 }
 
 /// What perf refuses before it opens its output, in its order.
-pub fn check_before_output(a: &StatArgs) -> Result<()> {
+fn check_before_output(a: &StatArgs) -> Result<()> {
     if a.output.is_some() && a.log_fd.is_some() {
         return Err(invalid("cannot use both --output and --log-fd"));
     }
@@ -215,45 +310,32 @@ pub fn check_after_output(a: &StatArgs) -> Result<()> {
     Ok(())
 }
 
-/// The targets as perf settles them: -p or -t override -a and -C (said on stderr, as
-/// perf says it), and with no target and no command (or only duration_time to count),
-/// perf counts the whole system.
-pub fn settle_targets(a: &StatArgs) -> StatArgs {
-    let mut a = a.clone();
+/// The targets as perf settles them: -p or -t override -a and -C (what they overrode is
+/// returned, for perf's line about it), and with no target and no command (or only
+/// duration_time to count), perf counts the whole system.
+fn settle_targets(a: &mut StatArgs, lists: &[Vec<Event>]) -> Option<&'static str> {
+    let mut overridden = None;
     if a.pid.is_some() || a.tid.is_some() {
-        let overridden = match (a.cpus.list.is_some(), a.cpus.all) {
+        overridden = match (a.cpus.list.is_some(), a.cpus.all) {
             (true, _) => Some("CPU"),
             (false, true) => Some("SYSTEM"),
             _ => None,
         };
-        if let Some(what) = overridden {
-            eprintln!("PID/TID switch overriding {what}");
-        }
         a.cpus.list = None;
         a.cpus.all = false;
     }
     let no_target = a.pid.is_none() && a.tid.is_none() && a.cpus.list.is_none() && !a.cpus.all;
-    if no_target && (a.command.is_empty() || only_duration(&a)) {
+    if no_target && (a.command.is_empty() || only_duration(lists)) {
         a.cpus.all = true;
     }
-    a
+    overridden
 }
 
 /// Whether -e asks for duration_time alone, which perf counts for the whole system even
 /// with a command (it times the command all the same).
-fn only_duration(a: &StatArgs) -> bool {
-    let sysfs = Sysfs::system();
-    let mut events = a
-        .events
-        .list
-        .iter()
-        .flat_map(|list| event::parse_events(list, &sysfs).unwrap_or_default());
-    let mut any = false;
-    let all = events.all(|e| {
-        any = true;
-        e.tool == Some(event::Tool::Duration)
-    });
-    any && all
+fn only_duration(lists: &[Vec<Event>]) -> bool {
+    let mut events = lists.iter().flatten().peekable();
+    events.peek().is_some() && events.all(|e| e.tool == Some(event::Tool::Duration))
 }
 
 /// What perf refuses about the targets and the aggregation, in its order.
@@ -407,14 +489,23 @@ mod tests {
 
     #[test]
     fn targets_settle_as_perf_settles_them() {
-        let a = settle_targets(&args(|a| {
+        let mut a = args(|a| {
             a.pid = Some("1".into());
             a.cpus.all = true;
-        }));
+        });
+        assert_eq!(settle_targets(&mut a, &[]), Some("SYSTEM"));
         assert!(!a.cpus.all);
-        let a = settle_targets(&args(|_| {}));
+        let mut a = args(|_| {});
+        assert_eq!(settle_targets(&mut a, &[]), None);
         assert!(a.cpus.all);
-        let a = settle_targets(&args(|a| a.command = vec!["true".into()]));
+        let mut a = args(|a| a.command = vec!["true".into()]);
+        settle_targets(&mut a, &[]);
         assert!(!a.cpus.all);
+        // duration_time alone is counted for the whole system, even with a command.
+        let sysfs = Sysfs::system();
+        let duration = vec![event::parse_events("duration_time", &sysfs).unwrap()];
+        let mut a = args(|a| a.command = vec!["true".into()]);
+        settle_targets(&mut a, &duration);
+        assert!(a.cpus.all);
     }
 }

@@ -14,13 +14,15 @@ use rustix::process::Signal;
 
 use super::lines::{self, event_status, Status};
 use super::record::PipeRecord;
+use super::rules::Settled;
 use super::tool::ToolTimes;
-use crate::cli::StatArgs;
 use crate::counter::Counter;
+use crate::output::culprits::{self, Culprit};
 use crate::output::{Line, Place, Report, Value};
 use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
 use crate::session::containers::ContainerNames;
+use crate::session::runq::RunqCounts;
 use crate::session::{open_counter, wait_until, LiveCgroups, Next, Open, Plan, Schedule, Wake};
 use crate::sys;
 use crate::sys::process::{self, Child, Workload};
@@ -109,7 +111,7 @@ fn timed_read(counter: &mut Counter, plan: &Plan) -> Result<Snapshot> {
 
 /// A counting session under way: the counter, what it printed so far, and where.
 pub(super) struct Run<'a, 'obj> {
-    args: &'a StatArgs,
+    args: &'a Settled,
     plan: &'a mut Plan,
     /// --all-cgroups and patterns: the cgroups as the tree changes, and whether a change
     /// waits to be looked at.
@@ -122,6 +124,8 @@ pub(super) struct Run<'a, 'obj> {
     interrupted: bool,
     /// perf's tool events, timed here.
     tools: Option<ToolTimes>,
+    /// bperf's own events: the run-queue program.
+    runq: Option<RunqCounts<'obj>>,
     /// How the kernel took each event.
     status: Vec<Status>,
     /// --control's acknowledgements.
@@ -143,6 +147,9 @@ impl Run<'_, '_> {
         let mut snap = timed_read(&mut self.counter, self.plan)?;
         if let Some(tools) = &self.tools {
             tools.fill(&mut snap);
+        }
+        if let Some(runq) = &self.runq {
+            runq.fill(&mut snap)?;
         }
         Ok(snap)
     }
@@ -190,6 +197,9 @@ impl Run<'_, '_> {
         let lines = self.lines_of(&now.since(&self.prev), false);
         let ts = self.start.elapsed();
         self.say_read(&lines)?;
+        let culprits = self.culprits(false)?;
+        self.report.opts.extra_lines =
+            culprits::lines(&culprits, &self.report.opts.format, Some(ts));
         self.report
             .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;
@@ -246,6 +256,15 @@ impl Run<'_, '_> {
         };
         let (changes, notes) = live.refresh(&mut self.counter)?;
         notes.say();
+        if let Some(runq) = &mut self.runq {
+            changes
+                .removed
+                .iter()
+                .for_each(|(_, cg)| runq.remove(cg.id));
+            for (slot, cg) in &changes.added {
+                runq.assign(cg.id, *slot)?;
+            }
+        }
         for (slot, _) in &changes.added {
             self.prev.clear_slot(*slot);
         }
@@ -373,6 +392,7 @@ impl Run<'_, '_> {
         let wait = self.args.interval.is_none().then_some(NAMES_WAIT);
         self.name_containers(wait);
         let lines = self.lines_of(&total, false);
+        let culprits = self.culprits(true)?;
         // As perf: the last read, said with -v, whether or not it is printed. After
         // intervals, --summary reads nothing more: perf goes over the sums, which every
         // event has, and says nothing failed.
@@ -406,7 +426,27 @@ impl Run<'_, '_> {
             ended,
             interrupted: self.interrupted,
             intervals: self.recorded.take().unwrap_or_default(),
+            culprits,
         })
+    }
+
+    /// --culprits' rows of the cgroups reported, since the last interval or (`whole`)
+    /// over the run.
+    fn culprits(&mut self, whole: bool) -> Result<Vec<Culprit>> {
+        let Some(runq) = &mut self.runq else {
+            return Ok(Vec::new());
+        };
+        let mut rows: Vec<(usize, String)> = Vec::new();
+        for s in &self.plan.series {
+            if let Some(name) = s
+                .cgroup
+                .as_ref()
+                .filter(|_| !rows.iter().any(|r| r.0 == s.slot))
+            {
+                rows.push((s.slot, name.clone()));
+            }
+        }
+        runq.culprits(&rows, whole)
     }
 }
 
@@ -420,6 +460,8 @@ pub(super) struct Measured {
     pub(super) interrupted: bool,
     /// stat record with -I: each interval's time and lines.
     pub(super) intervals: Vec<(Duration, Vec<Line>)>,
+    /// --culprits: whom each cgroup waited behind, over the run.
+    pub(super) culprits: Vec<Culprit>,
 }
 
 /// Where one run takes its wakes from and prints to.
@@ -439,7 +481,7 @@ pub(super) struct RunIo<'a> {
 /// when the command could not be run (said on stderr). The first run names the events
 /// perf's way when the kernel let them count user space only.
 pub(super) fn run_once(
-    a: &StatArgs,
+    a: &Settled,
     plan: &mut Plan,
     io: RunIo,
     first: bool,
@@ -451,6 +493,7 @@ pub(super) fn run_once(
         false => Some(Workload::prepare(&a.command)?),
     };
     let mut storage = MaybeUninit::uninit();
+    let mut runq_storage = MaybeUninit::uninit();
     let task = workload
         .as_ref()
         .filter(|_| plan.task_mode)
@@ -465,6 +508,8 @@ pub(super) fn run_once(
         slice_ring: None,
         tasks: &[],
     };
+    // Loaded before the counters open: the verifier's time is not counted.
+    let mut runq = RunqCounts::start(plan, a.culprits, &mut runq_storage)?;
     let mut counter = open_counter(plan, &how, &mut storage)?;
     let status = event_status(plan, &counter, a.version()?);
     if first && a.verbose.level > 0 {
@@ -474,6 +519,9 @@ pub(super) fn run_once(
     let Some(started) = start(a, plan, &mut counter, workload, io.wakes, io.tx)? else {
         return Ok(None);
     };
+    if let Some(runq) = &mut runq {
+        runq.started()?;
+    }
     let live = crate::session::follow_cgroups(plan, io.tx)?;
     let nr_slots = live
         .as_ref()
@@ -487,6 +535,7 @@ pub(super) fn run_once(
     let mut session = Run {
         args: a,
         tools,
+        runq,
         status,
         prev: Snapshot::new(nr_slots, plan.events.len(), plan.nr_targets()),
         plan,
@@ -517,7 +566,7 @@ pub(super) fn run_once(
 /// --for-each-cgroup cgroup, and warns for each copy (--all-cgroups, bperf's own, warns
 /// once).
 fn say_refused(
-    a: &StatArgs,
+    a: &Settled,
     plan: &Plan,
     counter: &Counter,
     status: &Result<Vec<Status>>,
@@ -582,7 +631,7 @@ struct Started {
 /// waits for its exec), -p's and -t's targets watched, and -D's delay waited out. None
 /// when the command could not be run (said on stderr).
 fn start(
-    a: &StatArgs,
+    a: &Settled,
     plan: &Plan,
     counter: &mut Counter,
     workload: Option<Workload>,

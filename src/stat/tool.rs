@@ -1,5 +1,6 @@
 //! perf's tool events (duration_time, user_time, system_time): times bperf takes
 //! itself, put into each snapshot in place of the dummy event each is opened as.
+//! bperf's own events are runq.rs's.
 
 use std::time::Instant;
 
@@ -41,7 +42,7 @@ impl ToolTimes {
         let events: Vec<(usize, Tool)> = tools
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| t.map(|t| (i, t)))
+            .filter_map(|(i, t)| t.filter(|t| t.is_perfs()).map(|t| (i, t)))
             .collect();
         if events.is_empty() {
             return None;

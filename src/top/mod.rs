@@ -19,6 +19,7 @@ use crate::cli::TopArgs;
 use crate::counter::Counter;
 use crate::reading::Snapshot;
 use crate::session::containers::ContainerNames;
+use crate::session::runq::RunqCounts;
 use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::{Notes, UsageError};
 use model::Model;
@@ -39,6 +40,10 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     let (tx, wakes) = mpsc::channel();
     session::forward_signals(tx.clone())?;
     let mut storage = MaybeUninit::uninit();
+    let mut runq_storage = MaybeUninit::uninit();
+    session::runq::check(&plan, false)?;
+    // Loaded before the counters open, as stat loads it.
+    let runq = RunqCounts::start(&plan, None, &mut runq_storage)?;
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
@@ -65,12 +70,16 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         plan: &plan,
         verbose: a.verbose.level,
         counter,
+        runq,
         live,
         containers,
         notes,
     };
     top.model.tree = a.tree;
     top.counter.read_into(&mut top.prev)?;
+    if let Some(runq) = &top.runq {
+        runq.fill(&mut top.prev)?;
+    }
     top.prev_at = Instant::now();
     top.refresh_cgroups()?;
     match a.batch {
@@ -83,6 +92,8 @@ pub fn run(a: &TopArgs) -> Result<i32> {
 pub struct Top<'a, 'obj> {
     plan: &'a Plan,
     counter: Counter<'obj>,
+    /// --runq, bperf's own events: the run-queue program.
+    runq: Option<RunqCounts<'obj>>,
     live: Option<LiveCgroups>,
     /// With --for-each-container, the names of the containers among the cgroups.
     containers: Option<ContainerNames>,
@@ -108,6 +119,9 @@ impl Top<'_, '_> {
     pub fn refresh(&mut self) -> Result<()> {
         let t = Instant::now();
         self.counter.read_slots_into(&self.slots, &mut self.now)?;
+        if let Some(runq) = &self.runq {
+            runq.fill_slots(&mut self.now, &self.slots)?;
+        }
         let at = Instant::now();
         if self.verbose > 0 {
             let took = format!("flush+read took {} us", t.elapsed().as_micros());
@@ -151,6 +165,15 @@ impl Top<'_, '_> {
         if let Some(live) = &mut self.live {
             let (changes, notes) = live.refresh(&mut self.counter)?;
             self.notes.0.extend(notes.0);
+            if let Some(runq) = &mut self.runq {
+                changes
+                    .removed
+                    .iter()
+                    .for_each(|(_, cg)| runq.remove(cg.id));
+                for (slot, cg) in &changes.added {
+                    runq.assign(cg.id, *slot)?;
+                }
+            }
             for (slot, _) in &changes.added {
                 self.prev.clear_slot(*slot);
             }

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::event::Event;
+use crate::event::{Event, Tool};
 use crate::output::metric::{self, Kind, Partners};
 use crate::reading::Reading;
 
@@ -30,6 +30,8 @@ pub enum Figure {
     /// The metric perf prints beside the event (CPUs utilized for a clock, insn per
     /// cycle for instructions, the miss rates), from output::metric's pairing.
     Metric,
+    /// A time (ns) per ns of wall time: bperf/runq-wait/ as CPUs' worth of waiting.
+    Share,
 }
 
 /// The columns for `events`: a clock shows as CPUs, every other event as its rate,
@@ -45,6 +47,10 @@ pub fn columns(events: &[Event]) -> Vec<Column> {
         let k = metric::kind(&ev.attr);
         if k == Kind::Clock {
             out.push(col("CPUs".into(), Figure::Metric));
+            continue;
+        }
+        if ev.tool == Some(Tool::RunqWait) {
+            out.push(col("wait".into(), Figure::Share));
             continue;
         }
         out.push(col(format!("{}/s", short_name(&ev.name)), Figure::Rate));
@@ -69,6 +75,7 @@ fn short_name(name: &str) -> &str {
         "page-faults" => "faults",
         "instructions" => "insn",
         "branch-misses" => "br-miss",
+        "bperf/preemptions/" => "preempt",
         "cache-misses" => "c-miss",
         "cache-references" => "c-refs",
         n => n,
@@ -287,6 +294,7 @@ impl Model {
                 };
                 *v = match c.figure {
                     Figure::Rate => per_second(n),
+                    Figure::Share => (wall_ns > 0.0).then(|| n / wall_ns),
                     Figure::Metric => {
                         let ratio = |k| self.partners.count(c.event, k, &self.counts);
                         metric::metric_of(self.kinds[c.event], n, ratio, wall_ns)

@@ -59,7 +59,7 @@ pub fn cell(c: &Column, kind: Kind, v: Option<f64>) -> String {
         return "-".into();
     };
     match (c.figure, kind) {
-        (Figure::Metric, Kind::Clock) => format!("{v:.3}"),
+        (Figure::Metric, Kind::Clock) | (Figure::Share, _) => format!("{v:.3}"),
         (Figure::Metric, Kind::Instructions) => format!("{v:.2}"),
         (Figure::Metric, _) => format!("{v:.2}%"),
         (Figure::Rate, _) => rate(v),

@@ -20,25 +20,63 @@ pub struct PlanEvents {
 impl PlanEvents {
     /// The events `req` asks for, refused when there is nothing to count.
     pub fn parse(req: &Request, machine: &dyn Machine) -> Result<PlanEvents> {
-        let (t, e) = (&req.targets, &req.events);
-        let per_cpu = t.all_cpus || t.cpus.is_some();
-        let threads = t.pids.is_some() || t.tids.is_some();
-        // --per-thread without -p or -t counts every thread of the system.
-        if !per_cpu && !threads && !t.per_thread && t.command.is_empty() {
-            return Err(usage(
-                "nothing to count: give a command, or -a or -C to count CPUs".into(),
-            ));
+        something_to_count(&req.targets)?;
+        let lists = req
+            .events
+            .lists
+            .iter()
+            .map(|list| event::parse_events(list, machine.sources()))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| usage(e.to_string()))?;
+        let own = lists
+            .iter()
+            .flatten()
+            .find_map(|e| e.tool.filter(|t| !t.is_perfs()));
+        if let Some(own) = own.filter(|_| !req.events.bperfs) {
+            return Err(usage(format!(
+                "{} is counted by bperf stat and top (serve exports it with --runq)",
+                own.name()
+            )));
         }
+        PlanEvents::of_lists(req, &lists, machine)
+    }
+
+    /// The events `req` asks for, its -e lists given parsed (one per -e, in order).
+    pub fn of_lists(
+        req: &Request,
+        lists: &[Vec<Event>],
+        machine: &dyn Machine,
+    ) -> Result<PlanEvents> {
+        let (t, e) = (&req.targets, &req.events);
+        something_to_count(t)?;
         // A null run opens no counter of its own, but counts the events asked for, as perf.
-        if e.null_run && e.lists.is_empty() && e.metrics.is_empty() {
+        if e.null_run && lists.is_empty() && e.metrics.is_empty() {
             return Ok(PlanEvents::default());
         }
-        parse_events(e, t, machine.sources())
+        plan_events(e, lists, t, machine.sources())
     }
 }
 
-/// The events from -e (perf's default set without it).
-fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<PlanEvents> {
+/// Refuses targets that give nothing to count.
+fn something_to_count(t: &Targets) -> Result<()> {
+    let per_cpu = t.all_cpus || t.cpus.is_some();
+    let threads = t.pids.is_some() || t.tids.is_some();
+    // --per-thread without -p or -t counts every thread of the system.
+    match !per_cpu && !threads && !t.per_thread && t.command.is_empty() {
+        true => Err(usage(
+            "nothing to count: give a command, or -a or -C to count CPUs".into(),
+        )),
+        false => Ok(()),
+    }
+}
+
+/// The events of -e's `lists` (perf's default set without them), -d's and -M's.
+fn plan_events(
+    a: &EventRequest,
+    lists: &[Vec<Event>],
+    t: &Targets,
+    sysfs: &dyn Sources,
+) -> Result<PlanEvents> {
     let asked = match a.metrics.is_empty() {
         true => Vec::new(),
         false => metrics::parse_list(&a.metrics.join(","))?,
@@ -48,7 +86,7 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
         true => "cpu-clock",
         false => "task-clock",
     };
-    if a.lists.is_empty() && asked.is_empty() && a.perf_version == Some(PerfVersion::V7_2) {
+    if lists.is_empty() && asked.is_empty() && a.perf_version == Some(PerfVersion::V7_2) {
         return default_metric_events(a, clock, sysfs);
     }
     let parse = |list: &str| event::parse_events(list, sysfs).map_err(|e| usage(e.to_string()));
@@ -60,14 +98,14 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
             .for_each(|e| e.naming = event::Naming::Builtin);
         Ok(events)
     };
-    let mut events = match (a.lists.is_empty(), asked.is_empty()) {
+    let mut events = match (lists.is_empty(), asked.is_empty()) {
         // As perf 6.12: CPUs are timed with cpu-clock, a command with task-clock.
         (true, true) => match per_cpu {
             true => builtin(&event::DEFAULT_EVENTS.replacen("task-clock", "cpu-clock", 1))?,
             false => builtin(event::DEFAULT_EVENTS)?,
         },
         (true, false) => Vec::new(),
-        (false, _) => parse(&a.lists.join(","))?,
+        (false, _) => event::joined(lists),
     };
     // As perf: a null run adds no events of its own; perf 7.2's -d adds metrics to its
     // default set only, never events to -e's.
@@ -78,7 +116,7 @@ fn parse_events(a: &EventRequest, t: &Targets, sysfs: &dyn Sources) -> Result<Pl
     for extra in event::DETAILED_EVENTS.iter().take(detailed) {
         events.extend(builtin(extra)?);
     }
-    apply_filters(a, &mut events, sysfs)?;
+    apply_filters(a, lists, &mut events)?;
     let metrics = metric_events(&asked, clock, &mut events, sysfs)?;
     if events.is_empty() {
         return Err(usage("no events to count".into()));
@@ -206,7 +244,7 @@ fn name_events(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) {
 
 /// --filter: each filter goes to the last event of the -e before it, which must be a
 /// tracepoint.
-fn apply_filters(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) -> Result<()> {
+fn apply_filters(a: &EventRequest, lists: &[Vec<Event>], events: &mut [Event]) -> Result<()> {
     const TRACEPOINT: u32 = 2;
     let refused =
         || usage("--filter option should follow a -e tracepoint or HW tracer option".into());
@@ -215,12 +253,7 @@ fn apply_filters(a: &EventRequest, events: &mut [Event], sysfs: &dyn Sources) ->
             return Err(refused());
         }
         // The events the -e options up to that one gave.
-        let mut count = 0;
-        for list in &a.lists[..*after] {
-            count += event::parse_events(list, sysfs)
-                .map_err(|e| usage(e.to_string()))?
-                .len();
-        }
+        let count: usize = lists.iter().take(*after).map(Vec::len).sum();
         let target = count
             .checked_sub(1)
             .and_then(|i| events.get_mut(i))

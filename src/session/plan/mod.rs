@@ -96,6 +96,8 @@ pub struct EventRequest {
     pub bpf_counters: bool,
     /// --bpf-attr-map: where the shared counters are pinned.
     pub bpf_attr_map: Option<String>,
+    /// bperf's own events may be asked for (top; stat gives its lists parsed).
+    pub bperfs: bool,
     /// stat's perf version, whose default events to count without -e and -M (None, as
     /// for serve: perf 6.12's).
     pub perf_version: Option<crate::perf_version::PerfVersion>,
@@ -444,7 +446,8 @@ fn online_among_asked(
 /// The PMU perf names an event's CPUs after: its tool events' own `tool`.
 fn pmu_of(e: &Event, machine: &dyn Machine) -> String {
     match e.tool {
-        Some(_) => "tool".into(),
+        Some(t) if t.is_perfs() => "tool".into(),
+        Some(_) => "bperf".into(),
         None => event::pmu_name(e.attr.type_, machine.sources()).unwrap_or_else(|| "cpu".into()),
     }
 }
