@@ -734,3 +734,54 @@ fn batch_runq_columns_add_up_to_the_tasks_run_delay() {
         );
     }
 }
+
+/// --runq in the full-screen view: two spinners on one CPU; under the selected row's
+/// sparkline, whom it waited behind: the other spinner's cgroup, its share the row's
+/// own wait column (the one culprit of the refresh).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn runq_view_names_the_selected_rows_culprit() {
+    require_root();
+    let _s = serial();
+    let Some(tmux) = Tmux::start("runq") else {
+        return;
+    };
+    let cgs = [TestCgroup::new("top-rq-x"), TestCgroup::new("top-rq-y")];
+    let _spin: Vec<Running> = cgs
+        .iter()
+        .map(|cg| Running(pinned(cg, 1, &["spin", "60000"])))
+        .collect();
+    let bin = env!("CARGO_BIN_EXE_bperf");
+    let each = format!("{},{}", cgs[0].name, cgs[1].name);
+    tmux.type_text(&format!(
+        "{bin} top -d 0.5 --runq -e task-clock --for-each-cgroup {each}"
+    ));
+    tmux.keys(&["Enter"]);
+    // The selected row (the first), its wait column and the line of its culprits.
+    let seen = || -> Option<(String, f64, String, f64)> {
+        let pane = tmux.pane();
+        let first = table_lines(&pane).first()?.clone();
+        let words: Vec<&str> = first.split_whitespace().collect();
+        let wait: f64 = words.get(2)?.parse().ok()?;
+        let line = pane.lines().find(|l| l.contains("waited behind:"))?;
+        let after = line.split("waited behind:").nth(1)?;
+        let parts: Vec<&str> = after.split_whitespace().collect();
+        let share: f64 = parts.get(1)?.parse().ok()?;
+        Some((words[0].to_string(), wait, parts[0].to_string(), share))
+    };
+    let settled = wait_for(20, || seen().is_some_and(|(_, wait, _, _)| wait > 0.0));
+    let pane = tmux.pane();
+    assert!(settled, "{pane}");
+    let (row, wait, culprit, share) = seen().expect(&pane);
+    let other = match cgs
+        .iter()
+        .position(|c| row.ends_with(&c.name[c.name.len() - 4..]))
+    {
+        Some(i) => &cgs[1 - i].name,
+        None => panic!("row {row} is neither spinner: {pane}"),
+    };
+    assert_eq!(&culprit, other, "{pane}");
+    assert!((share - wait).abs() <= 0.02 * wait + 0.002, "{pane}");
+    tmux.keys(&["q"]);
+    tmux.wait_restored();
+}

@@ -650,16 +650,16 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
 /// modifiers, a `name=` term, and what named it.
 type Resolved<'a> = (Attr, Option<&'a str>, Option<String>, Origin);
 
-/// The event's identity (type and config words), its modifiers, a `name=` term, and
-/// what named it.
-fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
-    let with = |type_, config| Attr {
-        type_,
-        config,
-        ..Attr::default()
-    };
+/// An event written `pmu/terms/` (its first `/` at `open`): bperf's own, or one of a
+/// PMU of the machine's.
+fn resolve_pmu_event<'a>(s: &'a str, open: usize, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
     if Tool::bperfs(s).is_some() {
-        return Ok((with(TYPE_SOFTWARE, DUMMY), None, None, Origin::Other));
+        let dummy = Attr {
+            type_: TYPE_SOFTWARE,
+            config: DUMMY,
+            ..Attr::default()
+        };
+        return Ok((dummy, None, None, Origin::Other));
     }
     if s.starts_with("bperf/") {
         let names: Vec<&str> = Tool::BPERFS.iter().map(|t| t.name()).collect();
@@ -668,32 +668,43 @@ fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
             names.join(" and ")
         );
     }
+    let close = s
+        .rfind('/')
+        .filter(|&c| c > open)
+        .ok_or_else(|| anyhow!("missing '/' in event '{s}'"))?;
+    // As perf: the modifiers follow the closing slash directly (`msr/tsc/u`).
+    let mods = &s[close + 1..];
+    if let Some(after_colon) = mods.strip_prefix(':') {
+        bail!(
+            "event syntax error: '{s}': unrecognized input after '/' (modifiers follow it directly: '{}{after_colon}')",
+            &s[..=close]
+        );
+    }
+    let mods = (!mods.is_empty()).then_some(mods);
+    let pmu_name = &s[..open];
+    let pmu = sysfs.pmu(pmu_name).ok_or_else(|| {
+        anyhow!(
+            "unknown PMU '{pmu_name}' in event '{s}' (none under {})",
+            sysfs.pmu_root().display()
+        )
+    })?;
+    let (attr, name) = pmu
+        .encode(&s[open + 1..close])
+        .map_err(|e| anyhow!("event '{s}': {e}"))?;
+    Ok((attr, mods, name, Origin::Pmu(pmu)))
+}
+
+/// The event's identity (type and config words), its modifiers, a `name=` term, and
+/// what named it.
+fn resolve<'a>(s: &'a str, sysfs: &dyn Sources) -> Result<Resolved<'a>> {
+    let with = |type_, config| Attr {
+        type_,
+        config,
+        ..Attr::default()
+    };
     // pmu/terms/ with modifiers right after it (`u`).
     if let Some(open) = s.find('/') {
-        let close = s
-            .rfind('/')
-            .filter(|&c| c > open)
-            .ok_or_else(|| anyhow!("missing '/' in event '{s}'"))?;
-        // As perf: the modifiers follow the closing slash directly (`msr/tsc/u`).
-        let mods = &s[close + 1..];
-        if let Some(after_colon) = mods.strip_prefix(':') {
-            bail!(
-                "event syntax error: '{s}': unrecognized input after '/' (modifiers follow it directly: '{}{after_colon}')",
-                &s[..=close]
-            );
-        }
-        let mods = (!mods.is_empty()).then_some(mods);
-        let pmu_name = &s[..open];
-        let pmu = sysfs.pmu(pmu_name).ok_or_else(|| {
-            anyhow!(
-                "unknown PMU '{pmu_name}' in event '{s}' (none under {})",
-                sysfs.pmu_root().display()
-            )
-        })?;
-        let (attr, name) = pmu
-            .encode(&s[open + 1..close])
-            .map_err(|e| anyhow!("event '{s}': {e}"))?;
-        return Ok((attr, mods, name, Origin::Pmu(pmu)));
+        return resolve_pmu_event(s, open, sysfs);
     }
     let (head, mods) = match s.split_once(':') {
         Some((h, m)) => (h, Some(m)),

@@ -498,19 +498,9 @@ pub(super) fn run_once(
         .as_ref()
         .filter(|_| plan.task_mode)
         .map(Workload::pid);
-    let how = Open {
-        task,
-        inherit: !a.no_inherit,
-        verbose: a.verbose.level,
-        warn: crate::session::Warn(crate::to_stderr),
-        trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
-        name_user_only: first,
-        slice_ring: None,
-        tasks: &[],
-    };
     // Loaded before the counters open: the verifier's time is not counted.
     let mut runq = RunqCounts::start(plan, a.culprits, &mut runq_storage)?;
-    let mut counter = open_counter(plan, &how, &mut storage)?;
+    let mut counter = open_counter(plan, &how_to_open(a, task, first), &mut storage)?;
     let status = event_status(plan, &counter, a.version()?);
     if first && a.verbose.level > 0 {
         say_refused(a, plan, &counter, &status, io.report, io.output)?;
@@ -560,6 +550,21 @@ pub(super) fn run_once(
         }
     }
     session.finish(ended).map(Some)
+}
+
+/// How stat opens its counters: `task`, the command, counted alone; `first`, the first
+/// run of -r's.
+fn how_to_open(a: &Settled, task: Option<libc::pid_t>, first: bool) -> Open<'static> {
+    Open {
+        task,
+        inherit: !a.no_inherit,
+        verbose: a.verbose.level,
+        warn: crate::session::Warn(crate::to_stderr),
+        trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
+        name_user_only: first,
+        slice_ring: None,
+        tasks: &[],
+    }
 }
 
 /// As perf's -v, once: what the kernel would not open. perf copies the events for each

@@ -24,6 +24,9 @@ use crate::session::{self, LiveCgroups, Open, Plan};
 use crate::{Notes, UsageError};
 use model::Model;
 
+/// How many culprits of the selected cgroup the view shows (--runq).
+const CULPRITS_SHOWN: usize = 3;
+
 /// What wakes top besides the counting session's wakes: the terminal's input.
 pub type Wake = session::Wake<screen::Input>;
 
@@ -43,7 +46,8 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     let mut runq_storage = MaybeUninit::uninit();
     session::runq::check(&plan, false)?;
     // Loaded before the counters open, as stat loads it.
-    let runq = RunqCounts::start(&plan, None, &mut runq_storage)?;
+    let culprits = a.runq.then_some(CULPRITS_SHOWN);
+    let runq = RunqCounts::start(&plan, culprits, &mut runq_storage)?;
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
@@ -77,7 +81,8 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     };
     top.model.tree = a.tree;
     top.counter.read_into(&mut top.prev)?;
-    if let Some(runq) = &top.runq {
+    if let Some(runq) = &mut top.runq {
+        runq.started()?;
         runq.fill(&mut top.prev)?;
     }
     top.prev_at = Instant::now();
@@ -135,6 +140,11 @@ impl Top<'_, '_> {
                     .supported(e)
                     .then(|| now.total(slot, e).since(&prev.total(slot, e)))
             });
+        if let Some(runq) = &mut self.runq {
+            let culprits = runq.culprits(&self.model.named_slots(), false)?;
+            self.model
+                .set_culprits(&culprits, self.window.as_nanos() as f64);
+        }
         std::mem::swap(&mut self.prev, &mut self.now);
         self.prev_at = at;
         // Removed cgroups were shown once more with their final counts: they go, and

@@ -207,6 +207,9 @@ pub struct Model {
     pub tree: bool,
     /// The cgroups (ids) whose rows the tree view shows folded.
     collapsed: HashSet<u64>,
+    /// With the run-queue program (--runq): by row name, whom its cgroup waited behind
+    /// in the last refresh, most first, each in CPUs' worth of waiting.
+    pub culprits: Option<HashMap<String, Vec<(String, f64)>>>,
 }
 
 impl Model {
@@ -229,7 +232,28 @@ impl Model {
             filter: String::new(),
             tree: false,
             collapsed: HashSet::default(),
+            culprits: None,
         }
+    }
+
+    /// Each row's slot and name (its container's, else its path).
+    pub fn named_slots(&self) -> Vec<(usize, String)> {
+        let named = |r: &Row| (r.cgroup.slot, r.name().to_string());
+        self.rows.iter().map(named).collect()
+    }
+
+    /// Whom each row's cgroup waited behind over a refresh of `wall_ns`: `culprits`,
+    /// as session::runq gives them (by the rows' names).
+    pub fn set_culprits(&mut self, culprits: &[crate::output::culprits::Culprit], wall_ns: f64) {
+        let mut by_row: HashMap<String, Vec<(String, f64)>> = HashMap::default();
+        for c in culprits.iter().filter(|_| wall_ns > 0.0) {
+            let share = c.wait_ns as f64 / wall_ns;
+            by_row
+                .entry(c.cgroup.clone())
+                .or_default()
+                .push((c.by.clone(), share));
+        }
+        self.culprits = Some(by_row);
     }
 
     /// The cgroups to show from now on, in the order of the tree (a parent before its

@@ -301,10 +301,12 @@ fn fold(code: KeyCode, top: &mut Top, view: &mut View) {
 
 /// The whole screen: header, table, sparkline, keys.
 fn draw(f: &mut Frame, model: &Model, header: &text::Header, view: &mut View, kinds: &[Kind]) {
-    let [top_line, table, spark, footer] = Layout::vertical([
+    let behind_lines = u16::from(model.culprits.is_some());
+    let [top_line, table, spark, behind, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
         Constraint::Length(4),
+        Constraint::Length(behind_lines),
         Constraint::Length(1),
     ])
     .areas(f.area());
@@ -331,6 +333,7 @@ fn draw(f: &mut Frame, model: &Model, header: &text::Header, view: &mut View, ki
     draw_table(f, table, model, &rows, view, kinds);
     let selected = view.table.selected().and_then(|s| rows.get(s));
     draw_sparkline(f, spark, model, selected.map(|s| s.row));
+    draw_culprits(f, behind, model, selected.map(|s| s.row));
     let keys = match (view.editing, view.status(), model.filter.is_empty()) {
         (true, ..) => format!("filter: {}_  (Enter keeps, Esc clears)", model.filter),
         (false, Some(status), _) => status.to_string(),
@@ -486,6 +489,24 @@ fn name_cell(s: &Shown, tree: bool, width: usize) -> String {
     };
     let room = width.saturating_sub(indent.len() + 2).max(4);
     format!("{indent}{mark}{}", text::tail(name, room))
+}
+
+/// --runq: whom the selected row's cgroup waited behind in the last refresh, in CPUs'
+/// worth of waiting.
+fn draw_culprits(f: &mut Frame, area: Rect, model: &Model, row: Option<&super::model::Row>) {
+    let (Some(all), Some(row)) = (&model.culprits, row) else {
+        return;
+    };
+    let escape = crate::output::people::escape_controls;
+    let text = match all.get(row.name()) {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .map(|(by, cpus)| format!("{} {cpus:.3}", escape(by)))
+            .collect::<Vec<_>>()
+            .join("  "),
+        _ => "nobody".into(),
+    };
+    f.render_widget(Paragraph::new(format!(" waited behind: {text}")), area);
 }
 
 /// The selected row's history of the sorted column (the first when sorted by name).
