@@ -30,7 +30,7 @@ pub enum Mode {
 
 impl Mode {
     /// The key perf's JSON gives the group's name under.
-    pub fn json_key(self) -> &'static str {
+    pub(crate) fn json_key(self) -> &'static str {
         match self {
             Mode::Socket => "socket",
             Mode::Die => "die",

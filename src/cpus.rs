@@ -3,7 +3,7 @@
 use anyhow::{bail, Context, Result};
 
 /// Parses a CPU list into sorted, deduplicated CPU numbers.
-pub fn parse_list(s: &str) -> Result<Vec<u32>> {
+pub(crate) fn parse_list(s: &str) -> Result<Vec<u32>> {
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim) {
         if part.is_empty() {
@@ -35,7 +35,7 @@ pub fn parse_list(s: &str) -> Result<Vec<u32>> {
 
 /// Writes CPUs (sorted) as perf writes a CPU list: runs as `first-last`, joined by
 /// commas (`0-15`, `1`, `0,2-3`).
-pub fn format_list(cpus: &[u32]) -> String {
+pub(crate) fn format_list(cpus: &[u32]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {

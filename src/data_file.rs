@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 /// The name that stands for standard output.
-pub const STDOUT: &str = "-";
+pub(crate) const STDOUT: &str = "-";
 
 /// The name an earlier recording at `path` is kept under.
-pub fn kept_name(path: &Path) -> PathBuf {
+pub(crate) fn kept_name(path: &Path) -> PathBuf {
     let mut old = path.as_os_str().to_owned();
     old.push(".old");
     PathBuf::from(old)
@@ -33,6 +33,7 @@ pub fn kept_name(path: &Path) -> PathBuf {
 /// New files are readable by their owner only, as perf's. Call it only when the
 /// recording is about to be written: a run that fails before must leave an earlier
 /// recording where it was.
+#[cfg(test)]
 pub fn create(path: &Path) -> Result<File> {
     let mut never = || {
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -44,7 +45,10 @@ pub fn create(path: &Path) -> Result<File> {
 /// `create`, where a FIFO nobody reads yet is waited for, `give_up` asked between two
 /// looks (it waits a moment itself): None when it said to give up. A blocking open
 /// would wait for a reader through every signal.
-pub fn create_or_give_up(path: &Path, give_up: &mut dyn FnMut() -> bool) -> Result<Option<File>> {
+pub(crate) fn create_or_give_up(
+    path: &Path,
+    give_up: &mut dyn FnMut() -> bool,
+) -> Result<Option<File>> {
     let fifo = path.as_os_str() != STDOUT
         && std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
     if fifo {
@@ -114,7 +118,7 @@ fn create_file(path: &Path) -> Result<File> {
 /// made in a temporary file beside it, renamed over the path by `finish`, so a write
 /// that fails (a full disk) leaves what was there before, or nothing, never a part.
 /// Dropped before `finish`, the temporary file is removed.
-pub struct WholeFile {
+pub(crate) struct WholeFile {
     file: File,
     /// The temporary file and the path it becomes; None when written in place.
     rename: Option<(PathBuf, PathBuf)>,

@@ -473,12 +473,12 @@ fn verdict(checks: &[Check]) -> Check {
 }
 
 /// The exit status: 1 when bperf cannot count per cgroup.
-pub fn exit_status(checks: &[Check]) -> i32 {
+pub(crate) fn exit_status(checks: &[Check]) -> i32 {
     i32::from(checks.iter().any(|c| c.needed && c.status == Status::Fail))
 }
 
 /// One line per check: status, name, what was found, and the fix.
-pub fn text_line(c: &Check) -> String {
+pub(crate) fn text_line(c: &Check) -> String {
     let mut line = format!("{:<8}{:<20}{}", c.status.name(), c.name, c.detail);
     if let Some(fix) = &c.fix {
         line.push_str(&format!(" [fix: {fix}]"));
@@ -487,7 +487,7 @@ pub fn text_line(c: &Check) -> String {
 }
 
 /// One JSON object per check, on its own line.
-pub fn json_line(c: &Check) -> String {
+pub(crate) fn json_line(c: &Check) -> String {
     serde_json::json!({
         "check": c.name,
         "status": c.status.name(),

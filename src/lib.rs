@@ -4,20 +4,20 @@
 //! -> counter (the kernel side: sys, bpf) -> counts -> output. Only `sys` and the BPF
 //! loader in `bpf` touch the kernel; everything else is plain Rust on their data.
 
-pub mod aggr;
+pub(crate) mod aggr;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;
 pub mod container;
 pub mod counter;
 pub mod cpus;
-pub mod data_file;
+pub(crate) mod data_file;
 pub mod doctor;
 pub mod event;
 pub mod list;
 pub mod metrics;
 pub mod output;
-pub mod perf_version;
+pub(crate) mod perf_version;
 pub mod perfdata;
 pub mod reading;
 pub mod record;
@@ -59,7 +59,7 @@ impl Notes {
 }
 
 /// Says a line on stderr: where the commands send the library's -vv trace.
-pub fn to_stderr(line: &str) {
+pub(crate) fn to_stderr(line: &str) {
     eprintln!("{line}");
 }
 
@@ -107,7 +107,7 @@ impl std::error::Error for ErrnoError {}
 #[cfg(test)]
 mod test_fixtures {
     /// The sysfs fixture tree at `root`, read as the running system's would be.
-    pub fn sysfs_at(root: impl Into<std::path::PathBuf>) -> crate::sys::sysfs::Sysfs {
+    pub(crate) fn sysfs_at(root: impl Into<std::path::PathBuf>) -> crate::sys::sysfs::Sysfs {
         crate::sys::sysfs::Sysfs::at(root)
     }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// The clock a metric divides by: cpu-clock when counting CPUs, task-clock otherwise.
-pub const CLOCK: &str = "clock";
+pub(crate) const CLOCK: &str = "clock";
 
 /// How a metric's value comes from its events' counts (in the order of `operands`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,7 +37,7 @@ pub struct Def {
 /// perf's MetricThreshold of a common metric: the metric's own value compared with a
 /// constant, bad where the comparison holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Threshold {
+pub(crate) enum Threshold {
     Below(f64),
     Above(f64),
 }
@@ -226,7 +226,7 @@ impl std::error::Error for UnknownMetric {}
 
 /// The metrics of -M's comma-separated list of metric and group names (perf matches
 /// both without regard to case), each once, in the order asked for.
-pub fn parse_list(list: &str) -> Result<Vec<&'static Def>, UnknownMetric> {
+pub(crate) fn parse_list(list: &str) -> Result<Vec<&'static Def>, UnknownMetric> {
     let mut out: Vec<&'static Def> = Vec::new();
     // An empty name is one perf cannot find either (`-M ''`, `-M a,,b`).
     for name in list.split(',').map(str::trim) {
@@ -277,13 +277,13 @@ impl Def {
     }
 
     /// perf's ScaleUnit text: `100%`, `1CPUs`.
-    pub fn scale_unit(&self) -> Option<String> {
+    pub(crate) fn scale_unit(&self) -> Option<String> {
         self.scale.map(|(s, unit)| format!("{s}{unit}"))
     }
 
     /// Where perf's threshold puts a value (`value()`'s, scaled): `bad` or `good`;
     /// None without a threshold or a value.
-    pub fn classify(&self, value: f64) -> Option<&'static str> {
+    pub(crate) fn classify(&self, value: f64) -> Option<&'static str> {
         let raw = value / self.scale.map_or(1.0, |(s, _)| s);
         let bad = match self.threshold? {
             _ if raw.is_nan() => return None,
@@ -294,7 +294,7 @@ impl Def {
     }
 
     /// Whether perf prints the value with one decimal (a scaled metric) or two.
-    pub fn one_decimal(&self) -> bool {
+    pub(crate) fn one_decimal(&self) -> bool {
         self.scale.is_some()
     }
 }
@@ -310,7 +310,7 @@ pub struct Use {
 
 /// The metric groups perf 7.2 counts by default: Default, and with -d, -dd and -ddd,
 /// Default2 to Default4 too.
-pub fn default_groups(detailed: u8) -> Vec<&'static Def> {
+pub(crate) fn default_groups(detailed: u8) -> Vec<&'static Def> {
     let groups = ["Default", "Default2", "Default3", "Default4"];
     let wanted = &groups[..(detailed as usize + 1).min(groups.len())];
     ALL.iter().filter(|d| wanted.contains(&d.group)).collect()
@@ -319,7 +319,7 @@ pub fn default_groups(detailed: u8) -> Vec<&'static Def> {
 /// The event each metric is shown on, as perf 7.2 picks it: of the metric's operands,
 /// the one the fewest of `uses` count (the first of those in `order`, the events' rank
 /// in the output).
-pub fn pick_shown_on(uses: &mut [Use], order: &[usize]) {
+pub(crate) fn pick_shown_on(uses: &mut [Use], order: &[usize]) {
     let count = |e: usize, uses: &[Use]| uses.iter().filter(|u| u.events.contains(&e)).count();
     for i in 0..uses.len() {
         let chosen = uses[i]

@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// The environment variable that chooses the version when --perf-version does not.
-pub const ENV: &str = "BPERF_PERF_VERSION";
+pub(crate) const ENV: &str = "BPERF_PERF_VERSION";
 
 /// A perf whose stat output bperf reproduces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -76,7 +76,7 @@ impl fmt::Display for PerfVersion {
 impl PerfVersion {
     /// The version asked for: the option's, else the environment's (`env`, the value of
     /// BPERF_PERF_VERSION; empty counts as unset), else 7.2's.
-    pub fn chosen(
+    pub(crate) fn chosen(
         option: Option<PerfVersion>,
         env: Option<&str>,
     ) -> Result<PerfVersion, UnknownVersion> {
@@ -93,7 +93,7 @@ impl PerfVersion {
     }
 
     /// The version the environment asks for (7.2's when it asks for none).
-    pub fn from_env() -> Result<PerfVersion, UnknownVersion> {
+    pub(crate) fn from_env() -> Result<PerfVersion, UnknownVersion> {
         let env = std::env::var_os(ENV).map(|s| s.to_string_lossy().into_owned());
         PerfVersion::chosen(None, env.as_deref())
     }
@@ -110,7 +110,7 @@ impl PerfVersion {
 
     /// Whether perf computes its own metrics beside each event (6.12: `CPUs utilized`,
     /// `GHz`, `insn per cycle`, `/sec`), rather than only those of metric definitions.
-    pub fn builtin_metrics(self) -> bool {
+    pub(crate) fn builtin_metrics(self) -> bool {
         self == PerfVersion::V6_12
     }
 }

@@ -34,7 +34,7 @@ impl Reading {
 
     /// Share of the enabled time the event was running, in percent (100 with no
     /// enabled time yet: nothing was multiplexed).
-    pub fn pct_running(&self) -> f64 {
+    pub(crate) fn pct_running(&self) -> f64 {
         if self.enabled == 0 {
             return 100.0;
         }
@@ -90,7 +90,7 @@ impl Snapshot {
     }
 
     /// How many places (CPUs, threads; 1 for a command) it holds readings of.
-    pub fn nr_places(&self) -> usize {
+    pub(crate) fn nr_places(&self) -> usize {
         self.nr_cpus
     }
 
@@ -105,13 +105,13 @@ impl Snapshot {
     }
 
     /// Takes slot `slot`'s readings from `other` (a snapshot of the same shape).
-    pub fn copy_slot(&mut self, slot: usize, other: &Snapshot) {
+    pub(crate) fn copy_slot(&mut self, slot: usize, other: &Snapshot) {
         let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
         self.data[range.clone()].copy_from_slice(&other.data[range]);
     }
 
     /// Zeroes slot `slot`'s readings.
-    pub fn clear_slot(&mut self, slot: usize) {
+    pub(crate) fn clear_slot(&mut self, slot: usize) {
         let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
         self.data[range].fill(Reading::default());
     }
@@ -144,7 +144,7 @@ impl Snapshot {
 
     /// Takes the shape of `Snapshot::new(nr_slots, nr_events, nr_cpus)`, all zero,
     /// keeping its allocation when the shape is the same.
-    pub fn reset(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
+    pub(crate) fn reset(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
         self.nr_events = nr_events;
         self.nr_cpus = nr_cpus;
         self.data.clear();
@@ -155,7 +155,7 @@ impl Snapshot {
     /// Takes the shape of `Snapshot::new(nr_slots, nr_events, nr_cpus)`: as it was
     /// when it has it already (for a reader that sets every reading it reads), else
     /// all zero.
-    pub fn reshape(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
+    pub(crate) fn reshape(&mut self, nr_slots: usize, nr_events: usize, nr_cpus: usize) {
         let same = self.nr_events == nr_events
             && self.nr_cpus == nr_cpus
             && self.data.len() == nr_slots.max(1) * nr_events * nr_cpus;
@@ -166,14 +166,14 @@ impl Snapshot {
 
     /// Takes away `earlier` (of the same shape) in place: `self.since(earlier)` without
     /// a new allocation.
-    pub fn subtract(&mut self, earlier: &Snapshot) {
+    pub(crate) fn subtract(&mut self, earlier: &Snapshot) {
         for (a, b) in self.data.iter_mut().zip(&earlier.data) {
             *a = a.since(b);
         }
     }
 
     /// `subtract` for slot `slot` alone.
-    pub fn subtract_slot(&mut self, slot: usize, earlier: &Snapshot) {
+    pub(crate) fn subtract_slot(&mut self, slot: usize, earlier: &Snapshot) {
         let range = self.idx(slot, 0, 0)..self.idx(slot + 1, 0, 0);
         for (a, b) in self.data[range.clone()]
             .iter_mut()

@@ -10,7 +10,7 @@ use libbpf_rs::libbpf_sys::{self, bpf_insn, BPF_FUNC_loop, BPF_FUNC_perf_event_r
 use libbpf_rs::{MapType, ProgramType};
 
 /// The answer to one probe: Err is the kernel's refusal to be asked, in words.
-pub type Answer = Result<bool, String>;
+pub(crate) type Answer = Result<bool, String>;
 
 /// What the BPF side can use here.
 #[derive(Clone, Debug, PartialEq, Eq)]

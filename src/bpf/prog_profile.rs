@@ -30,11 +30,11 @@ const fn array_len<T, const N: usize>(_field: fn(&profile_readings) -> &[T; N]) 
 }
 
 /// Most events counted inside one program (PROFILE_MAX_EVENTS in prog_profile.h).
-pub const MAX_EVENTS: usize = array_len(|r| &r.v);
+pub(crate) const MAX_EVENTS: usize = array_len(|r| &r.v);
 
 /// Why the profiler is not counting a program.
 #[derive(Debug)]
-pub enum LoadError {
+pub(crate) enum LoadError {
     /// The kernel refused the fentry/fexit programs (no BPF trampolines); libbpf's error.
     Refused(String),
     /// Anything else: the message says what.
@@ -43,7 +43,7 @@ pub enum LoadError {
 
 /// The fentry/fexit pair on one target program, loaded and attached. Dropping it
 /// detaches and unloads both.
-pub struct Profiler<'obj> {
+pub(crate) struct Profiler<'obj> {
     skel: ProgProfileSkel<'obj>,
     nr_events: usize,
 }

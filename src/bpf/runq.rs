@@ -44,7 +44,7 @@ pub struct Config<'a> {
 
 /// How many (waiting cgroup, culprit) pairs to keep apart for `nr_slots` cgroups: 16
 /// per cgroup, within 1,024 to 65,536 (a few MB at most: a pair is one hash entry).
-pub fn pairs_for(nr_slots: usize) -> usize {
+pub(crate) fn pairs_for(nr_slots: usize) -> usize {
     nr_slots.saturating_mul(16).clamp(1024, 65536)
 }
 
@@ -77,7 +77,7 @@ impl Wait {
     }
 
     /// What is left of this once `other` is taken out (nothing below zero).
-    pub fn minus(self, other: Wait) -> Wait {
+    pub(crate) fn minus(self, other: Wait) -> Wait {
         Wait {
             wait_ns: self.wait_ns.saturating_sub(other.wait_ns),
             preemptions: self.preemptions.saturating_sub(other.preemptions),
@@ -125,7 +125,7 @@ impl Waits {
 
     /// Forgets what `slot` counted, as a waiter and as a culprit (it was given to
     /// another cgroup).
-    pub fn clear_slot(&mut self, slot: usize) {
+    pub(crate) fn clear_slot(&mut self, slot: usize) {
         if let Some(total) = self.total.get_mut(slot) {
             *total = Wait::default();
         }
@@ -156,7 +156,7 @@ impl Waits {
 /// rows): a culprit nobody counts, an idle CPU, or a pair the bounded matrix had no room
 /// for. No cgroup's label is this: the root's is `/`, every other's a path with no
 /// leading `/`.
-pub const OTHER: &str = "/other";
+pub(crate) const OTHER: &str = "/other";
 
 /// The run-queue program, loaded and attached. Dropping it detaches and unloads it.
 pub struct Runq<'obj> {
@@ -215,7 +215,7 @@ impl<'obj> Runq<'obj> {
 
     /// Charges cgroup `id` to `slot` from now on, from nothing: what the slot counted
     /// for a cgroup before, as a waiter or a culprit, is cleared first.
-    pub fn assign(&self, id: u64, slot: usize) -> Result<()> {
+    pub(crate) fn assign(&self, id: u64, slot: usize) -> Result<()> {
         self.clear_slot(slot)?;
         self.add_cgroup(id, slot)
     }
@@ -243,7 +243,7 @@ impl<'obj> Runq<'obj> {
     }
 
     /// Charges cgroup `id` to `slot` from now on.
-    pub fn add_cgroup(&self, id: u64, slot: usize) -> Result<()> {
+    pub(crate) fn add_cgroup(&self, id: u64, slot: usize) -> Result<()> {
         anyhow::ensure!(
             slot < self.nr_slots,
             "no slot {slot} for the run-queue counts"
@@ -252,7 +252,7 @@ impl<'obj> Runq<'obj> {
     }
 
     /// Stops charging cgroup `id` (it was removed). Its slot keeps what it counted.
-    pub fn remove_cgroup(&self, id: u64) {
+    pub(crate) fn remove_cgroup(&self, id: u64) {
         super::unmap_cgroup(&self.skel.maps.cgrp_slot, id);
     }
 
@@ -281,7 +281,7 @@ impl<'obj> Runq<'obj> {
 
     /// What `slot` counted on each possible CPU, in the CPUs' order (empty for a slot
     /// the program does not have).
-    pub fn read_per_cpu(&self, slot: usize) -> Result<Vec<Wait>> {
+    pub(crate) fn read_per_cpu(&self, slot: usize) -> Result<Vec<Wait>> {
         let per_cpu = self
             .skel
             .maps

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapHandle, MapType, RingBufferBuilder};
 
 /// The size of a memory page: a ring buffer holds a power of two of them.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     rustix::param::page_size()
 }
 
@@ -73,7 +73,7 @@ pub struct SliceReader<'a> {
 
 impl SliceReader<'_> {
     /// Waits until the program woke the reader, or `timeout`, then drains the ring.
-    pub fn wait_and_drain(&self, timeout: Duration) -> Result<()> {
+    pub(crate) fn wait_and_drain(&self, timeout: Duration) -> Result<()> {
         match self.ring.poll_raw(timeout) {
             n if n >= 0 || n == -libc::EINTR => Ok(()),
             n => Err(std::io::Error::from_raw_os_error(-n)).context("waiting for the ring buffer"),

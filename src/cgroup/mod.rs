@@ -168,7 +168,7 @@ pub trait Tree {
 /// names, and the matches come in the order of the tree; otherwise each item is a name
 /// that must exist. A name given twice is counted once. Two names of one cgroup are two
 /// rows.
-pub fn expand(tree: &dyn Tree, items: &[String]) -> Result<Vec<Cgroup>> {
+pub(crate) fn expand(tree: &dyn Tree, items: &[String]) -> Result<Vec<Cgroup>> {
     if items.iter().any(|i| is_pattern(i)) {
         return matching(tree, items);
     }
@@ -211,7 +211,7 @@ pub enum Selection {
 
 impl Selection {
     /// --for-each-cgroup's items when they are patterns (see [`expand`]): whole names.
-    pub fn patterns(patterns: &[String]) -> Result<Selection> {
+    pub(crate) fn patterns(patterns: &[String]) -> Result<Selection> {
         let mut regexes = Vec::new();
         for p in patterns.iter().filter(|p| !p.is_empty()) {
             let re = Regex::new(&format!("^(?:{p})$"))
@@ -223,7 +223,7 @@ impl Selection {
     }
 
     /// The rule of --for-each-cgroup's items, if they are patterns.
-    pub fn of_items(items: &[String]) -> Result<Option<Selection>> {
+    pub(crate) fn of_items(items: &[String]) -> Result<Option<Selection>> {
         match items.iter().any(|i| is_pattern(i)) {
             true => Selection::patterns(items).map(Some),
             false => Ok(None),
@@ -255,14 +255,14 @@ impl Selection {
 }
 
 /// Whether `cg` is a container's own cgroup, as its runtime made it.
-pub fn is_container_cgroup(cg: &Cgroup) -> bool {
+pub(crate) fn is_container_cgroup(cg: &Cgroup) -> bool {
     let path = cg.path.to_string_lossy();
     crate::container::recognize(&path).is_some_and(|c| c.cgroup.trim_start_matches('/') == path)
 }
 
 /// The deepest chain of monitored cgroups: how many of `cgroups` a cgroup's time is
 /// charged to at most (itself and its monitored ancestors), and the cgroup where that is.
-pub fn deepest_chain(cgroups: &[Cgroup]) -> Option<(usize, &Cgroup)> {
+pub(crate) fn deepest_chain(cgroups: &[Cgroup]) -> Option<(usize, &Cgroup)> {
     let monitored: HashSet<&Path> = cgroups.iter().map(|c| c.path.as_path()).collect();
     cgroups
         .iter()
@@ -279,7 +279,7 @@ pub fn deepest_chain(cgroups: &[Cgroup]) -> Option<(usize, &Cgroup)> {
 
 /// Splits a comma-separated list of cgroup names or patterns, keeping empty items. A
 /// comma inside braces, brackets or parentheses belongs to a pattern (`a{1,3}`).
-pub fn split_list(s: &str) -> Vec<String> {
+pub(crate) fn split_list(s: &str) -> Vec<String> {
     let mut items = vec![String::new()];
     let mut depth = 0i32;
     for c in s.chars() {
@@ -304,7 +304,7 @@ fn is_pattern(s: &str) -> bool {
 
 /// A cgroup's name as bperf shows it (serve's label, top's row): its path relative to
 /// the mount, `/` for the root.
-pub fn path_name(path: &Path) -> String {
+pub(crate) fn path_name(path: &Path) -> String {
     match path.as_os_str().is_empty() {
         true => "/".into(),
         false => path.display().to_string(),

@@ -123,7 +123,7 @@ pub struct RecordArgs {
 impl RecordArgs {
     /// Whether a cgroup option was given (--for-each-cgroup, -G, --all-cgroups,
     /// --for-each-container).
-    pub fn asks_for_cgroups(&self) -> bool {
+    pub(crate) fn asks_for_cgroups(&self) -> bool {
         !self.cgroups.for_each.is_empty()
             || !self.event_cgroups.names.is_empty()
             || self.cgroups.containers
@@ -132,7 +132,7 @@ impl RecordArgs {
 
     /// Whether tasks are recorded rather than cgroups: -p, -t, or a command with no -a,
     /// -C or cgroup option (as perf record counts a command and its children).
-    pub fn records_tasks(&self) -> bool {
+    pub(crate) fn records_tasks(&self) -> bool {
         let command_alone = !self.command.is_empty()
             && !self.cpus.all
             && self.cpus.list.is_none()

@@ -422,7 +422,7 @@ pub struct StatArgs {
 
 impl StatArgs {
     /// The aggregation mode asked for, if any (--per-cache=L2 and the like).
-    pub fn aggr_mode(&self) -> Result<Option<aggr::Mode>> {
+    pub(crate) fn aggr_mode(&self) -> Result<Option<aggr::Mode>> {
         let mode = if self.per_socket {
             aggr::Mode::Socket
         } else if self.per_die {

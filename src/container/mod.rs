@@ -279,7 +279,8 @@ fn kube_step(level: KubeLevel, component: &str) -> (KubeLevel, Option<Pod>) {
 }
 
 /// The pod whose cgroup `path` is, or lies under.
-pub fn pod_of(path: &str) -> Option<Pod> {
+#[cfg(test)]
+pub(crate) fn pod_of(path: &str) -> Option<Pod> {
     let mut level = KubeLevel::Outside;
     let mut found = None;
     for component in path.split('/').filter(|c| !c.is_empty()) {

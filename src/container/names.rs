@@ -57,7 +57,7 @@ const KUBE_CONTAINER: &str = "io.kubernetes.container.name";
 
 /// The containers in a `GET /containers/json` answer. Entries without an id are left out;
 /// a body that is not a JSON array is an error.
-pub fn parse_list(body: &[u8]) -> Result<Vec<ContainerInfo>, String> {
+pub(crate) fn parse_list(body: &[u8]) -> Result<Vec<ContainerInfo>, String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let entries = value
@@ -100,7 +100,7 @@ fn parse_entry(entry: &serde_json::Value) -> Option<ContainerInfo> {
 /// such as fluent-bit's kubernetes filter read). Neither pod, namespace nor container
 /// names may hold `_`. None for any other file name, and for a name the kubelet cut to
 /// 255 bytes (its id is then incomplete).
-pub fn parse_log_link(file_name: &str) -> Option<ContainerInfo> {
+pub(crate) fn parse_log_link(file_name: &str) -> Option<ContainerInfo> {
     let stem = file_name.strip_suffix(".log")?;
     let (names, id) = stem.rsplit_once('-')?;
     if !super::is_full_id(id) {

@@ -16,12 +16,12 @@ use crate::sys::bpf_prog::{self, Prog, RunStats, StatsEnabled};
 use crate::sys::perf_event::{self, Role, Target};
 
 /// Why the events of a program are not counted, when the kernel refuses trampolines.
-pub const NO_TRAMPOLINES: &str =
+pub(crate) const NO_TRAMPOLINES: &str =
     "counting events inside a BPF program needs BPF trampolines (fentry/fexit), which this kernel refuses";
 
 /// What one program counted since the counter opened.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ProgCounts {
+pub(crate) struct ProgCounts {
     pub id: u32,
     /// Its function's name (whole), or the kernel's name for it without BTF.
     pub name: String,
@@ -40,7 +40,7 @@ struct Counted<'obj> {
 }
 
 /// The counter: the programs, the perf events their profilers read, BPF stats enabled.
-pub struct ProgCounter<'obj> {
+pub(crate) struct ProgCounter<'obj> {
     progs: Vec<Counted<'obj>>,
     /// Which events opened (on every CPU asked for).
     opened: Vec<bool>,
@@ -123,11 +123,6 @@ impl<'obj> ProgCounter<'obj> {
             _stats: stats,
             notes,
         })
-    }
-
-    /// Whether `event` is counted inside any program.
-    pub fn supported(&self, event: usize) -> bool {
-        self.opened[event] && self.progs.iter().any(|p| p.profiler.is_some())
     }
 
     /// What each program counted since the counter opened.

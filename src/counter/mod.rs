@@ -166,25 +166,25 @@ impl<'obj> Counter<'obj> {
 
     /// The errno the kernel refused `event` with, if it did (perf words its warning
     /// after it).
-    pub fn refused_with(&self, event: usize) -> Option<i32> {
+    pub(crate) fn refused_with(&self, event: usize) -> Option<i32> {
         self.refused_with[event]
     }
 
     /// Whether `event` counts user space only because the kernel refused more (perf's
     /// fallback at kernel.perf_event_paranoid > 1; perf then names it `event:u`).
-    pub fn user_only(&self, event: usize) -> bool {
+    pub(crate) fn user_only(&self, event: usize) -> bool {
         self.user_only[event]
     }
 
     /// Counts from now on: what was counted so far is left out of every later read
     /// (-D: counting starts after a delay).
-    pub fn restart(&mut self) -> Result<()> {
+    pub(crate) fn restart(&mut self) -> Result<()> {
         self.base = self.read_raw()?;
         Ok(())
     }
 
     /// Counts nothing until `resume` (-D -1): as if paused when it was opened.
-    pub fn start_paused(&mut self) {
+    pub(crate) fn start_paused(&mut self) {
         self.paused = Some(self.base.clone());
     }
 
@@ -215,7 +215,7 @@ impl<'obj> Counter<'obj> {
 
     /// `read` into `out`, reusing its memory: what a reader that reads often (top)
     /// calls, so that a read allocates nothing.
-    pub fn read_into(&mut self, out: &mut Snapshot) -> Result<()> {
+    pub(crate) fn read_into(&mut self, out: &mut Snapshot) -> Result<()> {
         match &self.paused {
             Some(paused) => out.clone_from(paused),
             None => self.read_raw_into(out, None)?,
@@ -226,7 +226,7 @@ impl<'obj> Counter<'obj> {
 
     /// `read_into` for the cgroups of `slots` alone: the other slots of `out` are left
     /// as they were. What a reader of a few live cgroups among many places calls.
-    pub fn read_slots_into(&mut self, slots: &[usize], out: &mut Snapshot) -> Result<()> {
+    pub(crate) fn read_slots_into(&mut self, slots: &[usize], out: &mut Snapshot) -> Result<()> {
         if self.paused.is_some() || self.bpf.is_none() {
             return self.read_into(out);
         }
@@ -238,16 +238,9 @@ impl<'obj> Counter<'obj> {
         Ok(())
     }
 
-    /// Counts cgroups `added` (slot, id) from now on, from zero, and stops counting the
-    /// cgroups `removed` (ids); their slots keep what they counted.
-    pub fn change_cgroups(&mut self, added: &[(usize, u64)], removed: &[u64]) -> Result<()> {
-        self.remove_cgroups(removed)?;
-        self.add_cgroups(added)
-    }
-
     /// Stops counting the cgroups `removed` (ids): every CPU works out what it charges
     /// again at its next switch or read. Their slots keep what they counted.
-    pub fn remove_cgroups(&mut self, removed: &[u64]) -> Result<()> {
+    pub(crate) fn remove_cgroups(&mut self, removed: &[u64]) -> Result<()> {
         if removed.is_empty() {
             return Ok(());
         }
@@ -260,7 +253,7 @@ impl<'obj> Counter<'obj> {
     }
 
     /// Counts cgroups `added` (slot, id) from now on, from zero.
-    pub fn add_cgroups(&mut self, added: &[(usize, u64)]) -> Result<()> {
+    pub(crate) fn add_cgroups(&mut self, added: &[(usize, u64)]) -> Result<()> {
         if added.is_empty() {
             return Ok(());
         }
@@ -284,14 +277,14 @@ impl<'obj> Counter<'obj> {
     }
 
     /// bperf record: the next read is the last one slices are sent for.
-    pub fn close_recording(&mut self) {
+    pub(crate) fn close_recording(&mut self) {
         if let Some(bpf) = &mut self.bpf {
             bpf.close_recording();
         }
     }
 
     /// bperf record: the slices each CPU could not send, in the order of the CPUs.
-    pub fn slices_lost(&self) -> Result<Vec<u64>> {
+    pub(crate) fn slices_lost(&self) -> Result<Vec<u64>> {
         match &self.bpf {
             Some(bpf) => bpf.slices_lost(&self.cpus),
             None => Ok(vec![0; self.cpus.len()]),
@@ -299,7 +292,7 @@ impl<'obj> Counter<'obj> {
     }
 
     /// bperf record: the slices each CPU sent or tried to, in the order of the CPUs.
-    pub fn slices_sent(&self) -> Result<Vec<u64>> {
+    pub(crate) fn slices_sent(&self) -> Result<Vec<u64>> {
         match &self.bpf {
             Some(bpf) => bpf.slices_sent(&self.cpus),
             None => Ok(vec![0; self.cpus.len()]),
@@ -514,7 +507,7 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
 
 /// Whether the counter opens `ev` on `target`: a hybrid event on its core PMU's CPUs
 /// only (elsewhere it reads as never counted); anything on a task or thread.
-pub fn opens_on(ev: &Event, target: Target) -> bool {
+pub(crate) fn opens_on(ev: &Event, target: Target) -> bool {
     match target {
         Target::Cpu(cpu) => ev.counts_on(cpu),
         Target::Task(_) | Target::Thread(_) => true,

@@ -33,7 +33,7 @@ pub struct Hybrid {
 }
 
 impl Hybrid {
-    pub fn counts_on(&self, cpu: u32) -> bool {
+    pub(crate) fn counts_on(&self, cpu: u32) -> bool {
         self.cpus
             .as_ref()
             .is_none_or(|c| c.binary_search(&cpu).is_ok())
@@ -145,7 +145,7 @@ pub(super) fn per_core_pmu(
 /// leaves it out: it has no line), and a group member not counted on the same CPUs as
 /// its leader taken out of the group. `asked`: the CPU list given with -C, when it was.
 /// Returns perf's warnings, one line each.
-pub fn fit_to_cpus(events: &mut [Event], cpus: &[u32], asked: Option<&str>) -> Vec<String> {
+pub(crate) fn fit_to_cpus(events: &mut [Event], cpus: &[u32], asked: Option<&str>) -> Vec<String> {
     let mut warnings = Vec::new();
     if events.iter().all(|e| e.hybrid.is_none()) {
         return warnings;
@@ -225,7 +225,7 @@ fn written_name(e: &Event) -> &str {
 /// The core PMUs a metric is worked out on, given the events each of its operands
 /// stands for: on a hybrid machine, one metric per core PMU its operands are counted on
 /// (perf's metrics of hardware events are per core PMU); elsewhere one, None.
-pub fn metric_pmus(operands: &[Vec<Event>]) -> Vec<Option<String>> {
+pub(crate) fn metric_pmus(operands: &[Vec<Event>]) -> Vec<Option<String>> {
     let mut pmus: Vec<Option<String>> = Vec::new();
     for h in operands.iter().flatten().filter_map(|e| e.hybrid.as_ref()) {
         if !pmus.iter().flatten().any(|p| *p == h.pmu) {
@@ -240,7 +240,7 @@ pub fn metric_pmus(operands: &[Vec<Event>]) -> Vec<Option<String>> {
 
 /// Of the events one operand stands for (one per core PMU, or one), the one counted on
 /// core PMU `pmu`, or else the one counted on any CPU, or else the first.
-pub fn on_pmu<'a>(operand: &'a [Event], pmu: Option<&str>) -> Option<&'a Event> {
+pub(crate) fn on_pmu<'a>(operand: &'a [Event], pmu: Option<&str>) -> Option<&'a Event> {
     let on = |e: &&Event| e.hybrid.as_ref().map(|h| h.pmu.as_str()) == pmu;
     let anywhere = |e: &&Event| e.hybrid.is_none();
     operand

@@ -93,7 +93,7 @@ impl Tool {
     pub const ALL: [Tool; 3] = [Tool::Duration, Tool::User, Tool::System];
     /// bperf's own events, written as events of a PMU named `bperf`, which no kernel
     /// has: perf refuses them, and no event perf counts is taken for one of them.
-    pub const BPERFS: [Tool; 2] = [Tool::RunqWait, Tool::Preemptions];
+    pub(crate) const BPERFS: [Tool; 2] = [Tool::RunqWait, Tool::Preemptions];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -106,17 +106,17 @@ impl Tool {
     }
 
     /// perf's tool event of that name.
-    pub fn from_name(name: &str) -> Option<Tool> {
+    pub(crate) fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.into_iter().find(|t| t.name() == name)
     }
 
     /// bperf's own event written `event`.
-    pub fn bperfs(event: &str) -> Option<Tool> {
+    pub(crate) fn bperfs(event: &str) -> Option<Tool> {
         Tool::BPERFS.into_iter().find(|t| t.name() == event)
     }
 
     /// Whether it is one of perf's tool events (not bperf's own).
-    pub fn is_perfs(self) -> bool {
+    pub(crate) fn is_perfs(self) -> bool {
         Tool::ALL.contains(&self)
     }
 }
@@ -140,7 +140,7 @@ pub enum Naming {
 impl Event {
     /// The name perf gives an event it had to open for user space only: `u` added as a
     /// modifier (`task-clock:u`, `cs:ku` stays as typed plus `u`, `msr/tsc/u`).
-    pub fn user_only_name(&self) -> String {
+    pub(crate) fn user_only_name(&self) -> String {
         let written = self.hybrid.as_ref().and_then(|h| h.written.as_ref());
         let name = written.unwrap_or(&self.name);
         let user = match name.contains(['/', ':']) {
@@ -156,12 +156,12 @@ impl Event {
 
     /// Whether it is counted on `cpu`: everywhere, but a hybrid event only on the CPUs
     /// of its core PMU.
-    pub fn counts_on(&self, cpu: u32) -> bool {
+    pub(crate) fn counts_on(&self, cpu: u32) -> bool {
         self.hybrid.as_ref().is_none_or(|h| h.counts_on(cpu))
     }
 
     /// Whether it is counted on any of `cpus` (a hybrid event may be on none).
-    pub fn counts_on_any(&self, cpus: &[u32]) -> bool {
+    pub(crate) fn counts_on_any(&self, cpus: &[u32]) -> bool {
         cpus.iter().any(|&c| self.counts_on(c))
     }
 
@@ -185,7 +185,7 @@ impl Event {
 
     /// The name perf gives an event it added itself: its base name and the modifiers its
     /// attr says, as perf spells them (`:uhH` for user space only).
-    pub fn builtin_name(base: &str, attr: &Attr) -> String {
+    pub(crate) fn builtin_name(base: &str, attr: &Attr) -> String {
         let mut mods = String::new();
         // Which of kernel, user and hypervisor it counts, once it leaves any out.
         let limited = attr.exclude_kernel || attr.exclude_user || attr.exclude_hv;
@@ -245,24 +245,24 @@ pub trait Sources {
 }
 
 /// perf stat's default events when no -e is given.
-pub const DEFAULT_EVENTS: &str =
+pub(crate) const DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
 
 /// What bperf record counts when told nothing: time and switches, the two every slice
 /// has.
-pub const RECORD_DEFAULT_EVENTS: &str = "task-clock,context-switches";
+pub(crate) const RECORD_DEFAULT_EVENTS: &str = "task-clock,context-switches";
 
 /// The events bperf top shows without -e.
-pub const TOP_DEFAULT_EVENTS: &str =
+pub(crate) const TOP_DEFAULT_EVENTS: &str =
     "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions";
 
 /// bperf's own events, which top's --runq adds.
-pub const RUNQ_EVENTS: &str = "bperf/runq-wait/,bperf/preemptions/";
+pub(crate) const RUNQ_EVENTS: &str = "bperf/runq-wait/,bperf/preemptions/";
 
 /// The name of the PMU that counts an event of perf type `type_`, as perf names it:
 /// software, tracepoint, the core PMU (`cpu`, where the machine has one) for hardware,
 /// cache and raw events, and the sysfs PMU of that type for the rest.
-pub fn pmu_name(type_: u32, sources: &dyn Sources) -> Option<String> {
+pub(crate) fn pmu_name(type_: u32, sources: &dyn Sources) -> Option<String> {
     match type_ {
         TYPE_SOFTWARE => Some("software".into()),
         TYPE_TRACEPOINT => Some("tracepoint".into()),
@@ -279,7 +279,7 @@ impl Event {
     /// The name perf 6.12 prints for the event with -A, where it adds the PMU's name
     /// unless the name starts with it: `cs [software]`, `tsc [msr]`; a `pmu/.../` name
     /// gets the PMU's own spelling before its first slash.
-    pub fn name_with_pmu(&self, pmu: Option<&str>) -> String {
+    pub(crate) fn name_with_pmu(&self, pmu: Option<&str>) -> String {
         let Some(pmu) = pmu.filter(|_| self.naming == Naming::Typed && self.tool.is_none()) else {
             return self.name.clone();
         };
@@ -298,7 +298,7 @@ impl Event {
     /// PMU's event (`tsc` -> `msr/tsc/`), a tool event as the tool PMU's
     /// (`tool/duration_time/`); software, hardware, cache, raw events and tracepoints,
     /// and names with their PMU already, as written.
-    pub fn name_with_pmu_72(&self, pmu: Option<&str>) -> String {
+    pub(crate) fn name_with_pmu_72(&self, pmu: Option<&str>) -> String {
         if let Some(tool) = self.tool.filter(|t| t.is_perfs()) {
             return format!("tool/{}/", tool.name());
         }
@@ -316,7 +316,7 @@ impl Event {
 }
 
 /// What -d, -dd and -ddd add to the events, each level to the one before (perf's).
-pub const DETAILED_EVENTS: [&str; 3] = [
+pub(crate) const DETAILED_EVENTS: [&str; 3] = [
     "L1-dcache-loads,L1-dcache-load-misses,LLC-loads,LLC-load-misses",
     "L1-icache-loads,L1-icache-load-misses,dTLB-loads,dTLB-load-misses,iTLB-loads,iTLB-load-misses",
     "L1-dcache-prefetches,L1-dcache-prefetch-misses",
@@ -337,7 +337,7 @@ pub fn recorded(name: &str, sysfs: &dyn Sources) -> Event {
 
 /// Parses an -e list, its groups regrouped as perf regroups them (a group cannot span
 /// PMUs). Errors are one line and name the part that is wrong.
-pub fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
+pub(crate) fn parse_events(list: &str, sysfs: &dyn Sources) -> Result<Vec<Event>> {
     parse(list, sysfs).map(|p| p.events)
 }
 

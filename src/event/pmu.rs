@@ -56,7 +56,7 @@ impl Format {
     }
 
     /// The sysfs spelling back: `config:0-7,32-35`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let word = match self.word {
             Word::Config => "config",
             Word::Config1 => "config1",
@@ -81,7 +81,7 @@ impl Format {
     }
 
     /// Spreads `value` over the ranges. Errors when it has more bits than the field.
-    pub fn encode(&self, value: u64) -> Result<u64, u64> {
+    pub(crate) fn encode(&self, value: u64) -> Result<u64, u64> {
         let width = self.width();
         let max = if width >= 64 {
             u64::MAX
@@ -120,7 +120,7 @@ pub struct Pmu {
 impl Pmu {
     /// A PMU from what sysfs says of it: its `type` file, and the files of its
     /// `format` and `events` directories as (name, content).
-    pub fn from_files(
+    pub(crate) fn from_files(
         name: &str,
         type_file: &str,
         formats: &[(String, String)],
@@ -155,7 +155,7 @@ impl Pmu {
         self.formats.iter().find(|f| f.name == name)
     }
 
-    pub fn alias(&self, name: &str) -> Option<&str> {
+    pub(crate) fn alias(&self, name: &str) -> Option<&str> {
         self.aliases
             .iter()
             .find(|(n, _)| n == name || n.eq_ignore_ascii_case(name))
@@ -166,7 +166,7 @@ impl Pmu {
     /// also takes a hardware or cache event's name that is not one of its own events
     /// (`cpu_core/cycles/`, `cpu_atom/L1-dcache-loads/`), as perf does: the attr is then
     /// that legacy event's, without the PMU's type in it (see [`super::Sources::extended_type`]).
-    pub fn encode(&self, terms: &str) -> Result<(super::Attr, Option<String>)> {
+    pub(crate) fn encode(&self, terms: &str) -> Result<(super::Attr, Option<String>)> {
         let mut e = Encoded::default();
         encode_into(self, terms, &mut e, 0)?;
         let [config, config1, config2] = e.words;
@@ -182,7 +182,7 @@ impl Pmu {
     }
 
     /// The term names this PMU accepts, for error messages.
-    pub fn valid_terms(&self) -> String {
+    pub(crate) fn valid_terms(&self) -> String {
         let mut v: Vec<&str> = vec!["config", "config1", "config2", "name", "period"];
         v.extend(self.formats.iter().map(|f| f.name.as_str()));
         v.join(",")
@@ -224,7 +224,7 @@ fn split_suffix(name: &str) -> (&str, u64) {
 }
 
 /// Parses a number the way perf does in terms: decimal or 0x-hex.
-pub fn parse_num(s: &str) -> Option<u64> {
+pub(crate) fn parse_num(s: &str) -> Option<u64> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) if !h.is_empty() => u64::from_str_radix(h, 16).ok(),
         Some(_) => None,
@@ -236,7 +236,7 @@ pub fn parse_num(s: &str) -> Option<u64> {
 /// Encodes a term list (`event=0x3c,umask=1,edge`, or an alias name among them) for
 /// `pmu`. Returns the words and the `name=` term if one was given.
 #[cfg(test)]
-pub fn encode_terms(pmu: &Pmu, terms: &str) -> Result<(u64, u64, u64, Option<String>)> {
+pub(crate) fn encode_terms(pmu: &Pmu, terms: &str) -> Result<(u64, u64, u64, Option<String>)> {
     let mut e = Encoded::default();
     encode_into(pmu, terms, &mut e, 0)?;
     Ok((e.words[0], e.words[1], e.words[2], e.name))

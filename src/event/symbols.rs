@@ -38,7 +38,7 @@ pub const SOFTWARE: &[(u64, &[&str])] = &[
 ];
 
 /// Cache ids (config bits 0-7) and their spellings.
-pub const CACHES: &[&[&str]] = &[
+pub(crate) const CACHES: &[&[&str]] = &[
     &["L1-dcache", "l1-d", "l1d", "L1-data"],
     &["L1-icache", "l1-i", "l1i", "L1-instruction"],
     &["LLC", "L2"],
@@ -49,7 +49,7 @@ pub const CACHES: &[&[&str]] = &[
 ];
 
 /// Operations (config bits 8-15).
-pub const CACHE_OPS: &[&[&str]] = &[
+pub(crate) const CACHE_OPS: &[&[&str]] = &[
     &["load", "loads", "read"],
     &["store", "stores", "write"],
     &[
@@ -61,7 +61,7 @@ pub const CACHE_OPS: &[&[&str]] = &[
 ];
 
 /// Results (config bits 16-23).
-pub const CACHE_RESULTS: &[&[&str]] =
+pub(crate) const CACHE_RESULTS: &[&[&str]] =
     &[&["refs", "Reference", "ops", "access"], &["misses", "miss"]];
 
 /// Which operations each cache supports (bit per op), as perf accepts them.
@@ -77,7 +77,7 @@ pub fn lookup(table: &[(u64, &[&str])], name: &str) -> Option<u64> {
 /// A hardware-cache event name (`L1-dcache-load-misses`, `dTLB-stores`, `LLC`, ...) to
 /// its config, the way perf reads them: the cache, then up to two words naming the
 /// operation (default read) and the result (default access), in either order.
-pub fn cache_config(name: &str) -> Option<u64> {
+pub(crate) fn cache_config(name: &str) -> Option<u64> {
     // The longest cache spelling that is followed by the end or by '-'.
     let (cache, rest) = CACHES
         .iter()

@@ -17,7 +17,7 @@ pub struct Culprit {
 }
 
 /// The first field of each CSV line, which tells the view's lines from the counts'.
-pub const CSV_MARK: &str = "culprit";
+pub(crate) const CSV_MARK: &str = "culprit";
 
 /// The view's lines of `rows`, in `format`; `ts`: the interval's time, with -I.
 pub fn lines(rows: &[Culprit], format: &Format, ts: Option<Duration>) -> Vec<String> {

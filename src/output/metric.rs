@@ -106,14 +106,14 @@ impl Metric {
 
     /// Whether --metric-only shows it: as perf, not the rates per second nor the CPUs
     /// utilized it adds by itself; every metric asked for with -M.
-    pub fn in_metric_only(&self) -> bool {
+    pub(crate) fn in_metric_only(&self) -> bool {
         self.named || !(self.unit.contains("/sec") || self.unit.contains("CPUs utilized"))
     }
 
     /// The value as CSV and --metric-only JSON print it: the table's digits without
     /// padding, up to the first character that is neither a digit nor a point (perf's
     /// loop: no percent sign, and nothing of a `nan`).
-    pub fn digits(&self) -> String {
+    pub(crate) fn digits(&self) -> String {
         let s = self.to_string();
         let s = s.trim_start();
         let end = s
@@ -124,7 +124,7 @@ impl Metric {
 }
 
 /// `v` as C's `%.Nf` prints it: `nan`, `-nan` and `inf` as C spells them.
-pub fn c_fixed(v: f64, decimals: usize) -> String {
+pub(crate) fn c_fixed(v: f64, decimals: usize) -> String {
     match v {
         _ if v.is_nan() && v.is_sign_negative() => "-nan".to_string(),
         _ if v.is_nan() => "nan".to_string(),
@@ -165,7 +165,7 @@ pub struct Siblings<'a> {
 
 /// For each event, the events whose counts its metric may use, with their kinds, in
 /// the order perf looks at them.
-pub struct Partners(Vec<Vec<(Kind, usize)>>);
+pub(crate) struct Partners(Vec<Vec<(Kind, usize)>>);
 
 impl Partners {
     pub fn new(events: &[Event]) -> Partners {
@@ -187,7 +187,7 @@ impl Partners {
 /// Where a line's count was counted: its cgroup, CPU, and thread or group of CPUs.
 pub type Where<'a> = (Option<&'a str>, Option<u32>, Option<&'a Place>);
 
-pub fn where_of(l: &Line) -> Where<'_> {
+pub(crate) fn where_of(l: &Line) -> Where<'_> {
     (l.cgroup.as_deref(), l.cpu, l.place.as_ref())
 }
 
@@ -311,7 +311,7 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
 /// The metric perf prints beside an event of kind `k` that counted `count`, given the
 /// count `ratio` finds for each other kind counted where it was, and the wall time
 /// (ns).
-pub fn metric_of(
+pub(crate) fn metric_of(
     k: Kind,
     count: f64,
     ratio: impl Fn(Kind) -> Option<f64>,
@@ -337,7 +337,7 @@ pub fn metric_of(
 
 /// The unit of the metric perf always gives an event of this kind, whether or not it
 /// has what to work it out from (--metric-only shows an empty column then).
-pub fn fixed_unit(k: Kind) -> Option<&'static str> {
+pub(crate) fn fixed_unit(k: Kind) -> Option<&'static str> {
     match k {
         Kind::Cycles => Some("GHz"),
         Kind::Instructions => Some("insn per cycle"),

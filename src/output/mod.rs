@@ -461,7 +461,7 @@ impl<W: Write> Report<W> {
 
     /// The summary of -r's runs: `lines` hold the mean counts, `noise` each line's
     /// standard error of the mean in % of it.
-    pub fn summary_of_runs(
+    pub(crate) fn summary_of_runs(
         &mut self,
         events: &[Event],
         lines: &[Line],
@@ -568,7 +568,7 @@ impl<W: Write> Report<W> {
     /// an event the kernel refused, and, summed over CPUs (not per CPU, thread or group
     /// of CPUs), `NAME: count enabled running` of the others, to the output.
     /// `unread`: the events perf could not read (refused, or in a group it cannot read).
-    pub fn counts_read(
+    pub(crate) fn counts_read(
         &mut self,
         events: &[Event],
         lines: &[Line],

@@ -31,7 +31,7 @@ impl Column {
 }
 
 /// `rows` under `columns`, each line without trailing blanks, ending in a newline.
-pub fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
+pub(crate) fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
     let mut t = Table::new();
     t.load_style(STYLE);
     t.set_header(columns.iter().map(|c| c.name.as_str()));
@@ -56,7 +56,7 @@ pub fn escape_controls(s: &str) -> String {
 
 /// As [`escape_controls`], and the characters `also` picks written as `\xNN` (`\u{N}`
 /// beyond U+00FF): a separator that must not show inside a field.
-pub fn escape_also(s: &str, also: impl Fn(char) -> bool) -> String {
+pub(crate) fn escape_also(s: &str, also: impl Fn(char) -> bool) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

@@ -39,7 +39,7 @@ pub struct Round {
 }
 
 /// A CPU's (socket, die, core).
-pub type CpuPlace = (i32, i32, i32);
+pub(crate) type CpuPlace = (i32, i32, i32);
 
 /// A NUMA node as perf's NUMA_TOPOLOGY feature tells it: its number, memory (kB, total
 /// and free) and CPUs.
@@ -86,12 +86,12 @@ pub struct StatFile {
 }
 
 /// perf's aggregation modes (enum aggr_mode in tools/perf/util/stat.h).
-pub const AGGR_NONE: u64 = 0;
-pub const AGGR_GLOBAL: u64 = 1;
-pub const AGGR_SOCKET: u64 = 2;
-pub const AGGR_DIE: u64 = 3;
-pub const AGGR_CORE: u64 = 6;
-pub const AGGR_NODE: u64 = 9;
+pub(crate) const AGGR_NONE: u64 = 0;
+pub(crate) const AGGR_GLOBAL: u64 = 1;
+pub(crate) const AGGR_SOCKET: u64 = 2;
+pub(crate) const AGGR_DIE: u64 = 3;
+pub(crate) const AGGR_CORE: u64 = 6;
+pub(crate) const AGGR_NODE: u64 = 9;
 
 /// perf's record types (tools/lib/perf/include/perf/event.h).
 const THREAD_MAP: u32 = 73;

@@ -42,7 +42,7 @@ impl Buf {
 
 impl StatFile {
     /// The file's bytes, as perf.data.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let ids_at = HEADER_SIZE;
         let nr_ids: usize = self.events.iter().map(|e| e.ids.len()).sum();
         let attrs_at = ids_at + 8 * nr_ids;
@@ -116,7 +116,8 @@ impl StatFile {
     /// The bytes of perf's pipe format (`perf stat record -o -`): what `pipe_header`
     /// writes, then the rounds. A pipe has no feature sections: perf stat report then
     /// prints its counts "for 'pipe'".
-    pub fn to_pipe_bytes(&self) -> Vec<u8> {
+    #[cfg(test)]
+    pub(crate) fn to_pipe_bytes(&self) -> Vec<u8> {
         let mut b = Buf(self.pipe_header());
         self.rounds(&mut b);
         b.0

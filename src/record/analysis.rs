@@ -15,7 +15,7 @@ use crate::reading::Reading;
 /// ancestors, as the BPF program charges them. An ancestor is the recorded cgroup of an
 /// ancestor's path that was there when the cgroup came (a cgroup removed and made
 /// again under the same path is another).
-pub fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
+pub(crate) fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
     let nr = cgroups.iter().map(|c| c.slot + 1).max().unwrap_or(0);
     let by_path: HashMap<&Path, Vec<&RecordedCgroup>> =
         cgroups.iter().fold(HashMap::new(), |mut m, c| {
@@ -45,7 +45,7 @@ pub fn charged_slots(cgroups: &[RecordedCgroup]) -> Vec<Vec<usize>> {
 
 /// What each slot of a recording is charged to: the cgroups' [`charged_slots`], or the
 /// recorded tasks' one slot.
-pub fn charged_of(h: &Header) -> Vec<Vec<usize>> {
+pub(crate) fn charged_of(h: &Header) -> Vec<Vec<usize>> {
     match h.tasks {
         true => vec![vec![0]],
         false => charged_slots(&h.cgroups),
@@ -54,7 +54,7 @@ pub fn charged_of(h: &Header) -> Vec<Vec<usize>> {
 
 /// The totals [slot][event] the slices add up to, charged as the BPF program charged
 /// them once every cgroup of the recording is known.
-pub struct SliceTotals {
+pub(crate) struct SliceTotals {
     nr_events: usize,
     /// What the slices of each slot counted themselves.
     own: Vec<Vec<Reading>>,
@@ -95,7 +95,7 @@ impl SliceTotals {
 }
 
 /// The counters' totals [slot][event], summed over CPUs.
-pub fn counter_totals(end: &End) -> Vec<Vec<Reading>> {
+pub(crate) fn counter_totals(end: &End) -> Vec<Vec<Reading>> {
     end.totals
         .iter()
         .map(|events| {
@@ -113,7 +113,7 @@ pub fn counter_totals(end: &End) -> Vec<Vec<Reading>> {
 
 /// What a breakdown groups slices by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Key {
+pub(crate) enum Key {
     Cgroup,
     /// The container whose cgroup the slice was charged to (recorded names); `-` for
     /// cgroups that are no container's.
@@ -167,7 +167,7 @@ impl Key {
 }
 
 /// --sort's keys: a comma-separated list of cgroup, container, cpu, pid, tid and comm.
-pub fn parse_keys(s: &str) -> Result<Vec<Key>> {
+pub(crate) fn parse_keys(s: &str) -> Result<Vec<Key>> {
     let all = [
         Key::Cgroup,
         Key::Container,
@@ -190,7 +190,7 @@ pub fn parse_keys(s: &str) -> Result<Vec<Key>> {
 
 /// The names of the recorded cgroups by slot; the recorded tasks' (the command, or
 /// perf's words for -p and -t) when there are no cgroups.
-pub fn slot_names(h: &Header) -> Vec<String> {
+pub(crate) fn slot_names(h: &Header) -> Vec<String> {
     if h.tasks {
         return vec![tasks_name(h)];
     }
@@ -221,7 +221,7 @@ fn slot_containers(h: &Header) -> Vec<Option<String>> {
 
 /// The name of each slot's timeline track: the cgroup's, and its container's after it
 /// when it is one's (`docker/3474…1645 (web)`).
-pub fn track_names(h: &Header) -> Vec<String> {
+pub(crate) fn track_names(h: &Header) -> Vec<String> {
     let containers = slot_containers(h);
     slot_names(h)
         .into_iter()
@@ -262,7 +262,7 @@ impl Group {
 
     /// What the group is ranked by: its count of `event` (see ranking_event), or its
     /// time without one.
-    pub fn rank(&self, event: Option<usize>) -> u64 {
+    pub(crate) fn rank(&self, event: Option<usize>) -> u64 {
         event
             .and_then(|i| self.counts.get(i).copied())
             .unwrap_or(self.time)
@@ -279,13 +279,13 @@ impl Group {
 
 /// The event breakdowns are ranked by: the first the machine could count (one it could
 /// not count is 0 in every slice); None when it could count none.
-pub fn ranking_event(h: &Header) -> Option<usize> {
+pub(crate) fn ranking_event(h: &Header) -> Option<usize> {
     (0..h.events.len()).find(|&i| h.supported.get(i).copied().unwrap_or(true))
 }
 
 /// The slices grouped by some keys (each slice once, under its innermost cgroup): the
 /// memory it takes grows with the groups, not the slices.
-pub struct Breakdown {
+pub(crate) struct Breakdown {
     keys: Vec<Key>,
     nr_events: usize,
     /// The event the groups are ranked by.
@@ -375,7 +375,7 @@ impl Breakdown {
 
 /// A distribution's summary.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub n: u64,
     pub mean: f64,
     pub p50: f64,
@@ -398,7 +398,7 @@ const MAX_BUCKETS: usize = 4096;
 /// more than MAX_BUCKETS buckets has neighbouring buckets merged, each time halving the
 /// precision, so that it never takes more than about 150 kB.
 #[derive(Clone, Debug, Default)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     buckets: FxHashMap<u64, (u64, f64)>,
     /// Mantissa bits dropped from BUCKET_BITS by merging.
     merged: u32,
@@ -468,6 +468,7 @@ impl Histogram {
 }
 
 /// The summary of `values`; None when there are none.
+#[cfg(test)]
 pub fn spread(values: &[f64]) -> Option<Spread> {
     let mut h = Histogram::default();
     values.iter().for_each(|&v| h.add(v));
@@ -476,7 +477,7 @@ pub fn spread(values: &[f64]) -> Option<Spread> {
 
 /// What a distribution is of, per slice.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Measure {
+pub(crate) enum Measure {
     /// The slice's length, µs.
     Length,
     /// What event i counted in it.
@@ -522,7 +523,7 @@ impl Measure {
 /// What --hist shows: slice length, each event's count, CPUs with task-clock, and IPC
 /// when both cycles and instructions were recorded; of the events the machine could
 /// count (`supported`, by event; an event not in it could).
-pub fn measures(events: &[String], supported: &[bool]) -> Vec<Measure> {
+pub(crate) fn measures(events: &[String], supported: &[bool]) -> Vec<Measure> {
     let counted = |i: &usize| supported.get(*i).copied().unwrap_or(true);
     let find = |name: &str| {
         events
@@ -592,7 +593,7 @@ impl Distribution {
 }
 
 /// Every measure's distribution over each cgroup's slices, built in one pass.
-pub struct Distributions {
+pub(crate) struct Distributions {
     all: Vec<Distribution>,
 }
 
@@ -614,13 +615,13 @@ impl Distributions {
     }
 
     /// Adds the cut slices the recording ended in: call once every slice is in.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.all.iter_mut().for_each(Distribution::close);
     }
 
     /// Per measure, in the order given, the summary of each cgroup that has values,
     /// named as `h` (with every cgroup of the recording) names them.
-    pub fn spreads(&self, h: &Header) -> Vec<(&Measure, Vec<(String, Spread)>)> {
+    pub(crate) fn spreads(&self, h: &Header) -> Vec<(&Measure, Vec<(String, Spread)>)> {
         let names = slot_names(h);
         self.all
             .iter()

@@ -72,7 +72,7 @@ pub use chunks::Dropped;
 
 pub const MAGIC: &[u8; 8] = b"BPERFREC";
 /// The version this bperf writes; it reads V1 and V2 too.
-pub const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 3;
 const V1: u32 = 1;
 const V2: u32 = 2;
 /// Version 1's blocks.
@@ -88,8 +88,8 @@ const CHUNK: u8 = 6;
 /// A chunk is written once its blocks take this many bytes (about 25,000 slices), or
 /// with -z ZSTD_CHUNK_BYTES (frames of 256 KiB took 9.3 bytes a synthetic slice where
 /// frames of 1 MiB took 7.1 and one stream 6.1: tests/bperf_data.rs).
-pub const CHUNK_BYTES: usize = 256 << 10;
-pub const ZSTD_CHUNK_BYTES: usize = 1 << 20;
+pub(crate) const CHUNK_BYTES: usize = 256 << 10;
+pub(crate) const ZSTD_CHUNK_BYTES: usize = 1 << 20;
 /// The largest block of a cgroup that appeared: its name and path are at most a path's
 /// length (PATH_MAX) each.
 const MAX_BEGAN_BLOCK: u64 = 16 << 10;
@@ -156,7 +156,7 @@ pub struct Header {
 }
 
 /// What a file says when it does not say what it recorded.
-pub const SYSTEM_WIDE: &str = "'system wide'";
+pub(crate) const SYSTEM_WIDE: &str = "'system wide'";
 
 impl Header {
     /// How many slots the slices may name (so far, while reading).
@@ -204,13 +204,13 @@ pub struct Slice {
 
 impl Slice {
     /// The task's name as text.
-    pub fn comm_str(&self) -> Cow<'_, str> {
+    pub(crate) fn comm_str(&self) -> Cow<'_, str> {
         comm_text(&self.comm)
     }
 }
 
 /// A comm's bytes (up to the first NUL) as text.
-pub fn comm_text(comm: &[u8; 16]) -> Cow<'_, str> {
+pub(crate) fn comm_text(comm: &[u8; 16]) -> Cow<'_, str> {
     let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..len])
 }
@@ -224,7 +224,7 @@ pub fn comm(name: &str) -> [u8; 16] {
 }
 
 impl End {
-    pub fn lost_total(&self) -> u64 {
+    pub(crate) fn lost_total(&self) -> u64 {
         self.lost
             .iter()
             .sum::<u64>()

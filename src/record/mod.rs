@@ -19,7 +19,7 @@
 //! ended, with their totals, and that the new ones began; only then are the new ones
 //! counted. Every slice is thus written under the cgroup its BPF slot counted.
 
-pub mod analysis;
+pub(crate) mod analysis;
 pub mod bperf_data;
 pub mod perfetto;
 mod print;
@@ -55,7 +55,7 @@ pub use print::report;
 
 /// Ring buffer pages for each CPU when -m is not given (bench/results/levers.md: no
 /// slice lost at the highest switch rate this VM reaches).
-pub const DEFAULT_PAGES: usize = 256;
+pub(crate) const DEFAULT_PAGES: usize = 256;
 
 /// How often the reader drains the ring even when no CPU woke it.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
@@ -67,7 +67,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// -m: a number of pages (a power of two) or a size with B, K, M or G, rounded up to a
 /// power of two pages, as perf takes it.
-pub fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
+pub(crate) fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
     let s = s.trim();
     let unit = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('B') => Some(1),
@@ -661,7 +661,7 @@ pub fn open(path: &Path) -> Result<Input> {
 
 /// The recording in `path` opened for another pass: it must be a file, not a pipe (or a
 /// device). What is not there, or a directory, is said by `open`.
-pub fn open_again(path: &Path) -> Result<Input> {
+pub(crate) fn open_again(path: &Path) -> Result<Input> {
     let stream = path.as_os_str() == "-"
         || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
     if stream {
@@ -705,7 +705,7 @@ impl Input {
 
     /// Says in one line what of the recording could not be read, if anything: where
     /// it stopped short of its end (it did not finish) and what was skipped as damaged.
-    pub fn say_dropped(&self) {
+    pub(crate) fn say_dropped(&self) {
         if let Some(line) = self.reader.dropped().said() {
             let path = self.path.display().to_string();
             eprintln!("bperf report: {}: {line}", escape_controls(&path));
@@ -714,7 +714,7 @@ impl Input {
 }
 
 /// Keeps the options that only make sense together honest.
-pub fn check_report_args(a: &ReportArgs) -> Result<()> {
+pub(crate) fn check_report_args(a: &ReportArgs) -> Result<()> {
     let modes = [a.sort.is_some(), a.hist, a.timeline.is_some()];
     if modes.iter().filter(|&&m| m).count() > 1 {
         return Err(UsageError(

@@ -284,7 +284,7 @@ fn arg(name_iid: u64, value: ArgValue) -> DebugAnnotation {
 }
 
 /// The Perfetto trace of a recording, written as its slices come.
-pub struct PerfettoTrace<W: Write> {
+pub(crate) struct PerfettoTrace<W: Write> {
     out: W,
     /// A packet's bytes.
     buf: Vec<u8>,

@@ -21,7 +21,7 @@ fn micros(ns: u64, t0: u64) -> f64 {
 
 /// Where the slices lie in time: the first start and the last end.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Span {
+pub(crate) struct Span {
     first: Option<u64>,
     last: u64,
 }
@@ -76,7 +76,7 @@ fn slice_args(s: &Slice, events: &[String]) -> Json {
 
 /// The trace-event JSON of a recording, written as its slices come: metadata naming
 /// each CPU's track, then one complete ("X") event per slice, named after its cgroup.
-pub struct Trace<W: Write> {
+pub(crate) struct Trace<W: Write> {
     out: W,
     names: Vec<String>,
     events: Vec<String>,
@@ -161,7 +161,7 @@ fn escape(s: &str) -> String {
 /// each pixel column coloured by the cgroup that ran most of it. It keeps the time each
 /// cgroup ran in each column of each row: no more than rows x columns x cgroups, and
 /// never more than one entry per slice.
-pub struct Picture {
+pub(crate) struct Picture {
     row_of: FxHashMap<u32, u32>,
     span: Span,
     ns_per_col: f64,

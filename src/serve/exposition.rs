@@ -10,8 +10,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 /// The content type of each format, as the HTTP response names it.
-pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-pub const OPENMETRICS_CONTENT_TYPE: &str =
+pub(crate) const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub enum Format {
 impl Format {
     /// The format a scraper asks for in its Accept header: OpenMetrics when it lists it,
     /// as Prometheus does; the classic text format otherwise.
-    pub fn from_accept(accept: Option<&str>) -> Format {
+    pub(crate) fn from_accept(accept: Option<&str>) -> Format {
         let asks = |a: &str| {
             a.split(',').any(|part| {
                 let mut params = part.split(';').map(str::trim);
@@ -37,7 +37,7 @@ impl Format {
         }
     }
 
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Text => TEXT_CONTENT_TYPE,
             Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
@@ -76,7 +76,7 @@ pub struct Family {
 /// `families` in `format`, or why the encoder refused them (one line). A family
 /// without series is written as nothing, in both formats: the text encoder refuses one
 /// ("MetricFamily has no metrics"), and a scraper learns nothing from its HELP alone.
-pub fn encode(families: &[Family], format: Format) -> Result<String, String> {
+pub(crate) fn encode(families: &[Family], format: Format) -> Result<String, String> {
     let nonempty: Vec<&Family> = families.iter().filter(|f| !f.samples.is_empty()).collect();
     match format {
         Format::Text => encode_text(&nonempty),

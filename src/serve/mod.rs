@@ -31,7 +31,7 @@ use crate::UsageError;
 
 /// Where bperf listens when told nothing: Prometheus's port for exporters like this,
 /// on loopback only.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 /// A scrape: the metrics in this format, sent back on the channel (or why they could
 /// not be encoded).

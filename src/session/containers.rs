@@ -110,7 +110,7 @@ impl ContainerNames {
     /// runtime can make a container's cgroup before it lists the container. True when
     /// one was named, and what there is to say (runtimes that did not answer). Never
     /// waits for a runtime.
-    pub fn name_unnamed(&mut self) -> (bool, Notes) {
+    pub(crate) fn name_unnamed(&mut self) -> (bool, Notes) {
         let mut named = false;
         let mut notes = std::mem::take(&mut self.unsaid);
         while let Ok(answer) = self.answers.try_recv() {
@@ -186,7 +186,7 @@ impl ContainerNames {
     }
 
     /// Forgets every cgroup but `kept` (those still reported).
-    pub fn retain(&mut self, kept: &[u64]) {
+    pub(crate) fn retain(&mut self, kept: &[u64]) {
         self.by_cgroup.retain(|id, _| kept.contains(id));
     }
 

@@ -75,7 +75,7 @@ impl LiveCgroups {
     /// [`refresh`](Self::refresh), calling `between` once the removed cgroups are no
     /// longer counted and before the new ones are (bperf record ends and begins them
     /// in its file there).
-    pub fn refresh_with(
+    pub(crate) fn refresh_with(
         &mut self,
         counter: &mut Counter,
         between: impl FnOnce(&Changes, &mut Counter) -> Result<()>,
@@ -102,13 +102,13 @@ impl LiveCgroups {
     }
 
     /// Whether removed cgroups are still reported, with their final counts.
-    pub fn any_gone(&self) -> bool {
+    pub(crate) fn any_gone(&self) -> bool {
         self.slots.any_gone()
     }
 
     /// Forgets removed cgroups once their final counts were reported. True when that
     /// freed places that cgroups left out are waiting for: refresh then.
-    pub fn release_gone(&mut self) -> bool {
+    pub(crate) fn release_gone(&mut self) -> bool {
         self.slots.release_gone() && self.left_out > 0
     }
 
@@ -140,7 +140,7 @@ impl LiveCgroups {
         self.left_out
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.slots.capacity()
     }
 }
@@ -149,13 +149,13 @@ impl LiveCgroups {
 /// out than were said before. Under churn the number changes with every cgroup made or
 /// removed; its peak is what tells how many places were missing.
 #[derive(Debug, Default)]
-pub struct LeftOutPeak {
+pub(crate) struct LeftOutPeak {
     said: usize,
 }
 
 impl LeftOutPeak {
     /// True when `left_out`, the number now, is to be said.
-    pub fn rises(&mut self, left_out: usize) -> bool {
+    pub(crate) fn rises(&mut self, left_out: usize) -> bool {
         let rises = left_out > self.said;
         self.said = self.said.max(left_out);
         rises

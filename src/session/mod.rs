@@ -7,7 +7,7 @@ pub mod containers;
 pub mod live;
 pub mod plan;
 pub mod runq;
-pub mod schedule;
+pub(crate) mod schedule;
 pub mod slots;
 
 use std::mem::MaybeUninit;
@@ -42,7 +42,10 @@ pub enum Wake<R = std::convert::Infallible> {
 }
 
 /// The next wake, or None when `until` comes first; SIGTERM when every sender is gone.
-pub fn wait_until<R>(wakes: &mpsc::Receiver<Wake<R>>, until: Option<Instant>) -> Option<Wake<R>> {
+pub(crate) fn wait_until<R>(
+    wakes: &mpsc::Receiver<Wake<R>>,
+    until: Option<Instant>,
+) -> Option<Wake<R>> {
     let gone = || Wake::Signal(SIGTERM);
     match until {
         Some(t) => match wakes.recv_timeout(t.saturating_duration_since(Instant::now())) {
@@ -57,7 +60,7 @@ pub fn wait_until<R>(wakes: &mpsc::Receiver<Wake<R>>, until: Option<Instant>) ->
 /// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
 /// them end bperf before it prints. signal-hook says which signal came (ctrlc, used
 /// before, does not), for perf's exit status.
-pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
+pub(crate) fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     std::thread::spawn(move || {
@@ -70,7 +73,7 @@ pub fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<(
 
 /// Sends SIGTSTP and SIGCONT as wakes, for a full-screen view to give the terminal back
 /// before it stops, and take it again when continued (bperf top).
-pub fn forward_job_control<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
+pub(crate) fn forward_job_control<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
     let mut signals = Signals::new([SIGTSTP, SIGCONT]).context("installing signal handlers")?;
     std::thread::spawn(move || {
         for sig in signals.forever() {
@@ -86,7 +89,7 @@ const SIGNAL_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(
 /// A recording given up while its FIFO waited for a reader: the exit status, and what
 /// to say.
 #[derive(Debug)]
-pub struct NobodyRead {
+pub(crate) struct NobodyRead {
     pub status: i32,
     pub path: std::path::PathBuf,
 }
@@ -104,7 +107,7 @@ impl std::fmt::Display for NobodyRead {
 /// Opens `path` for a recording (data_file::create), a FIFO once its reader comes or
 /// until SIGINT, SIGTERM or SIGHUP: [`NobodyRead`] then. The other wakes that come
 /// meanwhile are given to `other`.
-pub fn create_output<R>(
+pub(crate) fn create_output<R>(
     path: &std::path::Path,
     wakes: &mpsc::Receiver<Wake<R>>,
     mut other: impl FnMut(Wake<R>),
@@ -145,7 +148,7 @@ fn signal_within<R>(
 
 /// How a counter is opened for a plan, beyond what the plan counts.
 #[derive(Default)]
-pub struct Open<'a> {
+pub(crate) struct Open<'a> {
     /// Count this (not yet exec'd) task rather than the CPUs.
     pub task: Option<libc::pid_t>,
     /// The task's children too (perf's default; stat's -i turns it off).
@@ -169,7 +172,7 @@ pub struct Open<'a> {
 
 /// A sink for warnings; Default says nothing.
 #[derive(Clone, Copy)]
-pub struct Warn(pub fn(&str));
+pub(crate) struct Warn(pub fn(&str));
 
 impl Default for Warn {
     fn default() -> Warn {
@@ -179,7 +182,7 @@ impl Default for Warn {
 
 /// With --all-cgroups, patterns or --for-each-container: the cgroups followed as the tree
 /// changes, each change sent as `Wake::Cgroups`; None when the plan's cgroups are fixed.
-pub fn follow_cgroups<R: Send + 'static>(
+pub(crate) fn follow_cgroups<R: Send + 'static>(
     plan: &Plan,
     tx: &mpsc::Sender<Wake<R>>,
 ) -> Result<Option<LiveCgroups>> {
@@ -192,7 +195,7 @@ pub fn follow_cgroups<R: Send + 'static>(
 }
 
 /// The counter of `plan`, opened as `how` says.
-pub fn open_counter<'obj>(
+pub(crate) fn open_counter<'obj>(
     plan: &mut Plan,
     how: &Open,
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,

@@ -17,7 +17,7 @@ use crate::session::plan::Plan;
 use crate::UsageError;
 
 /// The run-queue program of a run and where its counts go in a snapshot.
-pub struct RunqCounts<'obj> {
+pub(crate) struct RunqCounts<'obj> {
     runq: Runq<'obj>,
     /// Each of bperf's own events: its index among the events.
     events: Vec<(usize, Tool)>,
@@ -111,7 +111,7 @@ impl<'obj> RunqCounts<'obj> {
     }
 
     /// Cgroup `id` is counted in `slot` from now on, from nothing.
-    pub fn assign(&mut self, id: u64, slot: usize) -> Result<()> {
+    pub(crate) fn assign(&mut self, id: u64, slot: usize) -> Result<()> {
         if let Some(base) = self.base.get_mut(slot) {
             base.clear();
         }
@@ -145,7 +145,7 @@ impl<'obj> RunqCounts<'obj> {
     }
 
     /// [`fill`](Self::fill) for `slots` only (those read).
-    pub fn fill_slots(&self, snap: &mut Snapshot, slots: &[usize]) -> Result<()> {
+    pub(crate) fn fill_slots(&self, snap: &mut Snapshot, slots: &[usize]) -> Result<()> {
         let nr_slots = snap.nr_slots().min(self.runq.nr_slots());
         for &slot in slots.iter().filter(|&&s| s < nr_slots) {
             let base = self.base.get(slot);

@@ -45,7 +45,7 @@ impl Schedule {
     }
 
     /// Whether intervals are still being printed.
-    pub fn ticking(&self) -> bool {
+    pub(crate) fn ticking(&self) -> bool {
         self.next_tick.is_some()
     }
 
@@ -64,7 +64,7 @@ impl Schedule {
 
     /// Counts a tick printed; true when it was the last (--interval-count): no more
     /// ticks come.
-    pub fn ticked(&mut self) -> bool {
+    pub(crate) fn ticked(&mut self) -> bool {
         self.ticks += 1;
         self.next_tick = self
             .next_tick

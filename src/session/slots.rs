@@ -27,7 +27,7 @@ use crate::cgroup::Cgroup;
 
 /// The slots of fixed cgroups: slot i counts cgroups[i], no two with the same id.
 #[derive(Debug, Default)]
-pub struct FixedSlots {
+pub(crate) struct FixedSlots {
     cgroups: Vec<Cgroup>,
 }
 
@@ -54,7 +54,7 @@ impl FixedSlots {
         self.cgroups.truncate(n);
     }
 
-    pub fn into_cgroups(self) -> Vec<Cgroup> {
+    pub(crate) fn into_cgroups(self) -> Vec<Cgroup> {
         self.cgroups
     }
 }
@@ -70,7 +70,7 @@ enum Slot {
 
 /// The slots of live cgroups.
 #[derive(Debug)]
-pub struct LiveSlots {
+pub(crate) struct LiveSlots {
     slots: Vec<Slot>,
 }
 
@@ -99,13 +99,13 @@ impl LiveSlots {
         LiveSlots { slots }
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
 
     /// Brings the slots in line with `now`, the selected cgroups as the tree has them:
     /// removed ones are gone, new ones take free slots (the lowest first).
-    pub fn update(&mut self, now: &[Cgroup]) -> Changes {
+    pub(crate) fn update(&mut self, now: &[Cgroup]) -> Changes {
         let ids: HashSet<u64> = now.iter().map(|c| c.id).collect();
         let mut changes = Changes::default();
         let mut counted = HashMap::new();
@@ -141,13 +141,13 @@ impl LiveSlots {
     }
 
     /// Whether a slot holds a removed cgroup, whose final counts are to be reported.
-    pub fn any_gone(&self) -> bool {
+    pub(crate) fn any_gone(&self) -> bool {
         self.slots.iter().any(|s| matches!(s, Slot::Gone(_)))
     }
 
     /// Frees the slots of removed cgroups, once their final counts were reported; true
     /// when there were any.
-    pub fn release_gone(&mut self) -> bool {
+    pub(crate) fn release_gone(&mut self) -> bool {
         let mut freed = false;
         for slot in &mut self.slots {
             if matches!(slot, Slot::Gone(_)) {
@@ -175,7 +175,8 @@ impl LiveSlots {
     }
 
     /// Whether the cgroup in `slot` was removed (its counts are final).
-    pub fn is_gone(&self, slot: usize) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_gone(&self, slot: usize) -> bool {
         matches!(self.slots.get(slot), Some(Slot::Gone(_)))
     }
 }

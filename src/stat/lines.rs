@@ -69,7 +69,11 @@ fn drop_idle_tools(plan: &Plan, lines: &mut Vec<Line>) {
 }
 
 /// The lines of each CPU (-A), whatever the aggregation asked for.
-pub fn cpu_lines(plan: &Plan, snap: &Snapshot, supported: &dyn Fn(usize) -> bool) -> Vec<Line> {
+pub(crate) fn cpu_lines(
+    plan: &Plan,
+    snap: &Snapshot,
+    supported: &dyn Fn(usize) -> bool,
+) -> Vec<Line> {
     let mut out = cpu_lines_all(plan, snap, supported);
     drop_idle_tools(plan, &mut out);
     out

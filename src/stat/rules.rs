@@ -30,7 +30,7 @@ const MAX_CACHE_LEVEL: u32 = 4;
 
 /// stat's options once perf has read them: what everything after the command line takes
 /// (it reads as the options themselves, settled).
-pub struct Settled {
+pub(crate) struct Settled {
     args: StatArgs,
     /// -e's lists, parsed once, one per -e in order.
     pub lists: Vec<Vec<Event>>,
@@ -176,7 +176,7 @@ fn check_version_options(a: &StatArgs, version: PerfVersion) -> Result<()> {
 }
 
 /// perf's -v line as it first looks up its event tables: which CPU they are for.
-pub fn say_cpuid() {
+pub(crate) fn say_cpuid() {
     if let Some(id) = crate::sys::cpuid() {
         eprintln!("Using CPUID {id}");
     }
@@ -300,7 +300,7 @@ fn check_before_output(a: &StatArgs) -> Result<()> {
 
 /// What perf refuses once its output is open: -B with -x. bperf refuses -x with -j
 /// too (perf 6.12 prints CSV fields inside its JSON objects).
-pub fn check_after_output(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_after_output(a: &StatArgs) -> Result<()> {
     if a.field_separator.is_some() && a.big_num {
         return Err(invalid("-B option not supported with -x"));
     }
@@ -339,7 +339,7 @@ fn only_duration(lists: &[Vec<Event>]) -> bool {
 }
 
 /// What perf refuses about the targets and the aggregation, in its order.
-pub fn check_targets(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_targets(a: &StatArgs) -> Result<()> {
     if a.repeat.is_some_and(|r| r < 0) {
         return Err(invalid("Run count must be a positive number"));
     }
@@ -370,7 +370,7 @@ pub fn check_targets(a: &StatArgs) -> Result<()> {
 
 /// What perf refuses about cgroups once its events are known: -G with
 /// --for-each-cgroup, and --for-each-cgroup with no events to copy for each (-n).
-pub fn check_cgroups(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_cgroups(a: &StatArgs) -> Result<()> {
     if !a.event_cgroups.names.is_empty() && !a.cgroups.for_each.is_empty() {
         return Err(invalid(
             "--cgroup and --for-each-cgroup cannot be used together",
@@ -384,7 +384,7 @@ pub fn check_cgroups(a: &StatArgs) -> Result<()> {
 
 /// What perf refuses about the timing options, in its order (and its warning about a
 /// short --timeout).
-pub fn check_timing(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_timing(a: &StatArgs) -> Result<()> {
     if a.interval_count.is_some_and(|n| n > 0) && a.interval.is_none() {
         return Err(invalid(
             "interval-count option should be used together with interval-print.",
@@ -405,11 +405,11 @@ pub fn check_timing(a: &StatArgs) -> Result<()> {
 }
 
 /// The shortest -I bperf takes.
-pub const MIN_INTERVAL_MS: u64 = 10;
+pub(crate) const MIN_INTERVAL_MS: u64 = 10;
 
 /// Refuses, as perf does on a machine without them, what needs hardware or tables bperf
 /// does not have; and what bperf does not do yet.
-pub fn check_unavailable(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_unavailable(a: &StatArgs) -> Result<()> {
     let fail = |msg: &str| Err(anyhow::anyhow!("{msg}"));
     if a.topdown {
         return fail("Topdown requested but the topdown metric groups aren't present.");
@@ -431,7 +431,7 @@ pub fn check_unavailable(a: &StatArgs) -> Result<()> {
 
 /// What bperf refuses of the options about when counting runs, where perf would count
 /// nothing, or forever.
-pub fn check_own_limits(a: &StatArgs) -> Result<()> {
+pub(crate) fn check_own_limits(a: &StatArgs) -> Result<()> {
     if let Some(ms) = a.interval.filter(|&ms| ms < MIN_INTERVAL_MS) {
         return Err(usage(format!(
             "print interval must be >= {MIN_INTERVAL_MS} ms (got -I {ms})"

@@ -19,7 +19,7 @@ enum Source {
 }
 
 /// The tool events of a run and what their times count from.
-pub struct ToolTimes {
+pub(crate) struct ToolTimes {
     /// Each tool event's index among the events.
     events: Vec<(usize, Tool)>,
     start: Instant,
@@ -82,7 +82,7 @@ impl ToolTimes {
     }
 
     /// The command was reaped: its times are those of its rusage from now on.
-    pub fn command_ended(&mut self, ru: &libc::rusage) {
+    pub(crate) fn command_ended(&mut self, ru: &libc::rusage) {
         let ns = |t: libc::timeval| process::timeval(t).as_nanos() as u64;
         self.ended = Some((ns(ru.ru_utime), ns(ru.ru_stime)));
     }

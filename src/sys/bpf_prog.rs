@@ -42,7 +42,7 @@ fn tag_hex(tag: &[u8; 8]) -> String {
 
 /// Parses -b's list: comma-separated `ID`, `id ID`, `name NAME`, `tag TAG` (16 hex
 /// digits), `pinned PATH`. The error is one line naming the item.
-pub fn parse_specs(list: &str) -> Result<Vec<Spec>, String> {
+pub(crate) fn parse_specs(list: &str) -> Result<Vec<Spec>, String> {
     list.split(',')
         .map(|item| parse_spec(item.trim()))
         .collect()
@@ -180,7 +180,7 @@ fn function_name(p: &ProgramInfo) -> Option<String> {
 /// What the kernel counted of a program's runs since it was loaded, while BPF stats
 /// were enabled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RunStats {
+pub(crate) struct RunStats {
     pub run_cnt: u64,
     pub run_time_ns: u64,
 }
@@ -195,7 +195,7 @@ impl RunStats {
 }
 
 /// The run count and run time of the program behind `fd`.
-pub fn run_stats(fd: BorrowedFd) -> io::Result<RunStats> {
+pub(crate) fn run_stats(fd: BorrowedFd) -> io::Result<RunStats> {
     let mut info = libbpf_sys::bpf_prog_info::default();
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: info is a bpf_prog_info of the size given; with its array pointers all
@@ -212,9 +212,9 @@ pub fn run_stats(fd: BorrowedFd) -> io::Result<RunStats> {
 
 /// BPF run statistics, enabled while this is held (BPF_ENABLE_STATS): the kernel's
 /// kernel.bpf_stats_enabled is left as it was.
-pub struct StatsEnabled(#[allow(dead_code)] OwnedFd);
+pub(crate) struct StatsEnabled(#[allow(dead_code)] OwnedFd);
 
-pub fn enable_stats() -> io::Result<StatsEnabled> {
+pub(crate) fn enable_stats() -> io::Result<StatsEnabled> {
     // SAFETY: a plain system call wrapper; it returns a new fd or a negative errno.
     let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
     if fd < 0 {

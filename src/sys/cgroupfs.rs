@@ -22,7 +22,7 @@ pub fn discover() -> Result<Hierarchy> {
 }
 
 /// A cgroup hierarchy's directories.
-pub struct Cgroupfs {
+pub(crate) struct Cgroupfs {
     hierarchy: Hierarchy,
     /// The mount without symlinks, and the device of its file system.
     real_mount: PathBuf,

@@ -9,7 +9,7 @@ use crate::cgroup::Mount;
 use crate::sys::KernelFeatures;
 
 /// Container runtimes' API sockets, by runtime.
-pub const RUNTIME_SOCKETS: &[(&str, &str)] = &[
+pub(crate) const RUNTIME_SOCKETS: &[(&str, &str)] = &[
     ("docker", "/var/run/docker.sock"),
     ("podman", "/run/podman/podman.sock"),
     ("containerd", "/run/containerd/containerd.sock"),
@@ -41,7 +41,7 @@ pub struct Facts {
 }
 
 /// Reads the running system.
-pub fn gather() -> Facts {
+pub(crate) fn gather() -> Facts {
     Facts {
         kernel_release: bounded("/proc/sys/kernel/osrelease").trim().to_string(),
         btf: Path::new("/sys/kernel/btf/vmlinux").exists(),
@@ -90,7 +90,7 @@ fn cycles_open() -> bool {
 }
 
 /// The CapEff mask of a /proc/PID/status text (0 when absent).
-pub fn effective_capabilities(status: &str) -> u64 {
+pub(crate) fn effective_capabilities(status: &str) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))

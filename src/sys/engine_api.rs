@@ -14,16 +14,16 @@ use ureq_proto::http;
 use crate::container::names::{self, ContainerInfo, SourceError};
 
 /// Where Docker listens by default.
-pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+pub(crate) const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Where root Podman listens by default.
-pub const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
+pub(crate) const PODMAN_SOCKET: &str = "/run/podman/podman.sock";
 
 /// The longest answer taken (a host with thousands of containers lists a few MiB).
-pub const BODY_LIMIT: usize = 16 << 20;
+pub(crate) const BODY_LIMIT: usize = 16 << 20;
 
 /// How long one request may take, connecting included.
-pub const TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The longest response head taken: status line and headers.
 const HEAD_LIMIT: usize = 64 << 10;
@@ -62,7 +62,7 @@ impl EngineSocket {
 /// The socket Docker is asked on: the one DOCKER_HOST names when it is a unix socket
 /// (`unix:///run/user/1000/docker.sock`, as Docker's CLI takes it, for rootless Docker),
 /// else Docker's default. A host of another scheme (tcp://, ssh://) is not asked.
-pub fn docker_socket(docker_host: Option<&str>) -> PathBuf {
+pub(crate) fn docker_socket(docker_host: Option<&str>) -> PathBuf {
     let named = docker_host
         .and_then(|h| h.strip_prefix("unix://"))
         .filter(|p| !p.is_empty());
@@ -137,7 +137,7 @@ impl Write for Deadlined {
 
 /// One `GET target` over `conn`: the body of a 2xx answer, or one line saying what went
 /// wrong (the status and the API's message for any other).
-pub fn exchange(
+pub(crate) fn exchange(
     conn: &mut (impl Read + Write),
     target: &str,
     limit: usize,

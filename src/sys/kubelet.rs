@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use crate::container::names::{self, ContainerInfo, SourceError};
 
 /// Where the kubelet links each container's log.
-pub const LOG_LINKS: &str = "/var/log/containers";
+pub(crate) const LOG_LINKS: &str = "/var/log/containers";
 
 /// The most entries read from the directory (a node runs a few hundred containers).
 const MAX_ENTRIES: usize = 1 << 16;
 
 /// The kubelet's log links, as a source of container names.
-pub struct LogLinks {
+pub(crate) struct LogLinks {
     pub dir: PathBuf,
 }
 

@@ -55,7 +55,7 @@ pub fn cpuid() -> Option<String> {
 }
 
 /// Whether the NMI watchdog is on (kernel.nmi_watchdog), which holds a hardware counter.
-pub fn nmi_watchdog() -> bool {
+pub(crate) fn nmi_watchdog() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/nmi_watchdog")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok())
@@ -63,7 +63,7 @@ pub fn nmi_watchdog() -> bool {
 }
 
 /// Clock ticks (USER_HZ, as /proc counts times) in ns.
-pub fn ticks_to_ns(ticks: u64) -> u64 {
+pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks.saturating_mul(1_000_000_000 / hz)
@@ -71,7 +71,7 @@ pub fn ticks_to_ns(ticks: u64) -> u64 {
 
 /// The user and system time each of `cpus` has spent so far (/proc/stat's `cpuN` lines,
 /// fields 1 and 3), in ns; (0, 0) for a CPU /proc/stat does not list.
-pub fn cpu_times(cpus: &[u32]) -> Vec<(u64, u64)> {
+pub(crate) fn cpu_times(cpus: &[u32]) -> Vec<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let mut times = std::collections::HashMap::new();
     for line in stat.lines() {
@@ -145,7 +145,7 @@ impl KernelFeatures {
 
 /// The thousands separator of the user's numeric locale (LC_ALL, LC_NUMERIC, LANG), as
 /// perf's `%'` takes it; None where the locale has none, as C and POSIX do.
-pub fn locale_thousands_separator() -> Option<String> {
+pub(crate) fn locale_thousands_separator() -> Option<String> {
     // SAFETY: called before bperf starts any thread; setlocale copies the empty name's
     // meaning from the environment, and localeconv's result is read before any other
     // locale call.
@@ -161,7 +161,7 @@ pub fn locale_thousands_separator() -> Option<String> {
 }
 
 /// Now in ctime(3)'s form, `Mon Nov 23 23:20:00 2026`, in local time.
-pub fn ctime_now() -> String {
+pub(crate) fn ctime_now() -> String {
     let mut buf = [0 as libc::c_char; 64];
     // SAFETY: time(NULL) has no preconditions; ctime_r writes at most 26 bytes into
     // buf, which holds 64.
@@ -177,7 +177,7 @@ pub fn ctime_now() -> String {
 
 /// The description of signal `sig`, as strsignal(3) and psignal(3) give it
 /// (`Terminated`).
-pub fn signal_description(sig: i32) -> String {
+pub(crate) fn signal_description(sig: i32) -> String {
     // SAFETY: strsignal returns a string valid until the next call; it is copied at once.
     unsafe {
         let s = libc::strsignal(sig);
@@ -190,7 +190,7 @@ pub fn signal_description(sig: i32) -> String {
 
 /// The open file descriptor `fd` the user handed bperf (--log-fd), as a file bperf now
 /// owns; an error if it is not open.
-pub fn file_from_fd(fd: i32) -> std::io::Result<std::fs::File> {
+pub(crate) fn file_from_fd(fd: i32) -> std::io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
     // SAFETY: F_GETFD only asks whether fd is open.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
@@ -218,7 +218,7 @@ pub fn shell(command: &str) -> std::io::Result<i32> {
 /// perf's --control: `fd:CTL[,ACK]` (descriptors the caller opened) or
 /// `fifo:CTL[,ACK]` (named pipes, opened here). Returns the command and the
 /// acknowledgement files.
-pub fn open_control(spec: &str) -> std::io::Result<(std::fs::File, Option<std::fs::File>)> {
+pub(crate) fn open_control(spec: &str) -> std::io::Result<(std::fs::File, Option<std::fs::File>)> {
     use std::io::{Error, ErrorKind};
     let bad = || {
         Error::new(

@@ -77,7 +77,7 @@ pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
 }
 
 /// The bytes of `attr` the kernel reads (its size field says how many).
-pub fn attr_bytes(attr: &perf_event_attr) -> &[u8] {
+pub(crate) fn attr_bytes(attr: &perf_event_attr) -> &[u8] {
     let n = (attr.size as usize).min(std::mem::size_of::<perf_event_attr>());
     // SAFETY: perf_event_attr is plain old data; n is within it.
     unsafe { std::slice::from_raw_parts((attr as *const perf_event_attr).cast::<u8>(), n) }
@@ -85,7 +85,7 @@ pub fn attr_bytes(attr: &perf_event_attr) -> &[u8] {
 
 /// The attr perf stat record writes for `a` counted on `target`: the counting attr
 /// with the sample identifier set, as the attr's first `size` bytes.
-pub fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
+pub(crate) fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
     let mut attr = counting_attr(a, target, Role::Single);
     attr.sample_type = PERF_SAMPLE_IDENTIFIER as u64;
     let size = (attr.size as usize).min(std::mem::size_of::<perf_event_attr>());
@@ -96,7 +96,7 @@ pub fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
 }
 
 /// Sets a tracepoint event's filter (--filter).
-pub fn set_filter(fd: &OwnedFd, filter: &str) -> io::Result<()> {
+pub(crate) fn set_filter(fd: &OwnedFd, filter: &str) -> io::Result<()> {
     let c = std::ffi::CString::new(filter).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: SET_FILTER reads a NUL-terminated string that outlives the call.
     if unsafe { ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut _) } < 0 {
@@ -203,7 +203,7 @@ pub fn read(fd: &OwnedFd) -> io::Result<Reading> {
 }
 
 /// Does this error mean "this machine cannot count that event" (perf's `<not supported>`)?
-pub fn is_unsupported(e: &io::Error) -> bool {
+pub(crate) fn is_unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::ENOENT)
@@ -215,7 +215,7 @@ pub fn is_unsupported(e: &io::Error) -> bool {
 }
 
 /// Does this error mean "you are not allowed to"?
-pub fn is_permission(e: &io::Error) -> bool {
+pub(crate) fn is_permission(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
 
@@ -223,7 +223,7 @@ const SEPARATOR: &str = "-------------------------------------------------------
 
 /// The attr in perf's `-vv` layout: one `name value` line per non-zero field, so the two
 /// tools' dumps can be diffed.
-pub fn describe(a: &perf_event_attr) -> String {
+pub(crate) fn describe(a: &perf_event_attr) -> String {
     let mut out = format!("{SEPARATOR}\nperf_event_attr:\n");
     let mut line = |name: &str, value: String| {
         out.push_str(&format!("  {name:<32} {value}\n"));
@@ -279,7 +279,7 @@ pub fn describe(a: &perf_event_attr) -> String {
 }
 
 /// perf's `-vv` line for one perf_event_open call.
-pub fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
+pub(crate) fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
     let (pid, cpu) = match target {
         Target::Cpu(c) => (-1, c as i64),
         Target::Task(p) | Target::Thread(p) => (p, -1),

@@ -29,7 +29,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 impl Workload {
     /// Forks a child that waits for `start` before it executes `argv`.
-    pub fn prepare(argv: &[String]) -> Result<Workload> {
+    pub(crate) fn prepare(argv: &[String]) -> Result<Workload> {
         let args: Vec<CString> = argv
             .iter()
             .map(|a| CString::new(a.as_bytes()))
@@ -123,7 +123,7 @@ impl Workload {
 
 /// A command's exit status as a shell gives it: its code, or 128 + the signal that
 /// ended it.
-pub fn exit_code(st: ExitStatus) -> i32 {
+pub(crate) fn exit_code(st: ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
@@ -180,7 +180,7 @@ impl Drop for Workload {
 
 /// Stops this process, as SIGSTOP does (procps top does so on SIGTSTP, once it has
 /// given the terminal back); returns once it is continued.
-pub fn stop_self() -> io::Result<()> {
+pub(crate) fn stop_self() -> io::Result<()> {
     rustix::process::kill_process(rustix::process::getpid(), Signal::STOP)?;
     Ok(())
 }
@@ -202,13 +202,13 @@ pub fn wait4(pid: libc::pid_t) -> Option<(ExitStatus, libc::rusage)> {
     }
 }
 
-pub fn timeval(t: libc::timeval) -> Duration {
+pub(crate) fn timeval(t: libc::timeval) -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)
 }
 
 /// The threads of process `pid` as (thread id, command name), by thread id; an error if
 /// there is no such process.
-pub fn threads_of(pid: libc::pid_t) -> io::Result<Vec<(libc::pid_t, String)>> {
+pub(crate) fn threads_of(pid: libc::pid_t) -> io::Result<Vec<(libc::pid_t, String)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let Some(tid) = entry?.file_name().to_str().and_then(|t| t.parse().ok()) else {
@@ -225,7 +225,7 @@ pub fn threads_of(pid: libc::pid_t) -> io::Result<Vec<(libc::pid_t, String)>> {
 
 /// Every thread of the system as (thread id, command name), process by process in the
 /// order of their ids; those that end while they are listed are left out.
-pub fn all_threads() -> Vec<(libc::pid_t, String)> {
+pub(crate) fn all_threads() -> Vec<(libc::pid_t, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -255,7 +255,7 @@ pub fn alive(id: libc::pid_t) -> bool {
 
 /// When process `pid` started (field 22 of /proc/PID/stat, in clock ticks since boot),
 /// if it runs: with the pid, it names one process even after the pid is reused.
-pub fn start_time(pid: u32) -> Option<u64> {
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces: fields count from after it.
     let (_, rest) = stat.rsplit_once(") ")?;
@@ -264,7 +264,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 /// The user and system time of process `id` so far (fields 14 and 15 of
 /// /proc/ID/stat), in ns; None once it has been reaped.
-pub fn cpu_times(id: libc::pid_t) -> Option<(u64, u64)> {
+pub(crate) fn cpu_times(id: libc::pid_t) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{id}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(") ")?;
     let mut fields = rest.split(' ').skip(11);
@@ -276,7 +276,10 @@ pub fn cpu_times(id: libc::pid_t) -> Option<(u64, u64)> {
 /// Calls `then` once every process or thread of `ids` has ended, from a thread of its
 /// own. Processes are watched through pidfds, which tell at once; a thread that is not
 /// a process's first has none before Linux 6.9, and is looked at every 20 ms.
-pub fn when_all_end(ids: Vec<libc::pid_t>, then: impl FnOnce() + Send + 'static) -> io::Result<()> {
+pub(crate) fn when_all_end(
+    ids: Vec<libc::pid_t>,
+    then: impl FnOnce() + Send + 'static,
+) -> io::Result<()> {
     let mut pidfds = Vec::new();
     let mut polled = Vec::new();
     for id in ids {

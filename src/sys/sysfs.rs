@@ -12,7 +12,7 @@ use crate::event::{Attr, Pmu, Sources, TYPE_HARDWARE};
 
 /// Where PMU and tracepoint descriptions live.
 #[derive(Clone, Debug)]
-pub struct Sysfs {
+pub(crate) struct Sysfs {
     /// Normally /sys/bus/event_source/devices.
     pub root: PathBuf,
     /// Normally /sys/kernel/tracing.
@@ -55,6 +55,7 @@ impl Sysfs {
 
     /// A fixture tree: PMUs under `root`, tracepoints (if any) under `root/../tracing`,
     /// on a kernel that takes extended types (see [`Sources::extended_type`]).
+    #[cfg(test)]
     pub fn at(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let tracefs = root.parent().unwrap_or(Path::new("/")).join("tracing");
@@ -69,7 +70,8 @@ impl Sysfs {
 
     /// The same fixture on a kernel that does not take extended types (arm64 before
     /// Linux 6.6).
-    pub fn without_extended_type(self) -> Self {
+    #[cfg(test)]
+    pub(crate) fn without_extended_type(self) -> Self {
         Sysfs {
             extended_type: OnceLock::from(false),
             ..self

@@ -16,13 +16,13 @@ pub fn read(root: &Path, cpus: &[u32]) -> Vec<CpuTopology> {
 }
 
 /// The running system's sysfs CPU directory.
-pub fn system_root() -> PathBuf {
+pub(crate) fn system_root() -> PathBuf {
     PathBuf::from("/sys/devices/system/cpu")
 }
 
 /// A NUMA node's memory in kB, total and free, from its meminfo
 /// (/sys/devices/system/node/nodeN/meminfo); zeros where it cannot be read.
-pub fn node_memory_kb(node: i64) -> (u64, u64) {
+pub(crate) fn node_memory_kb(node: i64) -> (u64, u64) {
     let text = fs::read_to_string(format!("/sys/devices/system/node/node{node}/meminfo"))
         .unwrap_or_default();
     let field = |name: &str| {

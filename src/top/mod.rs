@@ -3,7 +3,7 @@
 //! become the model's rows (model.rs), printed as text (`--batch`) or drawn full-screen
 //! (screen.rs).
 
-pub mod model;
+pub(crate) mod model;
 mod screen;
 mod text;
 
@@ -166,12 +166,12 @@ impl Top<'_, '_> {
     }
 
     /// What there is to say since the last time it was taken.
-    pub fn take_notes(&mut self) -> Notes {
+    pub(crate) fn take_notes(&mut self) -> Notes {
         std::mem::take(&mut self.notes)
     }
 
     /// Follows the cgroup tree after it changed: new cgroups are counted from zero.
-    pub fn refresh_cgroups(&mut self) -> Result<()> {
+    pub(crate) fn refresh_cgroups(&mut self) -> Result<()> {
         if let Some(live) = &mut self.live {
             let (changes, notes) = live.refresh(&mut self.counter)?;
             self.notes.0.extend(notes.0);

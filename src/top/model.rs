@@ -12,7 +12,7 @@ use crate::output::metric::{self, Kind, Partners};
 use crate::reading::Reading;
 
 /// How many refreshes of each figure a row keeps for its sparkline.
-pub const HISTORY: usize = 60;
+pub(crate) const HISTORY: usize = 60;
 
 /// A column of figures: what it shows of which event.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,7 +136,7 @@ impl Row {
 
     /// The name under its parent in the tree view: the container's, else the last
     /// part of the path.
-    pub fn leaf(&self) -> &str {
+    pub(crate) fn leaf(&self) -> &str {
         if let Some(c) = &self.cgroup.container {
             return c;
         }
@@ -147,7 +147,7 @@ impl Row {
     }
 
     /// The history of column `c`, oldest first; None where there was no figure.
-    pub fn history(&self, c: usize) -> impl Iterator<Item = Option<f64>> + '_ {
+    pub(crate) fn history(&self, c: usize) -> impl Iterator<Item = Option<f64>> + '_ {
         self.history[c]
             .iter()
             .map(|v| (!v.is_nan()).then_some(*v as f64))
@@ -237,14 +237,18 @@ impl Model {
     }
 
     /// Each row's slot and name (its container's, else its path).
-    pub fn named_slots(&self) -> Vec<(usize, String)> {
+    pub(crate) fn named_slots(&self) -> Vec<(usize, String)> {
         let named = |r: &Row| (r.cgroup.slot, r.name().to_string());
         self.rows.iter().map(named).collect()
     }
 
     /// Whom each row's cgroup waited behind over a refresh of `wall_ns`: `culprits`,
     /// as session::runq gives them (by the rows' names).
-    pub fn set_culprits(&mut self, culprits: &[crate::output::culprits::Culprit], wall_ns: f64) {
+    pub(crate) fn set_culprits(
+        &mut self,
+        culprits: &[crate::output::culprits::Culprit],
+        wall_ns: f64,
+    ) {
         let mut by_row: HashMap<String, Vec<(String, f64)>> = HashMap::default();
         for c in culprits.iter().filter(|_| wall_ns > 0.0) {
             let share = c.wait_ns as f64 / wall_ns;
@@ -259,7 +263,7 @@ impl Model {
     /// The cgroups to show from now on, in the order of the tree (a parent before its
     /// children): rows of cgroups no longer in it go, new ones start an empty history.
     /// Called when the session's cgroups change, not at every refresh.
-    pub fn set_cgroups(&mut self, cgroups: Vec<Cgroup>) {
+    pub(crate) fn set_cgroups(&mut self, cgroups: Vec<Cgroup>) {
         let mut old: HashMap<u64, Row> = self.rows.drain(..).map(|r| (r.cgroup.id, r)).collect();
         let nr_columns = self.columns.len();
         for cg in cgroups {
@@ -337,7 +341,7 @@ impl Model {
     }
 
     /// How many cgroups the last refresh had (the filter aside).
-    pub fn nr_rows(&self) -> usize {
+    pub(crate) fn nr_rows(&self) -> usize {
         self.rows.len()
     }
 
@@ -437,7 +441,7 @@ impl Model {
     }
 
     /// Folds (`open` false) or unfolds the tree view's row of cgroup `id`.
-    pub fn set_open(&mut self, id: u64, open: bool) {
+    pub(crate) fn set_open(&mut self, id: u64, open: bool) {
         match open {
             true => self.collapsed.remove(&id),
             false => self.collapsed.insert(id),
@@ -452,7 +456,7 @@ impl Model {
 
     /// Sorts by the next column (`forward`) or the one before, the name counting as
     /// the column before the first; the direction stays.
-    pub fn next_sort(&mut self, forward: bool) {
+    pub(crate) fn next_sort(&mut self, forward: bool) {
         let n = self.columns.len() + 1;
         let at = match self.sort {
             SortKey::Name => 0,
@@ -469,7 +473,7 @@ impl Model {
     }
 
     /// The title of the column sorted by.
-    pub fn sort_title(&self) -> &str {
+    pub(crate) fn sort_title(&self) -> &str {
         match self.sort {
             SortKey::Name => "CGROUP",
             SortKey::Column(c) => &self.columns[c].title,
@@ -477,7 +481,7 @@ impl Model {
     }
 
     /// Whether any row has a container column.
-    pub fn has_containers(&self) -> bool {
+    pub(crate) fn has_containers(&self) -> bool {
         self.rows.iter().any(|r| r.cgroup.container.is_some())
     }
 }

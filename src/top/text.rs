@@ -50,7 +50,7 @@ fn clock_now() -> String {
 }
 
 /// How wide every figure's column is.
-pub const WIDTH: usize = 8;
+pub(crate) const WIDTH: usize = 8;
 
 /// A figure as its column shows it: CPUs with three decimals, IPC two, miss rates in
 /// percent, rates with K, M, G; `-` for none.

@@ -90,7 +90,7 @@ impl Membership {
     }
 
     /// Whether session event `i` is counted (the machine could open it).
-    pub fn counts_event(&self, i: usize) -> bool {
+    pub(crate) fn counts_event(&self, i: usize) -> bool {
         self.events[i].is_some()
     }
 

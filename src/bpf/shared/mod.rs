@@ -34,16 +34,16 @@ use super::ReadMasks;
 /// Events counted at once through the shared instance: the stride of its arrays.
 pub const EVENTS: usize = 32;
 /// Slots: 0 for everything, the rest for the cgroups, processes and threads sessions count.
-pub const SLOTS: usize = 256;
+pub(crate) const SLOTS: usize = 256;
 /// Sessions at once.
-pub const SESSIONS: usize = 1024;
+pub(crate) const SESSIONS: usize = 1024;
 /// Bytes of a perf_event_attr kept to tell events apart (PERF_ATTR_SIZE_VER8).
-pub const ATTR_BYTES: usize = 136;
+pub(crate) const ATTR_BYTES: usize = 136;
 
 /// Where the instance is pinned unless told otherwise.
-pub const DEFAULT_DIR: &str = "/sys/fs/bpf/bperf";
+pub(crate) const DEFAULT_DIR: &str = "/sys/fs/bpf/bperf";
 /// perf's own registry of BPF counters, which bperf must never touch.
-pub const PERF_ATTR_MAP: &str = "/sys/fs/bpf/perf_attr_map";
+pub(crate) const PERF_ATTR_MAP: &str = "/sys/fs/bpf/perf_attr_map";
 
 /// One event as the shared instance counts it: the attr it is opened with, and how the
 /// BPF side reads it (the event's bits of ReadMasks, at bit 0).

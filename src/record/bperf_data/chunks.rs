@@ -17,7 +17,7 @@ const ZSTD_CHECKSUM_FLAG: u8 = 1 << 2;
 const ZSTD_IDLE_BITS: u8 = 3 << 3;
 
 /// A chunk as read from the file.
-pub enum Chunk {
+pub(crate) enum Chunk {
     /// Checked: its bytes (the preface, then blocks).
     Good { at: u64, body: Vec<u8> },
     /// Its check failed: its `bytes` are skipped.
@@ -30,7 +30,7 @@ pub enum Chunk {
 }
 
 /// The chunks of a version 3 file, read one at a time.
-pub struct ChunkFile<R: Read> {
+pub(crate) struct ChunkFile<R: Read> {
     input: R,
     /// The offset of the next byte of the file; the file's length, when known.
     at: u64,
@@ -74,7 +74,7 @@ impl<R: Read> ChunkFile<R> {
     }
 
     /// Whether anything follows (after the end block, nothing should).
-    pub fn has_more(&mut self) -> bool {
+    pub(crate) fn has_more(&mut self) -> bool {
         let mut byte = [0u8];
         let mut at = self.at;
         !matches!(

@@ -28,9 +28,9 @@ use super::Slice;
 use crate::reading::Reading;
 
 /// The most tasks the table holds before it starts again.
-pub const MAX_TASKS: usize = 1 << 16;
+pub(crate) const MAX_TASKS: usize = 1 << 16;
 /// The most bytes a slice of `nr_events` events can take.
-pub fn max_bytes(nr_events: usize) -> usize {
+pub(crate) fn max_bytes(nr_events: usize) -> usize {
     // form, slot, cgroup id, pid, tid, comm, start, length; three varints an event.
     10 + 10 + 10 + 5 + 5 + 17 + 10 + 10 + nr_events * 30
 }
@@ -92,7 +92,7 @@ fn plain_times(s: &Slice) -> bool {
 }
 
 /// Encodes slices; one per file, fed the slices in the file's order.
-pub struct Encoder {
+pub(crate) struct Encoder {
     /// The header's CPUs, and each one's previous slice's end.
     cpus: FxHashMap<u32, (usize, u64)>,
     tasks: FxHashMap<Task, u64>,
@@ -108,13 +108,13 @@ impl Encoder {
 
     /// Starts again as at the file's start: no task known, every CPU's previous end 0.
     /// Version 3 does it at each block of slices, so that a block is read on its own.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.tasks.clear();
         self.cpus.values_mut().for_each(|(_, end)| *end = 0);
     }
 
     /// Appends `s` to `out`; false (nothing appended) when its CPU is not the header's.
-    pub fn encode(&mut self, s: &Slice, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn encode(&mut self, s: &Slice, out: &mut Vec<u8>) -> bool {
         let Some((position, prev_end)) = self.cpus.get_mut(&s.cpu) else {
             return false;
         };
@@ -208,7 +208,7 @@ pub(super) fn varints<const N: usize>(bytes: &[u8]) -> Result<([u64; N], usize)>
 }
 
 /// Decodes slices; one per file, fed the slices in the file's order.
-pub struct Decoder {
+pub(crate) struct Decoder {
     cpus: Vec<u32>,
     prev_end: Vec<u64>,
     tasks: Vec<Task>,
@@ -228,18 +228,18 @@ impl Decoder {
     }
 
     /// Starts again as the encoder did (see Encoder::reset).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.tasks.clear();
         self.prev_end.fill(0);
     }
 
     /// Slices may name slots below `nr_slots` from now on (cgroups came).
-    pub fn set_slots(&mut self, nr_slots: usize) {
+    pub(crate) fn set_slots(&mut self, nr_slots: usize) {
         self.nr_slots = nr_slots;
     }
 
     /// Decodes `bytes`, all of one slice, into `s` (whose buffers are reused).
-    pub fn decode(&mut self, bytes: &[u8], s: &mut Slice) -> Result<()> {
+    pub(crate) fn decode(&mut self, bytes: &[u8], s: &mut Slice) -> Result<()> {
         let mut c = Cursor { bytes, at: 0 };
         let form = c.varint()?;
         let position = usize::try_from(form >> FORM_BITS).unwrap_or(usize::MAX);

@@ -138,7 +138,7 @@ pub(super) fn parse(
 }
 
 /// A container cgroup's column before its runtime names it: the short id.
-pub fn container_column(cg: &Cgroup) -> Option<String> {
+pub(crate) fn container_column(cg: &Cgroup) -> Option<String> {
     let c = crate::container::recognize(&cg.path.to_string_lossy())?;
     Some(crate::container::labels::Labels::of(&c, None).display())
 }

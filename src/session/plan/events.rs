@@ -42,7 +42,7 @@ impl PlanEvents {
     }
 
     /// The events `req` asks for, its -e lists given parsed (one per -e, in order).
-    pub fn of_lists(
+    pub(crate) fn of_lists(
         req: &Request,
         lists: &[Vec<Event>],
         machine: &dyn Machine,

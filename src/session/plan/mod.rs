@@ -218,7 +218,7 @@ pub type Thread = (libc::pid_t, String);
 
 /// The most monitored cgroups one cgroup's time can be charged to: itself and its
 /// monitored ancestors (BPERF_MAX_LEVELS in src/bpf/bperf.h).
-pub const MAX_CHARGED_LEVELS: usize = crate::bpf::MAX_LEVELS;
+pub(crate) const MAX_CHARGED_LEVELS: usize = crate::bpf::MAX_LEVELS;
 
 /// What a plan reads of the machine: its events, CPUs, cgroups, threads and topology.
 /// [`System`] reads the running system; tests give fixtures.
@@ -237,7 +237,7 @@ pub trait Machine {
 }
 
 /// The running system.
-pub struct System {
+pub(crate) struct System {
     sysfs: Sysfs,
 }
 
@@ -294,7 +294,11 @@ impl Plan {
 
     /// The plan of `req`, its events parsed already: the CPUs, cgroups and their slots,
     /// threads and rows.
-    pub fn resolve(req: &Request, parsed: PlanEvents, machine: &dyn Machine) -> Result<Plan> {
+    pub(crate) fn resolve(
+        req: &Request,
+        parsed: PlanEvents,
+        machine: &dyn Machine,
+    ) -> Result<Plan> {
         let t = &req.targets;
         let per_cpu_target = t.all_cpus || t.cpus.is_some();
         let PlanEvents {
@@ -360,7 +364,7 @@ impl Plan {
 
     /// How many places the counter reads: threads with -p or -t, else CPUs (one for a
     /// command, whose readings are summed the same way).
-    pub fn nr_targets(&self) -> usize {
+    pub(crate) fn nr_targets(&self) -> usize {
         match self.threads.len() {
             0 => self.cpus.len(),
             n => n,
