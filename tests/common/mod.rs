@@ -496,7 +496,11 @@ pub fn clock_tolerance() -> f64 {
 /// dequeued and the next one picked), and what lies between takes microseconds there.
 /// Measured in the 6.1 guest with every counter read through the read helper, a
 /// ping-pong's cgroup over 20000 round trips: -0.9% to +4.0% of cpu.stat in 5 runs.
-pub const TCG_CLOCK_TOLERANCE: f64 = 5.0;
+/// And when the host is busy, the guest's clocks part further while its thread waits for
+/// a host CPU: one CI run of the serial guests counted +5.4% (5.10, record -p), +7.9%
+/// (7.2, record of a command's child) and +5.1% (6.12, hostile's removed cgroup) over
+/// the tasks' own accounts, where the run before it passed every guest.
+pub const TCG_CLOCK_TOLERANCE: f64 = 10.0;
 
 /// How far (%) a cgroup's run-queue wait or preemptions, as bperf counts them, may be
 /// from what its tasks report of themselves (schedstat's run_delay, getrusage's
