@@ -19,7 +19,7 @@ use signal_hook::consts::SIGHUP;
 
 pub use exposition::{Family, Format, Kind, Sample, Value};
 
-use crate::bpf::runq::{self as runq_bpf, Runq};
+use crate::bpf::runq::Runq;
 use crate::cgroup::Cgroup;
 use crate::cli::ServeArgs;
 use crate::counter::Counter;
@@ -85,7 +85,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     }
     let mut runq_storage = MaybeUninit::uninit();
     let runq = match a.runq {
-        true => Some(load_runq(&plan, &mut runq_storage)?),
+        true => Some(session::runq::load(&plan, &mut runq_storage)?),
         false => None,
     };
     let live = session::follow_cgroups(&plan, &tx)?;
@@ -193,13 +193,7 @@ impl Exporter<'_, '_> {
             let (changes, notes) = live.refresh(&mut self.counter)?;
             notes.say();
             if let Some(runq) = &self.runq {
-                changes
-                    .removed
-                    .iter()
-                    .for_each(|(_, cg)| runq.remove_cgroup(cg.id));
-                for (slot, cg) in &changes.added {
-                    runq.assign(cg.id, *slot)?;
-                }
+                session::runq::follow(runq, &changes)?;
             }
             if !changes.removed.is_empty() {
                 self.unseen = self.outputs;
@@ -362,23 +356,6 @@ impl Counted<'_> {
             false => vec![(None, snap.total(slot, event))],
         }
     }
-}
-
-/// The run-queue program for `plan`'s cgroups, in the counter's slots: those of the
-/// plan now, those that come later as they come (Exporter::refresh_cgroups).
-fn load_runq<'obj>(
-    plan: &Plan,
-    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-) -> Result<Runq<'obj>> {
-    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
-    let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
-    let config = runq_bpf::Config {
-        cgroups: &ids,
-        nr_slots,
-        cgroup_v1: plan.cgroup_v1,
-        max_pairs: runq_bpf::pairs_for(nr_slots),
-    };
-    Runq::load(&config, storage)
 }
 
 /// Refuses a textfile directory that is not there or not writable, before counting.

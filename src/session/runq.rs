@@ -14,6 +14,7 @@ use crate::event::Tool;
 use crate::output::culprits::Culprit;
 use crate::reading::{Reading, Snapshot};
 use crate::session::plan::Plan;
+use crate::session::slots::Changes;
 use crate::UsageError;
 
 /// The run-queue program of a run and where its counts go in a snapshot.
@@ -30,6 +31,33 @@ pub(crate) struct RunqCounts<'obj> {
     /// The reading counting started with, and the one the last interval ended with.
     first: Waits,
     last: Waits,
+}
+
+/// The run-queue program for `plan`'s cgroups, in the counter's slots: those of the
+/// plan now, and room for those that come later (see [`follow`]).
+pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Runq<'obj>> {
+    let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
+    let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
+    let config = runq::Config {
+        cgroups: &ids,
+        nr_slots,
+        cgroup_v1: plan.cgroup_v1,
+        max_pairs: runq::pairs_for(nr_slots),
+    };
+    Runq::load(&config, storage)
+}
+
+/// Follows the counter's cgroups as they change: removed ones charge nothing more,
+/// added ones count in their slots from nothing.
+pub fn follow(runq: &Runq, changes: &Changes) -> Result<()> {
+    changes
+        .removed
+        .iter()
+        .for_each(|(_, cg)| runq.remove_cgroup(cg.id));
+    for (slot, cg) in &changes.added {
+        runq.assign(cg.id, *slot)?;
+    }
+    Ok(())
 }
 
 /// bperf's own events of `plan`: each one's index among the events.
@@ -73,15 +101,7 @@ impl<'obj> RunqCounts<'obj> {
         if events.is_empty() && top.is_none() {
             return Ok(None);
         }
-        let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
-        let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
-        let config = runq::Config {
-            cgroups: &ids,
-            nr_slots,
-            cgroup_v1: plan.cgroup_v1,
-            max_pairs: runq::pairs_for(nr_slots),
-        };
-        let runq = Runq::load(&config, storage)?;
+        let runq = load(plan, storage)?;
         let nr_cpus = libbpf_rs::num_possible_cpus()?;
         let mut place_of_cpu = vec![None; nr_cpus];
         for (place, &cpu) in plan.cpus.iter().enumerate() {
@@ -110,14 +130,17 @@ impl<'obj> RunqCounts<'obj> {
         Ok(())
     }
 
-    /// Cgroup `id` is counted in `slot` from now on, from nothing.
-    pub(crate) fn assign(&mut self, id: u64, slot: usize) -> Result<()> {
-        if let Some(base) = self.base.get_mut(slot) {
-            base.clear();
+    /// Follows the counter's cgroups as they change (see [`follow`]); what the new
+    /// cgroups' slots counted before is forgotten here too.
+    pub fn follow(&mut self, changes: &Changes) -> Result<()> {
+        for (slot, _) in &changes.added {
+            if let Some(base) = self.base.get_mut(*slot) {
+                base.clear();
+            }
+            self.first.clear_slot(*slot);
+            self.last.clear_slot(*slot);
         }
-        self.first.clear_slot(slot);
-        self.last.clear_slot(slot);
-        self.runq.assign(id, slot)
+        follow(&self.runq, changes)
     }
 
     /// --culprits' rows for the cgroups of `rows` (slot, name) since the last interval
@@ -130,11 +153,6 @@ impl<'obj> RunqCounts<'obj> {
         let since = now.since(if whole { &self.first } else { &self.last });
         self.last = now;
         Ok(top_culprits(rows, &since, top))
-    }
-
-    /// Cgroup `id` is gone: nothing more is charged to it.
-    pub fn remove(&self, id: u64) {
-        self.runq.remove_cgroup(id)
     }
 
     /// Puts the counts so far into `snap`: each slot's wait and preemptions on each

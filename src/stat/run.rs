@@ -257,13 +257,7 @@ impl Run<'_, '_> {
         let (changes, notes) = live.refresh(&mut self.counter)?;
         notes.say();
         if let Some(runq) = &mut self.runq {
-            changes
-                .removed
-                .iter()
-                .for_each(|(_, cg)| runq.remove(cg.id));
-            for (slot, cg) in &changes.added {
-                runq.assign(cg.id, *slot)?;
-            }
+            runq.follow(&changes)?;
         }
         for (slot, _) in &changes.added {
             self.prev.clear_slot(*slot);
