@@ -31,7 +31,7 @@ test: setup
 bench: build
 	./bench/run
 
-# The man pages, from the command-line definitions (tests/man.rs checks they are current).
+# The man pages, from the command-line definitions (tests/it/man.rs checks they are current).
 arm64: setup
 	@./scripts/setup --test
 	./scripts/build-arm64

@@ -22,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-# The lock every counting job on this machine takes (the tests too: tests/common).
+# The lock every counting job on this machine takes (the tests too: tests/it/common).
 LOCK_PATH = "/tmp/bperf-count.lock"
 # The running script, as messages name it: bench/run, bench/record, ...
 PROG = "bench/" + os.path.basename(sys.argv[0])

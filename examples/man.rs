@@ -1,5 +1,5 @@
 //! Writes bperf's man pages, generated from its command-line definitions, into man/
-//! (`make man`). tests/man.rs fails when man/ is not what this writes.
+//! (`make man`). tests/it/man.rs fails when man/ is not what this writes.
 
 fn main() -> std::io::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");

@@ -1,10 +1,12 @@
 //! Writes a bperf.data recording of N slices without recording anything, through the
-//! file module's own writer (the slices of tests/common/recording.rs): for
+//! file module's own writer (the slices of tests/it/common/recording.rs): for
 //! bench/record-scale, which times report on files of millions of slices.
 //!
 //!     synthetic_recording N FILE [ZSTD_LEVEL]
 
-#[path = "../tests/common/recording.rs"]
+// The example uses the slice writer only, not the tests' readers.
+#[allow(dead_code)]
+#[path = "../tests/it/common/recording.rs"]
 mod recording;
 
 use std::io::{BufWriter, Write};

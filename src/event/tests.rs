@@ -360,7 +360,7 @@ fn hybrid_view(list: &str, sysfs: &dyn Sources) -> Vec<String> {
 /// perf 6.12 on an Alder Lake (tests/fixtures/sysfs/hybrid-intel): legacy hardware and
 /// cache events are one event per core PMU, cpu_atom first, the PMU's type in the
 /// config's upper half; each on its PMU's CPUs and named with the PMU. The attributes
-/// are those perf 6.12 opened on this fixture (tests/hybrid.rs checks them live).
+/// are those perf 6.12 opened on this fixture (tests/it/hybrid.rs checks them live).
 #[test]
 fn hybrid_intel_events_per_core_pmu() {
     let s = fixture("hybrid-intel");
@@ -600,7 +600,7 @@ fn one_core_pmu_is_not_hybrid() {
         assert!(e.hybrid.is_none(), "{}", e.name);
     }
     // A legacy event's name in a core PMU's terms is that legacy event, unless the PMU
-    // has an event of that name (perf 6.12 opens these, tests/hybrid.rs checks).
+    // has an event of that name (perf 6.12 opens these, tests/it/hybrid.rs checks).
     assert_eq!(summary(&one("cpu/cycles/", &s)), "0 0x0 0x0 0x0 [G]");
     assert_eq!(summary(&one("cpu/branches/", &s)), "0 0x4 0x0 0x0 [G]");
     assert_eq!(

@@ -87,7 +87,7 @@ const CGROUP_ENDED: u8 = 5;
 const CHUNK: u8 = 6;
 /// A chunk is written once its blocks take this many bytes (about 25,000 slices), or
 /// with -z ZSTD_CHUNK_BYTES (frames of 256 KiB took 9.3 bytes a synthetic slice where
-/// frames of 1 MiB took 7.1 and one stream 6.1: tests/bperf_data.rs).
+/// frames of 1 MiB took 7.1 and one stream 6.1: tests/it/bperf_data.rs).
 pub(crate) const CHUNK_BYTES: usize = 256 << 10;
 pub(crate) const ZSTD_CHUNK_BYTES: usize = 1 << 20;
 /// The largest block of a cgroup that appeared: its name and path are at most a path's
@@ -357,7 +357,7 @@ impl<W: Write> Writer<W> {
                 // A stream's frame, its size not given: zstd then compresses with the
                 // parameters of a stream of unknown length, as version 2 did, where
                 // one compressed with the chunk's length (zstd::bulk) took 9.0 bytes a
-                // synthetic slice instead of 6.1 (tests/bperf_data.rs).
+                // synthetic slice instead of 6.1 (tests/it/bperf_data.rs).
                 let mut z = zstd::stream::write::Encoder::new(Vec::new(), level)?;
                 z.include_checksum(true)?;
                 z.write_all(&self.chunk)?;

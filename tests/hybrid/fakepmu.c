@@ -1,5 +1,5 @@
 /*
- * LD_PRELOAD shim for tests/hybrid.rs: makes the kernel seem to have the core PMUs of a
+ * LD_PRELOAD shim for tests/it/hybrid.rs: makes the kernel seem to have the core PMUs of a
  * sysfs fixture, for perf and bperf alike.
  *
  * Every perf_event_open(2) made through libc's syscall() is logged to $FAKEPMU_LOG as

@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf stat as scripts use it: every command goes through $PERF, which is perf itself
-# or a wrapper that runs bperf (tests/shapes.rs runs both and compares the lines).
+# or a wrapper that runs bperf (tests/it/shapes.rs runs both and compares the lines).
 # Writes its perf.data in $WORKDIR.
 set -e
 : "${PERF:?}" "${WORKDIR:?}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reads a Perfetto trace with Perfetto's own protos (perfetto_trace_pb2, from the
-`perfetto` PyPI package) and prints, as JSON, what tests/perfetto.rs and tests/record.rs
+`perfetto` PyPI package) and prints, as JSON, what tests/it/perfetto.rs and tests/it/record.rs
 check in `bperf report --timeline F.perfetto-trace`:
 
     {"tracks": {uuid: {"name", "parent", "counter"}},

@@ -1,4 +1,4 @@
-# The cases the arm64 guest runs (tests/vm_arm64.rs checks their output). Each prints
+# The cases the arm64 guest runs (tests/it/vm_arm64.rs checks their output). Each prints
 # `=== case NAME`, then what bperf printed, then `=== exit CODE`.
 cg=/sys/fs/cgroup
 # The checks read perf 6.12's metric columns.
