@@ -54,6 +54,14 @@ const volatile __u64 task_clock = 0;
 /* context-switches read from the run queue's own count of switches instead of a perf
  * event, one bit per event (see load_count). */
 const volatile __u64 rq_switches = 0;
+/* bperf's own events counted here (bperf record), one bit per event (see load_count):
+ * bperf/runq-wait/, each CPU's sum of the waits for a CPU that ended on it (ns, from a
+ * task's wake-up or preemption to its switch-in, as schedstat's run_delay), charged to
+ * the slice and cgroup of the task that waited; and bperf/preemptions/, each CPU's count
+ * of tasks switched out still runnable, charged to the slice of the task preempted. */
+const volatile __u64 runq_wait = 0;
+const volatile __u64 preemptions = 0;
+#define COUNTS_RUNQ (runq_wait | preemptions)
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
 /* Tasks taken as untrusted pointers (see untrusted()): where the kernel has bpf_rdonly_cast. */
@@ -114,6 +122,16 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, 1);
 } slices_lost SEC(".maps");
+
+/* bperf's own events: since when each task (by thread id) waits for a CPU (ktime; 0:
+ * it does not). LRU: the entries of tasks that exited go as it fills. Userspace sizes
+ * it only when the events are counted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} wait_since SEC(".maps");
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {
@@ -191,6 +209,8 @@ struct cpu_state {
 	__u64 event[BPERF_MAX_EVENTS]; /* this CPU's struct perf_event of each event read by loads, or 0 */
 	bool found;              /* event[] has been filled in */
 	__u64 switches;          /* the run queue's count of switches, taken as a hook starts */
+	__u64 waited;            /* bperf/runq-wait/: ns of the waits that ended here */
+	__u64 preempted;         /* bperf/preemptions/: tasks switched out still runnable */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 	/* Shared counters only: */
 	__u32 ptgid, ptid;       /* the tracked process and thread being charged, or 0 */
@@ -354,6 +374,10 @@ static __always_inline __s64 load_count(__u32 i, struct cpu_state *st, __u64 now
 	 * events bperf opens no perf event, which the kernel would update at every switch. */
 	if (LIVE(rq_switches) & (1ULL << i))
 		return st->switches;
+	if (runq_wait & (1ULL << i))
+		return st->waited;
+	if (preemptions & (1ULL << i))
+		return st->preempted;
 	if (!LOADED_EVENTS || !(LOADED_EVENTS & (1ULL << i)) || !st->event[i])
 		return -1;
 	ev = bpf_core_cast((void *)st->event[i], struct perf_event);
@@ -887,8 +911,51 @@ static __always_inline struct task_struct *this_task(void)
 	return untrusted(bpf_get_current_task_btf());
 }
 
-static __always_inline int on_switch(struct task_struct *prev_task, struct task_struct *next_task,
-				     bool bounded)
+#include "task_state.h"
+
+/* bperf's own events: task @tid waits for a CPU from @now (ktime). */
+static __always_inline void wait_from(__u32 tid, __u64 now)
+{
+	__u64 *since = bpf_map_lookup_elem(&wait_since, &tid);
+
+	/* In place when the task has an entry: an LRU map's update allocates anew. */
+	if (since)
+		*since = now;
+	else
+		bpf_map_update_elem(&wait_since, &tid, &now, BPF_ANY);
+}
+
+/* bperf's own events, as @prev leaves this CPU: a preemption if it is still runnable
+ * (the kernel's involuntary switch), counted before the switch is settled, so that it
+ * goes to @prev's slice; and its wait starts. */
+static __always_inline void take_preemption(struct cpu_state *st, bool preempt, struct task_struct *prev)
+{
+	if (!COUNTS_RUNQ || !prev->pid || !(preempt || still_runnable(prev)))
+		return;
+	st->preempted++;
+	wait_from(prev->pid, bpf_ktime_get_ns());
+}
+
+/* bperf's own events, as @next gets this CPU: its wait ends, counted after the switch is
+ * settled, so that it goes to @next's slice. */
+static __always_inline void end_wait(struct cpu_state *st, struct task_struct *next)
+{
+	__u32 tid = next->pid;
+	__u64 *since, now;
+
+	if (!COUNTS_RUNQ || !tid)
+		return;
+	since = bpf_map_lookup_elem(&wait_since, &tid);
+	if (!since || !*since)
+		return;
+	now = bpf_ktime_get_ns();
+	if (now > *since)
+		st->waited += now - *since;
+	*since = 0;
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev_task,
+				     struct task_struct *next_task, bool bounded)
 {
 	struct task_struct *prev = untrusted(prev_task), *next = untrusted(next_task);
 	struct cpu_state *st = this_cpu_state();
@@ -898,7 +965,9 @@ static __always_inline int on_switch(struct task_struct *prev_task, struct task_
 	if (!st)
 		return 0;
 	take_switches(st, rq);
+	take_preemption(st, preempt, prev);
 	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now, bounded);
+	end_wait(st, next);
 	return 0;
 }
 
@@ -911,14 +980,29 @@ static __always_inline int on_switch(struct task_struct *prev_task, struct task_
 SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(prev, next, false);
+	return on_switch(preempt, prev, next, false);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(bperf_on_switch_bounded, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	return on_switch(prev, next, true);
+	return on_switch(preempt, prev, next, true);
+}
+
+/* bperf's own events: a woken task waits for a CPU from now. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(bperf_on_wakeup, struct task_struct *task)
+{
+	wait_from(untrusted(task)->pid, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(bperf_on_wakeup_new, struct task_struct *task)
+{
+	wait_from(untrusted(task)->pid, bpf_ktime_get_ns());
+	return 0;
 }
 
 /*

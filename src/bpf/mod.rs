@@ -97,6 +97,26 @@ impl ReadMasks {
     }
 }
 
+/// bperf's own events the BPF side counts itself (bperf record), one bit per event
+/// (see runq_wait and preemptions in bperf.bpf.c).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnEventMasks {
+    /// bperf/runq-wait/: the waits for a CPU that ended on each CPU, in ns.
+    pub runq_wait: u64,
+    /// bperf/preemptions/: the tasks switched out still runnable.
+    pub preemptions: u64,
+}
+
+impl OwnEventMasks {
+    fn any(self) -> bool {
+        self.runq_wait | self.preemptions != 0
+    }
+}
+
+/// Tasks whose wait for a CPU the BPF side follows at once, when it counts bperf's own
+/// events (an LRU map: the oldest entries, of tasks long gone, make room).
+const WAITING_TASKS: u32 = 65536;
+
 /// What the BPF side counts.
 pub struct Config<'a> {
     pub nr_events: usize,
@@ -111,6 +131,7 @@ pub struct Config<'a> {
     /// The perf_event controller sits on a cgroup v1 hierarchy.
     pub cgroup_v1: bool,
     pub masks: ReadMasks,
+    pub own_events: OwnEventMasks,
     /// Read every counter with the read helper and time with ktime (BPERF_READ_HELPER=1).
     pub helper_only: bool,
     /// The kernel lets the programs read kernel memory through bpf_rdonly_cast (see
@@ -318,7 +339,8 @@ pub(crate) fn visit_cpus(cpus: &[u32]) -> Result<()> {
 }
 
 /// Attaches the programs `config` needs, of `variant`: the switch and cgroup-move ones
-/// always, the exec one for recordings, the fork and free ones where tasks are tracked.
+/// always, the exec one for recordings, the wake-up ones for bperf's own events, the
+/// fork and free ones where tasks are tracked.
 fn attach(skel: &BperfSkel, config: &Config, variant: Variant) -> Result<Vec<Link>> {
     let progs = &skel.progs;
     let [on_switch, on_attach, on_exec, _] = hooks(progs, variant);
@@ -334,6 +356,17 @@ fn attach(skel: &BperfSkel, config: &Config, variant: Variant) -> Result<Vec<Lin
                 .attach()
                 .context("attaching to sched_process_exec")?,
         );
+    }
+    if config.own_events.any() {
+        for (prog, tracepoint) in [
+            (&skel.progs.bperf_on_wakeup, "sched_wakeup"),
+            (&skel.progs.bperf_on_wakeup_new, "sched_wakeup_new"),
+        ] {
+            links.push(
+                prog.attach()
+                    .with_context(|| format!("attaching to {tracepoint}"))?,
+            );
+        }
     }
     if !config.tasks.is_empty() {
         links.push(
@@ -598,6 +631,14 @@ fn open_and_load<'obj>(
     ro.plain_count = m.plain_count & !m.rq_switches;
     (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
     ro.cast_tasks = config.plain_loads;
+    ro.runq_wait = config.own_events.runq_wait;
+    ro.preemptions = config.own_events.preemptions;
+    let waits = config.own_events.any();
+    open.progs.bperf_on_wakeup.set_autoload(waits);
+    open.progs.bperf_on_wakeup_new.set_autoload(waits);
+    if waits {
+        open.maps.wait_since.set_max_entries(WAITING_TASKS)?;
+    }
     if let Some(ring) = config.slice_ring {
         ro.record_slices = true;
         // Each CPU wakes the reader every quarter of its share of the ring.

@@ -23,7 +23,6 @@
 
 /* uapi constants (include/uapi/linux/bpf.h) that types.h, shared with bperf.bpf.c,
  * leaves out. */
-#define RUNQ_MAP_LRU_HASH 9
 #define RUNQ_NOEXIST 1
 
 char LICENSE[] SEC("license") = "GPL";
@@ -69,33 +68,13 @@ struct {
 /* Tasks by thread id: since when each waits (0: it does not). LRU: the entries of
  * tasks that exited go as the map fills. */
 struct {
-	__uint(type, RUNQ_MAP_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, __u32);
 	__type(value, struct runq_waiting);
 	__uint(max_entries, 65536);
 } waiting SEC(".maps");
 
-/* The task's state under its two names: __state from 5.14, state before. */
-struct task_struct___new {
-	unsigned int __state;
-} __attribute__((preserve_access_index));
-
-struct task_struct___old {
-	long state;
-} __attribute__((preserve_access_index));
-
-/* Whether @prev leaves its CPU still runnable (TASK_RUNNING, 0): what the kernel counts
- * as an involuntary switch, with @preempt. sched_switch passes prev_state only from
- * 5.18; the task's own field is read on every kernel. */
-static __always_inline bool still_runnable(struct task_struct *prev)
-{
-	struct task_struct___new *now = (void *)prev;
-	struct task_struct___old *before = (void *)prev;
-
-	if (bpf_core_field_exists(now->__state))
-		return BPF_CORE_READ(now, __state) == 0;
-	return BPF_CORE_READ(before, state) == 0;
-}
+#include "task_state.h"
 
 /* The slot of no monitored cgroup: the culprit was unmonitored, or the CPU was idle. */
 #define NO_SLOT 0xffffffffU

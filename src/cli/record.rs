@@ -158,6 +158,8 @@ impl RecordArgs {
         Request {
             events: EventRequest {
                 lists,
+                // bperf's own events: the BPF side counts them in each slice.
+                bperfs: true,
                 ..EventRequest::default()
             },
             targets: Targets {
@@ -223,4 +225,11 @@ pub struct ReportArgs {
     /// not at all: through a temporary file beside it, renamed at the end.
     #[arg(long = "timeline", value_name = "FILE")]
     pub timeline: Option<PathBuf>,
+
+    /// After the totals, for each cgroup, the N cgroups it waited behind for a CPU most
+    /// (those whose slices ran on the CPU meanwhile; "/other" sums the rest), with that
+    /// wait and those preemptions, as bperf stat --culprits prints them. Needs a
+    /// recording of cgroups with bperf/runq-wait/ or bperf/preemptions/.
+    #[arg(long = "culprits", value_name = "N")]
+    pub culprits: Option<usize>,
 }

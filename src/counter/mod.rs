@@ -16,7 +16,7 @@ pub mod bpf_prog;
 mod shared_counts;
 
 use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
-use crate::event::{Attr, Event, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use crate::event::{Attr, Event, Tool, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use crate::reading::Snapshot;
 use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
 
@@ -355,6 +355,7 @@ fn load_bpf<'obj>(
         live: setup.live_slots.is_some(),
         cgroup_v1: setup.cgroup_v1,
         masks,
+        own_events: own_events(setup),
         helper_only: path.helper_only,
         plain_loads: path.loads,
         privilege_hint: privilege_hint(setup),
@@ -363,6 +364,19 @@ fn load_bpf<'obj>(
         tasks: setup.tasks,
     };
     Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
+}
+
+/// bperf's own events that the BPF side counts: a recording's (stat and top fill them in
+/// from the run-queue program, src/session/runq.rs, which also finds their culprits).
+fn own_events(setup: &Setup) -> bpf::OwnEventMasks {
+    if setup.slice_ring.is_none() {
+        return bpf::OwnEventMasks::default();
+    }
+    let tool = |t: Tool| mask_of(setup.events, |e| e.tool == Some(t));
+    bpf::OwnEventMasks {
+        runq_wait: tool(Tool::RunqWait),
+        preemptions: tool(Tool::Preemptions),
+    }
 }
 
 /// Joins the shared counters for the events the setup counts through them; an event

@@ -77,6 +77,7 @@ impl Shared {
             cgroups: &[],
             cgroup_v1,
             masks: ReadMasks::default(),
+            own_events: Default::default(),
             helper_only: path.helper_only,
             plain_loads: path.loads,
             privilege_hint: "shared counters need CAP_PERFMON, CAP_BPF and CAP_SYS_ADMIN (or root)",

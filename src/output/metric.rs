@@ -304,8 +304,17 @@ pub fn metric(events: &[Event], siblings: &Siblings, line: &Line, wall_ns: f64) 
         Value::Counted(r) => r.scaled()?,
         Value::NotSupported => return None,
     };
-    let k = kind(&events[line.event].attr);
-    metric_of(k, count, |other| siblings.of(line, other), wall_ns)
+    let event = &events[line.event];
+    // A wait in ns is no rate of anything (preemptions are, as context-switches).
+    if event.tool == Some(crate::event::Tool::RunqWait) {
+        return None;
+    }
+    metric_of(
+        kind(&event.attr),
+        count,
+        |other| siblings.of(line, other),
+        wall_ns,
+    )
 }
 
 /// The metric perf prints beside an event of kind `k` that counted `count`, given the

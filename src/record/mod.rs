@@ -21,6 +21,7 @@
 
 pub(crate) mod analysis;
 pub mod bperf_data;
+mod culprits;
 pub mod perfetto;
 mod print;
 pub mod timeline;
@@ -719,6 +720,12 @@ pub(crate) fn check_report_args(a: &ReportArgs) -> Result<()> {
     if modes.iter().filter(|&&m| m).count() > 1 {
         return Err(UsageError(
             "--sort, --hist and --timeline print different things: give one".into(),
+        )
+        .into());
+    }
+    if a.culprits.is_some() && modes.contains(&true) {
+        return Err(UsageError(
+            "--culprits follows the totals: give it without --sort, --hist or --timeline".into(),
         )
         .into());
     }

@@ -10,6 +10,7 @@ use serde_json::{Map, Value as Json};
 
 use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
 use super::bperf_data::{End, Header};
+use super::culprits::Culprits;
 use super::perfetto::PerfettoTrace;
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
@@ -54,7 +55,14 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         }
         None => {
             let mut totals = SliceTotals::new(&start);
-            let end = input.each_slice(|s| totals.add(s))?;
+            let mut culprits = match a.culprits {
+                Some(_) => Some(Culprits::new(&start).ok_or_else(no_culprits)?),
+                None => None,
+            };
+            let end = input.each_slice(|s| {
+                totals.add(s);
+                culprits.iter_mut().for_each(|c| c.add(s));
+            })?;
             input.say_dropped();
             say_lost(&end);
             let header = input.header();
@@ -62,10 +70,39 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
                 0 => totals.totals(header),
                 _ => analysis::counter_totals(&end),
             };
-            print_totals(out, header, &end, &totals, format)?;
+            print_totals(out, header, &end, &totals, &format)?;
+            if let (Some(c), Some(top)) = (culprits, a.culprits) {
+                print_culprits(out, header, c, top, &format)?;
+            }
         }
     }
     Ok(0)
+}
+
+fn no_culprits() -> anyhow::Error {
+    crate::UsageError(
+        "--culprits: the recording has neither bperf/runq-wait/ nor bperf/preemptions/ (bperf record -e bperf/runq-wait/,bperf/preemptions/ ...)".into(),
+    )
+    .into()
+}
+
+/// Each recorded cgroup's `top` culprits after the totals, as stat's --culprits.
+fn print_culprits(
+    out: &mut dyn Write,
+    h: &Header,
+    culprits: Culprits,
+    top: usize,
+    format: &Format,
+) -> Result<()> {
+    let rows: Vec<(usize, String)> = match h.tasks {
+        true => vec![(0, "-".into())],
+        false => h.cgroups.iter().map(|c| (c.slot, c.name.clone())).collect(),
+    };
+    let rows = crate::session::runq::top_culprits(&rows, &culprits.waits(), top);
+    for line in crate::output::culprits::lines(&rows, format, None) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 fn say_lost(end: &End) {
@@ -212,7 +249,7 @@ fn print_totals(
     h: &Header,
     end: &End,
     totals: &[Vec<crate::reading::Reading>],
-    format: Format,
+    format: &Format,
 ) -> Result<()> {
     let events = events_of(h);
     let mut lines = Vec::new();
@@ -246,7 +283,7 @@ fn print_totals(
         }
     }
     let options = Options {
-        format,
+        format: format.clone(),
         thousands: sys::locale_thousands_separator(),
         target: Some(h.target.clone()),
         runs: 1,

@@ -197,7 +197,7 @@ impl<'obj> RunqCounts<'obj> {
 /// Each cgroup of `rows` (slot, name) with its `top` culprits, the most waited behind
 /// first: the cgroups of `rows` it waited behind, and OTHER for the rest; none behind
 /// which it neither waited nor was preempted.
-fn top_culprits(rows: &[(usize, String)], waits: &Waits, top: usize) -> Vec<Culprit> {
+pub(crate) fn top_culprits(rows: &[(usize, String)], waits: &Waits, top: usize) -> Vec<Culprit> {
     let name_of: HashMap<usize, &str> = rows.iter().map(|(s, n)| (*s, n.as_str())).collect();
     let mut out = Vec::new();
     for (slot, cgroup) in rows {

@@ -1212,3 +1212,92 @@ fn a_gone_process_is_refused_as_perf_refuses_it() {
         .collect();
     assert_eq!(codes[0], codes[1], "stat -p {pid}: bperf, perf");
 }
+
+/// bperf's own events recorded (issue 39): two spinners on one CPU and one on the
+/// other, each in a cgroup of its own. Each cgroup's bperf/runq-wait/ summed from the
+/// slices agrees with its task's run_delay and bperf/preemptions/ with its involuntary
+/// switches; report --culprits puts each of the pair's wait behind the other, and none
+/// of the lone spinner's behind either.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
+    require_root();
+    let _serial = serial();
+    let cgroups = [
+        TestCgroup::new("rq-ra"),
+        TestCgroup::new("rq-rb"),
+        TestCgroup::new("rq-rc"),
+    ];
+    let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
+    let file = TempFile::new("runq-record");
+    let events = "bperf/runq-wait/,bperf/preemptions/,task-clock";
+    let recording = bperf()
+        .args([
+            "record",
+            "-a",
+            "-e",
+            events,
+            "--for-each-cgroup",
+            &names.join(","),
+        ])
+        .arg("-o")
+        .arg(&file.0)
+        .args(["--", "sleep", "3"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_recording(std::time::Duration::from_secs(60));
+    let spinners = [
+        pinned(&cgroups[0], 1, &["spin", "1000"]),
+        pinned(&cgroups[1], 1, &["spin", "1000"]),
+        pinned(&cgroups[2], 0, &["spin", "1000"]),
+    ];
+    let reports: Vec<String> = spinners
+        .into_iter()
+        .map(|c| stderr(&c.wait_with_output().unwrap()))
+        .collect();
+    let out = recording.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&report(&file, &["-x,", "--culprits", "3"]));
+    let value = |event: &str, cgroup: &str| -> f64 {
+        let line = text.lines().find(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            f.len() > 3 && f[2] == event && f[3] == cgroup
+        });
+        line.and_then(|l| l.split(',').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {event} for {cgroup}:\n{text}"))
+    };
+    let behind = |cgroup: &str, by: &str| -> f64 {
+        text.lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[0] == "culprit" && f[1] == cgroup && f[2] == by)
+            .map(|f| f[3].parse::<f64>().unwrap())
+            .sum()
+    };
+    let tolerance = runq_tolerance();
+    for (i, report) in reports.iter().enumerate() {
+        let waited_ms = value("bperf/runq-wait/", names[i]);
+        let delay_ms = report_field(report, "run_delay_ns") / 1e6;
+        let preempted = value("bperf/preemptions/", names[i]);
+        let ivcs = report_field(report, "ivcs");
+        eprintln!(
+            "{}: waited {waited_ms:.2} ms (run_delay {delay_ms:.2}), preempted {preempted} (ivcs {ivcs})",
+            names[i]
+        );
+        if i == 2 {
+            assert_eq!(
+                behind(names[2], names[0]) + behind(names[2], names[1]),
+                0.0,
+                "{text}"
+            );
+            continue;
+        }
+        assert!(within(waited_ms, delay_ms, tolerance), "{report}\n{text}");
+        assert!(within(preempted, ivcs, tolerance), "{report}\n{text}");
+        let by_other = behind(names[i], names[1 - i]);
+        assert!(
+            by_other >= 0.95 * waited_ms,
+            "{by_other} ms behind the other:\n{text}"
+        );
+    }
+}

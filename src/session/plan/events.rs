@@ -34,7 +34,7 @@ impl PlanEvents {
             .find_map(|e| e.tool.filter(|t| !t.is_perfs()));
         if let Some(own) = own.filter(|_| !req.events.bperfs) {
             return Err(usage(format!(
-                "{} is counted by bperf stat and top (serve exports it with --runq)",
+                "{} is counted by bperf stat, top and record (serve exports it with --runq)",
                 own.name()
             )));
         }
