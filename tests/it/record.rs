@@ -1230,6 +1230,9 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     ];
     let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
     let file = TempFile::new("runq-record");
+    // The recording ends once the spinners have: under emulation they take seconds.
+    let done = TempFile::new("runq-record-done");
+    let until_done = format!("while [ ! -e {} ]; do sleep 0.1; done", done.0.display());
     let events = "bperf/runq-wait/,bperf/preemptions/,task-clock";
     let recording = bperf()
         .args([
@@ -1242,20 +1245,21 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
         ])
         .arg("-o")
         .arg(&file.0)
-        .args(["--", "sleep", "3"])
+        .args(["--", "sh", "-c", &until_done])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     wait_for_recording(std::time::Duration::from_secs(60));
     let spinners = [
-        pinned(&cgroups[0], 1, &["spin", "1000"]),
-        pinned(&cgroups[1], 1, &["spin", "1000"]),
-        pinned(&cgroups[2], 0, &["spin", "1000"]),
+        pinned(&cgroups[0], 1, &["spin", "1500"]),
+        pinned(&cgroups[1], 1, &["spin", "1500"]),
+        pinned(&cgroups[2], 0, &["spin", "1500"]),
     ];
     let reports: Vec<String> = spinners
         .into_iter()
         .map(|c| stderr(&c.wait_with_output().unwrap()))
         .collect();
+    std::fs::write(&done.0, "").unwrap();
     let out = recording.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&report(&file, &["-x,", "--culprits", "3"]));
