@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use crate::cli::ListArgs;
-use crate::event::{self, Entry, Kind, Sources};
+use crate::event::{self, Entry, Kind, Sources, Tool};
 use crate::metrics;
 use crate::output::people::{self, Column};
 use crate::sys::{perf_event, sysfs::Sysfs};
@@ -87,6 +87,9 @@ pub fn run(a: &ListArgs) -> Result<i32> {
         false => {
             if !entries.is_empty() || metrics.is_empty() && !groups {
                 write_table(&mut out, &entries, a, &sysfs)?;
+            }
+            if a.unit.is_none() {
+                write_own(&mut out, words)?;
             }
             write_metrics(&mut out, &metrics, groups)?;
         }
@@ -346,6 +349,40 @@ fn write_lines(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
     Ok(())
 }
 
+/// bperf's own events (no perf has them) that the filter `words` selects: all of them
+/// with no words or the word `bperf`, else those whose name a word (not a category)
+/// matches.
+fn own_selected(words: &[String]) -> Vec<Tool> {
+    let picks = |t: &Tool| {
+        words.is_empty()
+            || words
+                .iter()
+                .any(|w| w == "bperf" || category(w).is_none() && event::matches(w, t.name()))
+    };
+    Tool::BPERFS.into_iter().filter(picks).collect()
+}
+
+/// The section of bperf's own events the filter `words` selects, after perf's: none
+/// when it selects none (so that `bperf list sw` stays perf's).
+fn write_own(out: &mut dyn Write, words: &[String]) -> Result<()> {
+    let own = own_selected(words);
+    if own.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nbperf's own (bperf stat, top and record count them; perf has none):"
+    )?;
+    for t in own {
+        let what = match t {
+            Tool::RunqWait => "run-queue wait, ns",
+            _ => "preemptions",
+        };
+        writeln!(out, "  {:<50} [{what}]", t.name())?;
+    }
+    Ok(())
+}
+
 /// Whether this kernel refuses to open the event. Tracepoints are not opened just to
 /// list them (there are thousands); tool events are not the kernel's.
 fn refused(e: &Entry) -> bool {
@@ -432,6 +469,18 @@ fn line(e: &Entry, refused: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_events_are_listed_unless_the_filter_leaves_them_out() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(own_selected(&[]), Tool::BPERFS);
+        assert_eq!(own_selected(&words(&["bperf"])), Tool::BPERFS);
+        assert_eq!(own_selected(&words(&["runq"])), [Tool::RunqWait]);
+        assert_eq!(own_selected(&words(&["*preempt*"])), [Tool::Preemptions]);
+        assert!(own_selected(&words(&["sw"])).is_empty());
+        assert!(own_selected(&words(&["tool"])).is_empty());
+        assert!(own_selected(&words(&["cycles"])).is_empty());
+    }
     use crate::event::Attr;
 
     #[test]

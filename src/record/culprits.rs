@@ -17,6 +17,10 @@ use crate::event::Tool;
 /// The runs kept per CPU to split a wait among: a wait behind more runs than these
 /// (many short ones) leaves its oldest part to the rest.
 const RUNS_KEPT: usize = 256;
+/// The most (waiting cgroup, culprit) pairs kept: what a pair beyond them waited goes to
+/// the rest, as in the run-queue program's bounded matrix. A recording of thousands of
+/// cgroups (or a hostile file) cannot make report hold their square.
+const MAX_PAIRS: usize = 1 << 18;
 
 /// A slice that ran on a CPU: when, and its slot.
 #[derive(Clone, Copy, Debug)]
@@ -97,7 +101,8 @@ impl Culprits {
         }
     }
 
-    /// Adds `w` to what `slot` waited, behind `by` (None: the rest).
+    /// Adds `w` to what `slot` waited, behind `by` (None: the rest; also the pairs that
+    /// find MAX_PAIRS kept).
     fn charge(&mut self, slot: usize, by: Option<usize>, w: Wait) {
         if w == Wait::default() {
             return;
@@ -106,9 +111,16 @@ impl Culprits {
             self.waits.total.resize(slot + 1, Wait::default());
         }
         self.waits.total[slot] = self.waits.total[slot].plus(w);
-        if let Some(by) = by {
-            let pair = self.waits.by.entry((slot, by)).or_default();
-            *pair = pair.plus(w);
+        let Some(by) = by else {
+            return;
+        };
+        let room = self.waits.by.len() < MAX_PAIRS;
+        match self.waits.by.get_mut(&(slot, by)) {
+            Some(pair) => *pair = pair.plus(w),
+            None if room => {
+                self.waits.by.insert((slot, by), w);
+            }
+            None => {}
         }
     }
 

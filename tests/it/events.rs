@@ -201,6 +201,12 @@ fn list_shows_this_machine() {
         assert!(line("cpu-cycles OR cycles").ends_with("<not supported>"));
         assert!(line("L1-dcache-load-misses").ends_with("<not supported>"));
     }
+    // bperf's own events, after perf's; `list bperf` lists them alone.
+    assert!(line("bperf/runq-wait/").ends_with("[run-queue wait, ns]"));
+    let own = run_ok(bperf().args(["list", "bperf"]));
+    let own = String::from_utf8_lossy(&own.stdout);
+    assert!(own.contains("bperf/preemptions/"), "{own}");
+    assert!(!own.contains("task-clock"), "{own}");
     let filtered = run_ok(bperf().args(["list", "sched:sched_sw*"]));
     let text = String::from_utf8_lossy(&filtered.stdout);
     assert!(text.contains("sched:sched_switch"), "{text}");

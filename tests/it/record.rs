@@ -1230,38 +1230,35 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     ];
     let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
     let file = TempFile::new("runq-record");
-    // The recording ends once the spinners have: under emulation they take seconds.
-    let done = TempFile::new("runq-record-done");
-    let until_done = format!("while [ ! -e {} ]; do sleep 0.1; done", done.0.display());
-    let events = "bperf/runq-wait/,bperf/preemptions/,task-clock";
-    let recording = bperf()
-        .args([
-            "record",
-            "-a",
-            "-e",
-            events,
-            "--for-each-cgroup",
-            &names.join(","),
-        ])
-        .arg("-o")
-        .arg(&file.0)
-        .args(["--", "sh", "-c", &until_done])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_recording(std::time::Duration::from_secs(60));
-    let spinners = [
-        pinned(&cgroups[0], 1, &["spin", "1500"]),
-        pinned(&cgroups[1], 1, &["spin", "1500"]),
-        pinned(&cgroups[2], 0, &["spin", "1500"]),
-    ];
-    let reports: Vec<String> = spinners
-        .into_iter()
-        .map(|c| stderr(&c.wait_with_output().unwrap()))
+    // The spinners are the recorded command, which starts once recording has (under
+    // emulation bperf's start takes seconds after its programs load). Each pins itself,
+    // then moves itself into its cgroup (so that nothing of its cgroup runs on the other
+    // CPU), says its run_delay and involuntary switches so far (before it counted for
+    // the cgroup: 352 ms of wait in the 7.2 guest), with the shell's builtins (a child
+    // would count for the cgroup too), and becomes the spinner; its lines go to a file.
+    let reports: Vec<TempFile> = (0..3)
+        .map(|i| TempFile::new(&format!("runq-record-{i}")))
         .collect();
-    std::fs::write(&done.0, "").unwrap();
-    let out = recording.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let spinner = |i: usize, cpu: usize| {
+        format!(
+            "taskset -c {cpu} sh -c 'echo 0 > {}; read run delay n < /proc/$$/schedstat; \
+             while read k v; do [ $k = nonvoluntary_ctxt_switches: ] && ivcs=$v; done \
+             < /proc/$$/status; \
+             echo before_ns=$delay before_ivcs=$ivcs >&2; exec {} spin 1500' 2>{} &",
+            cgroups[i].procs(),
+            workload().display(),
+            reports[i].0.display()
+        )
+    };
+    let script = format!("{} {} {} wait", spinner(0, 1), spinner(1, 1), spinner(2, 0));
+    let events = "bperf/runq-wait/,bperf/preemptions/,task-clock";
+    let each = names.join(",");
+    record(
+        &file,
+        &["-e", events, "--for-each-cgroup", &each],
+        &sh(&script),
+    );
+    let reports: Vec<String> = reports.iter().map(TempFile::read).collect();
     let text = stdout(&report(&file, &["-x,", "--culprits", "3"]));
     let value = |event: &str, cgroup: &str| -> f64 {
         let line = text.lines().find(|l| {
@@ -1281,9 +1278,10 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     let tolerance = runq_tolerance();
     for (i, report) in reports.iter().enumerate() {
         let waited_ms = value("bperf/runq-wait/", names[i]);
-        let delay_ms = report_field(report, "run_delay_ns") / 1e6;
+        let delay_ms =
+            (report_field(report, "run_delay_ns") - report_field(report, "before_ns")) / 1e6;
         let preempted = value("bperf/preemptions/", names[i]);
-        let ivcs = report_field(report, "ivcs");
+        let ivcs = report_field(report, "ivcs") - report_field(report, "before_ivcs");
         eprintln!(
             "{}: waited {waited_ms:.2} ms (run_delay {delay_ms:.2}), preempted {preempted} (ivcs {ivcs})",
             names[i]
