@@ -74,14 +74,13 @@ impl Culprits {
             let by = (p.end == s.start).then_some(slot);
             self.charge(p.slot, by, Wait::new(0, p.count));
         }
-        let runs = self.runs.entry(s.cpu).or_default();
-        let (shares, rest) = split(runs, s.start.saturating_sub(count(self.wait)), s.start);
+        let mut runs = self.runs.remove(&s.cpu).unwrap_or_default();
+        let (shares, rest) = split(&runs, s.start.saturating_sub(count(self.wait)), s.start);
         for (by, ns) in shares {
             self.charge(slot, Some(by), Wait::new(ns, 0));
         }
         self.charge(slot, None, Wait::new(rest, 0));
         let end = s.start.saturating_add(s.length);
-        let runs = self.runs.entry(s.cpu).or_default();
         if runs.len() == RUNS_KEPT {
             runs.pop_front();
         }
@@ -90,6 +89,7 @@ impl Culprits {
             end,
             slot,
         });
+        self.runs.insert(s.cpu, runs);
         let preemptions = count(self.preemptions);
         if preemptions > 0 && !s.cut {
             let p = Preempted {

@@ -86,6 +86,19 @@ fn no_culprits() -> anyhow::Error {
     .into()
 }
 
+/// The rows the report prints: each recorded cgroup (slot, name), or the recorded tasks'
+/// slot 0 without a cgroup.
+fn rows_of(h: &Header) -> Vec<(usize, Option<String>)> {
+    match h.tasks {
+        true => vec![(0, None)],
+        false => h
+            .cgroups
+            .iter()
+            .map(|c| (c.slot, Some(c.name.clone())))
+            .collect(),
+    }
+}
+
 /// Each recorded cgroup's `top` culprits after the totals, as stat's --culprits.
 fn print_culprits(
     out: &mut dyn Write,
@@ -94,10 +107,10 @@ fn print_culprits(
     top: usize,
     format: &Format,
 ) -> Result<()> {
-    let rows: Vec<(usize, String)> = match h.tasks {
-        true => vec![(0, "-".into())],
-        false => h.cgroups.iter().map(|c| (c.slot, c.name.clone())).collect(),
-    };
+    let rows: Vec<(usize, String)> = rows_of(h)
+        .into_iter()
+        .map(|(slot, cgroup)| (slot, cgroup.unwrap_or_else(|| "-".into())))
+        .collect();
     let rows = crate::session::runq::top_culprits(&rows, &culprits.waits(), top);
     for line in crate::output::culprits::lines(&rows, format, None) {
         writeln!(out, "{line}")?;
@@ -253,15 +266,7 @@ fn print_totals(
 ) -> Result<()> {
     let events = events_of(h);
     let mut lines = Vec::new();
-    let rows: Vec<(usize, Option<String>)> = match h.tasks {
-        true => vec![(0, None)],
-        false => h
-            .cgroups
-            .iter()
-            .map(|c| (c.slot, Some(c.name.clone())))
-            .collect(),
-    };
-    for (slot, cgroup) in rows {
+    for (slot, cgroup) in rows_of(h) {
         for (i, _) in events.iter().enumerate() {
             let reading = totals
                 .get(slot)
