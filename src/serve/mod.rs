@@ -33,9 +33,12 @@ use crate::UsageError;
 /// on loopback only.
 pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
-/// A scrape: the metrics in this format, sent back on the channel (or why they could
-/// not be encoded).
-pub struct Scrape(pub Format, pub mpsc::Sender<Result<String, String>>);
+/// A scrape: the metrics in this format, sent back to the HTTP server's task that waits
+/// for them (or why they could not be encoded).
+pub struct Scrape(
+    pub Format,
+    pub tokio::sync::oneshot::Sender<Result<String, String>>,
+);
 
 /// What wakes the counting thread: a scrape; the cgroup tree changed, or SIGHUP asked
 /// to read it again; SIGTERM or SIGINT: stop.

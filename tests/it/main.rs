@@ -16,6 +16,7 @@ mod hostile;
 mod hybrid;
 mod image;
 mod list_raw_dump;
+mod listener;
 mod live;
 mod man;
 mod options;
