@@ -1,6 +1,7 @@
 # bperf: two commands cover the quick start (see README.md), both as root:
 #   make run    set up, build, count every cgroup for five seconds
 #   make test   set up, build, run every test (privileged ones included)
+#   make check  the fast subset for the edit loop: formatting, lints, unprivileged tests
 #   make bench  set up, build, measure what counting costs against perf (bench/)
 #   make arm64  set up, build bperf for arm64 with Debian's cross toolchains
 #   make deb    set up, build, package: target/bperf_VERSION_ARCH.deb (dpkg-deb)
@@ -9,7 +10,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: setup build run test bench arm64 man deb image clean
+.PHONY: setup build run test check bench arm64 man deb image clean
 
 setup:
 	@./scripts/setup
@@ -20,12 +21,22 @@ build: setup
 run: build
 	./target/release/bperf stat -a --all-cgroups -I 1000 --interval-count 5
 
-# Counting tests measure each other on small machines: one test at a time. The tests
-# that need root are #[ignore]d, so that a plain `cargo test` without root lists them as
-# ignored; make test runs them too (and they fail, saying so, when not run as root).
+# Counting tests measure each other on small machines: one test at a time, a module of
+# tests/it at a time, each part timed (scripts/test-suite; scripts/test-times prints the
+# last run's table). The tests that need root are #[ignore]d, so that a plain `cargo test`
+# without root lists them as ignored; make test runs them too (and they fail, saying so,
+# when not run as root).
 test: setup
-	@./scripts/setup --test
-	$(CARGO) test --release -- --test-threads=1 --include-ignored
+	@./scripts/test-suite
+
+# The edit loop's subset, in a few minutes: formatting, lints, the unit tests, and the
+# tests that need neither root nor an emulated machine (those run as their own tests
+# in make test).
+check: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
+	$(CARGO) test --release --lib --bins
+	$(CARGO) test --release --test it -- --skip vm_x86:: --skip vm_arm64::
 
 # The cost-of-counting benchmark against perf (bench/README.md); about 30 minutes.
 bench: build

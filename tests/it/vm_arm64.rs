@@ -18,7 +18,11 @@ struct Case {
 fn run_guest(flavour: &str) -> Option<HashMap<String, Case>> {
     let _serial = common::serial();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/run-arm64");
+    let started = std::time::Instant::now();
     let out = common::run_vm(Command::new(script).arg(flavour))?;
+    let took = started.elapsed().as_secs();
+    let times = format!("arm64-{flavour}\t(all)\t{took}\n");
+    common::write_test_times(&format!("arm64-{flavour}"), &times);
     let console = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && console.contains(&format!("=== guest {flavour}")),

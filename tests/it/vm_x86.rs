@@ -57,11 +57,12 @@ fn module_run(module: &str, skipped: &[&str]) -> String {
     format!("{} {module}::{}", me.display(), skips.collect::<String>())
 }
 
-/// One module's run in the guest: what it printed and its exit status.
+/// One module's run in the guest: what it printed, its exit status and how long it took.
 struct Run {
     test: String,
     text: String,
     exit: Option<i32>,
+    seconds: Option<u64>,
 }
 
 /// Splits the console at tests/vm/run-x86's `=== test PATH` and `=== exit CODE` markers.
@@ -73,10 +74,15 @@ fn runs(console: &str) -> Vec<Run> {
                 test: test.trim().to_string(),
                 text: String::new(),
                 exit: None,
+                seconds: None,
             });
         } else if let Some(code) = line.strip_prefix("=== exit ") {
             if let Some(run) = found.last_mut() {
                 run.exit = code.trim().parse().ok();
+            }
+        } else if let Some(secs) = line.strip_prefix("=== seconds ") {
+            if let Some(run) = found.last_mut() {
+                run.seconds = secs.trim().parse().ok();
             }
         } else if let Some(run) = found.last_mut().filter(|r| r.exit.is_none()) {
             run.text.push_str(line);
@@ -84,6 +90,21 @@ fn runs(console: &str) -> Vec<Run> {
         }
     }
     found
+}
+
+/// Writes how long the `flavour` guest took (`took`, from its boot to its end) and each of
+/// its modules, for scripts/test-times: `x86-FLAVOUR MODULE SECONDS` lines, the guest's
+/// whole run as module `(all)`.
+fn write_times(flavour: &str, took: u64, runs: &[Run]) {
+    let mut lines = format!("x86-{flavour}\t(all)\t{took}\n");
+    for run in runs {
+        let module = run.test.split_whitespace().nth(1).unwrap_or(&run.test);
+        let module = module.trim_end_matches("::");
+        if let Some(secs) = run.seconds {
+            lines += &format!("x86-{flavour}\t{module}\t{secs}\n");
+        }
+    }
+    common::write_test_times(&format!("x86-{flavour}"), &lines);
 }
 
 /// Boots Debian's `flavour` kernel and runs the counting `modules` there, less what
@@ -95,9 +116,11 @@ fn counting_tests_pass_on(flavour: &str, modules: &[&str]) {
         .map(|(m, skipped)| module_run(m, skipped))
         .collect();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/run-x86");
+    let started = std::time::Instant::now();
     let Some(out) = common::run_vm(Command::new(script).arg(flavour).args(&runs_asked)) else {
         return;
     };
+    let took = started.elapsed().as_secs();
     let console = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         console.contains("=== guest done"),
@@ -106,6 +129,7 @@ fn counting_tests_pass_on(flavour: &str, modules: &[&str]) {
         common::stderr(&out)
     );
     let runs = runs(&console);
+    write_times(flavour, took, &runs);
     for asked in &runs_asked {
         let run = runs
             .iter()

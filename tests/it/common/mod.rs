@@ -384,6 +384,17 @@ pub fn run_vm(cmd: &mut Command) -> Option<Output> {
     None
 }
 
+/// Writes `lines` (`GUEST\tMODULE\tSECONDS`) as target/test-times/NAME.tsv, which
+/// scripts/test-times reads: how long an emulated machine took, and its parts.
+pub fn write_test_times(name: &str, lines: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-times");
+    let written =
+        fs::create_dir_all(&dir).and_then(|()| fs::write(dir.join(format!("{name}.tsv")), lines));
+    if let Err(e) = written {
+        eprintln!("cannot write the times of {name}: {e}");
+    }
+}
+
 /// Runs a command and returns its output, failing the test with everything it printed.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn");
