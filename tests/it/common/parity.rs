@@ -71,6 +71,14 @@ pub fn perf_612() -> Option<PathBuf> {
         .then_some(perf)
 }
 
+/// perf's PERF_CPUID for the runs bperf is compared with: a model that no metric table
+/// of perf's lists, so that perf's default metrics are its common ones, the ones bperf
+/// prints. On a CPU model with a table of its own (TopdownL1 on recent Intel models)
+/// perf adds model-specific default metrics, which bperf does not compute; with no
+/// PMU to count them, perf 7.2's plain `perf stat` then stops ("No supported events
+/// found") and 6.12 prints an event syntax error before its table.
+pub const NEUTRAL_CPUID: (&str, &str) = ("PERF_CPUID", "GenuineIntel-6-0-0");
+
 /// A perf 7.2 to compare bperf's default output with, if the machine has one
 /// (scripts/build-perf-72 builds it to /opt/perf-72; $PERF72 names another). Where CI
 /// builds it (BPERF_REQUIRE_PERF72), its absence fails the test.
@@ -216,6 +224,7 @@ pub fn transcript_as<S: AsRef<str>>(
     }
     let mut cmd = Command::new(tool);
     cmd.env("BPERF_PERF_VERSION", version)
+        .env(NEUTRAL_CPUID.0, NEUTRAL_CPUID.1)
         .arg("stat")
         .args(&args);
     let (code, stdout, stderr) = run_bounded(&mut cmd);
