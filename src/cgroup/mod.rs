@@ -303,11 +303,13 @@ fn is_pattern(s: &str) -> bool {
 }
 
 /// A cgroup's name as bperf shows it (serve's label, top's row): its path relative to
-/// the mount, `/` for the root.
+/// the mount, `/` for the root; bytes that are not UTF-8 carried as
+/// output::people::text_of_bytes carries them, for each output to write as `\xNN`.
 pub(crate) fn path_name(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
     match path.as_os_str().is_empty() {
         true => "/".into(),
-        false => path.display().to_string(),
+        false => crate::output::people::text_of_bytes(path.as_os_str().as_bytes()),
     }
 }
 

@@ -164,22 +164,80 @@ pub struct Siblings<'a> {
 }
 
 /// For each event, the events whose counts its metric may use, with their kinds, in
-/// the order perf looks at them.
-pub(crate) struct Partners(Vec<Vec<(Kind, usize)>>);
+/// the order perf looks at them (see [`Partners::of_kind`]). Kept as lists of the events
+/// that pair alike, so that it takes memory in proportion to the events, not to their
+/// square (every event may pair with every other).
+pub(crate) struct Partners {
+    /// The events of a kind, modifiers and PMU (None for the clocks, which pair across
+    /// PMUs), in order.
+    alike: HashMap<(Kind, [bool; 5], Option<usize>), Vec<usize>>,
+    /// Each event's own kind, modifiers and PMU (an index into the distinct PMUs), its
+    /// leader, and whether it is in a group of more than one.
+    events: Vec<Pairing>,
+}
+
+struct Pairing {
+    context: [bool; 5],
+    pmu: usize,
+    leader: Option<usize>,
+    grouped: bool,
+}
 
 impl Partners {
     pub fn new(events: &[Event]) -> Partners {
-        Partners((0..events.len()).map(|e| partners_of(events, e)).collect())
+        let mut sizes: HashMap<usize, usize> = HashMap::default();
+        for l in events.iter().filter_map(|e| e.leader) {
+            *sizes.entry(l).or_default() += 1;
+        }
+        let mut pmus: Vec<(u32, Option<&str>)> = Vec::new();
+        let mut alike: HashMap<_, Vec<usize>> = HashMap::default();
+        let mut pairings = Vec::with_capacity(events.len());
+        for (e, ev) in events.iter().enumerate() {
+            let p = pmu_of(ev);
+            let pmu = pmus.iter().position(|&q| q == p).unwrap_or_else(|| {
+                pmus.push(p);
+                pmus.len() - 1
+            });
+            let (k, context) = (kind(&ev.attr), context(&ev.attr));
+            let pmu_key = (k != Kind::Clock).then_some(pmu);
+            alike.entry((k, context, pmu_key)).or_default().push(e);
+            pairings.push(Pairing {
+                context,
+                pmu,
+                leader: ev.leader,
+                grouped: ev
+                    .leader
+                    .and_then(|l| sizes.get(&l))
+                    .is_some_and(|&n| n > 1),
+            });
+        }
+        Partners {
+            alike,
+            events: pairings,
+        }
+    }
+
+    /// The events perf may pair `e` with for a `want` metric, in order: not `e` itself;
+    /// of `e`'s group when `e` is in a group of more than one; with the same modifiers;
+    /// and, but for the clocks, on the same PMU.
+    fn of_kind(&self, e: usize, want: Kind) -> impl Iterator<Item = usize> + '_ {
+        let p = &self.events[e];
+        let pmu = (want != Kind::Clock).then_some(p.pmu);
+        let alike = self.alike.get(&(want, p.context, pmu));
+        alike
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(move |&c| c != e && (!p.grouped || self.events[c].leader == p.leader))
     }
 
     /// The count perf takes for a `want` metric of event `e`, from `counts`, every
     /// event's count in one place (None: not counted): that of the first partner of
     /// that kind, if it counted anything.
     pub fn count(&self, e: usize, want: Kind, counts: &[Option<f64>]) -> Option<f64> {
-        self.0[e]
-            .iter()
-            .find(|(k, _)| *k == want)
-            .and_then(|&(_, c)| counts.get(c).copied().flatten())
+        self.of_kind(e, want)
+            .next()
+            .and_then(|c| counts.get(c).copied().flatten())
             .filter(|v| *v > 0.0)
     }
 }
@@ -212,28 +270,6 @@ fn pmu_of(e: &Event) -> (u32, Option<&str>) {
     (type_, core_pmu(e))
 }
 
-/// The events perf may pair `e` with for a metric, in order: not `e` itself; of `e`'s
-/// group when `e` is in a group of more than one; with the same modifiers; and, but
-/// for the clocks, on the same PMU.
-fn partners_of(events: &[Event], e: usize) -> Vec<(Kind, usize)> {
-    let ev = &events[e];
-    let group_size = |leader: Option<usize>| {
-        leader.map_or(1, |l| events.iter().filter(|o| o.leader == Some(l)).count())
-    };
-    let grouped = group_size(ev.leader) > 1;
-    events
-        .iter()
-        .enumerate()
-        .filter(|&(c, cur)| {
-            c != e
-                && (!grouped || cur.leader == ev.leader)
-                && context(&cur.attr) == context(&ev.attr)
-                && (kind(&cur.attr) == Kind::Clock || pmu_of(cur) == pmu_of(ev))
-        })
-        .map(|(c, cur)| (kind(&cur.attr), c))
-        .collect()
-}
-
 impl<'a> Siblings<'a> {
     pub fn new(events: &[Event], lines: &'a [Line]) -> Siblings<'a> {
         let mut by_event = HashMap::default();
@@ -254,10 +290,9 @@ impl<'a> Siblings<'a> {
     /// that kind counted where `line` was, if it counted anything.
     fn of(&self, line: &Line, want: Kind) -> Option<f64> {
         let at = where_of(line);
-        self.partners.0[line.event]
-            .iter()
-            .filter(|(k, _)| *k == want)
-            .find_map(|(_, c)| self.by_event.get(&(at, *c)))
+        self.partners
+            .of_kind(line.event, want)
+            .find_map(|c| self.by_event.get(&(at, c)))
             .copied()
             .flatten()
             .filter(|v| *v > 0.0)

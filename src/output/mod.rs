@@ -739,7 +739,10 @@ fn table_line(b: &mut Buffers, ts: Option<Duration>, f: &Fields, thousands: Opti
     push_left(s, f.event, EVNAME_LEN);
     if let Some(cg) = f.cgroup {
         s.push(' ');
-        push_left(s, cg, CGROUP_LEN);
+        match people::needs_escape(cg) {
+            true => push_left(s, &people::escape_controls(cg), CGROUP_LEN),
+            false => push_left(s, cg, CGROUP_LEN),
+        }
     }
     if let Some(c) = f.container {
         s.push(' ');
@@ -803,7 +806,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     cols.push(f.unit.to_string());
     cols.push(f.event.to_string());
     if let Some(cg) = f.cgroup {
-        cols.push(cg.to_string());
+        cols.push(csv_name(cg, sep));
     }
     if let Some(c) = f.container {
         cols.push(csv_name(c, sep));
@@ -837,7 +840,7 @@ fn csv_line(ts: Option<Duration>, f: &Fields, sep: &str) -> String {
     out
 }
 
-/// A name from a runtime as one CSV field: escaped as in the table, and the
+/// A name (a cgroup's, or one from a runtime) as one CSV field: escaped as in the table, and the
 /// separator's characters and the quote as `\xNN` too (`a,b` is `a\x2cb` with `-x,`):
 /// a name is one field whatever it holds, and no RFC 4180 reader takes a quote in it
 /// for the start of a quoted field.
@@ -847,9 +850,10 @@ fn csv_name(name: &str, sep: &str) -> String {
 
 /// `s` as a JSON string: JSON's own escapes (`\n`, `\u001b`), which a JSON reader
 /// undoes, and `\u007f`-style ones for DEL and the C1 controls, which JSON allows raw
-/// but a terminal would take as controls.
+/// but a terminal would take as controls; a byte a name carries that is not UTF-8 as
+/// the text `\xNN` (see people::text_of_bytes).
 fn json_quote(s: &str) -> String {
-    let quoted = serde_json::Value::String(s.to_string()).to_string();
+    let quoted = serde_json::Value::String(people::bytes_as_text(s).into_owned()).to_string();
     match quoted.chars().any(char::is_control) {
         false => quoted,
         true => quoted
@@ -1190,6 +1194,44 @@ mod tests {
             rusage: None,
         };
         render(opts(format), |r| r.summary(&events(), &l, &footer).unwrap())
+    }
+
+    fn cgroup_summary(cgroup: &str, format: Format) -> String {
+        let l = vec![counted(1, 75_000, 1_000_000_000, Some(cgroup), None)];
+        let footer = Footer {
+            elapsed: Duration::from_secs(1),
+            elapsed_error: None,
+            rusage: None,
+        };
+        render(opts(format), |r| r.summary(&events(), &l, &footer).unwrap())
+    }
+
+    /// A cgroup's name is escaped as a runtime's name is (and as --culprits' rows and
+    /// top write it), bytes that are not UTF-8 as `\xNN`; JSON has its own escapes, and
+    /// the bytes as the text `\xNN`. An ordinary name is written as perf writes it.
+    #[test]
+    fn a_cgroups_name_is_escaped_in_every_format() {
+        let odd = people::text_of_bytes(b"w\r\n,\"\x1b[2J\\\xff");
+        let table = cgroup_summary(&odd, Format::Table);
+        assert!(
+            table.contains(r#" cs                               w\r\n,"\x1b[2J\\\xff "#),
+            "{table}"
+        );
+        let csv = cgroup_summary(&odd, Format::Csv(",".into()));
+        let fields: Vec<&str> = csv.trim_end().split(',').collect();
+        assert_eq!(fields.len(), 8, "{csv}");
+        assert_eq!(fields[3], r#"w\r\n\x2c\x22\x1b[2J\\\xff"#, "{csv}");
+        let json = cgroup_summary(&odd, Format::Json);
+        let row: serde_json::Value = serde_json::from_str(json.trim_end()).unwrap();
+        assert_eq!(row["cgroup"], "w\r\n,\"\u{1b}[2J\\\\xff");
+        for out in [&table, &csv, &json] {
+            assert!(!out.chars().any(|c| c != '\n' && c.is_control()), "{out:?}");
+        }
+        let csv = cgroup_summary("system.slice/db.service", Format::Csv(",".into()));
+        assert_eq!(
+            csv,
+            "75000,,cs,system.slice/db.service,1000000000,100.00,,\n"
+        );
     }
 
     /// --for-each-container: the container's name after the cgroup, in a column padded

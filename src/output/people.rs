@@ -46,10 +46,67 @@ pub(crate) fn draw(columns: &[Column], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The character that carries byte 0x00 of a name that is not UTF-8 (see
+/// [`text_of_bytes`]): plane 16's last private-use characters, U+10FF80 to U+10FFFF,
+/// carry bytes 0x80 to 0xFF, as Python's surrogateescape carries them in U+DC80 to
+/// U+DCFF (which a Rust string cannot hold).
+const RAW_BYTES: u32 = 0x10FF00;
+
+/// A name the kernel gives as bytes (a cgroup's directory) as text: UTF-8 as it is, and
+/// each byte that is not (or is part of one of the characters that carry them) as the
+/// character that carries it, which the escapes below write as `\xNN`.
+pub fn text_of_bytes(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    let carry = |out: &mut String, bytes: &[u8]| {
+        for &x in bytes {
+            out.extend(char::from_u32(RAW_BYTES + u32::from(x)));
+        }
+    };
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match raw_byte(c) {
+                Some(_) => carry(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes()),
+                None => out.push(c),
+            }
+        }
+        carry(&mut out, chunk.invalid());
+    }
+    out
+}
+
+/// The byte `c` carries, if it carries one (see [`text_of_bytes`]).
+fn raw_byte(c: char) -> Option<u8> {
+    (c as u32)
+        .checked_sub(RAW_BYTES)
+        .and_then(|b| u8::try_from(b).ok())
+}
+
+/// `s` with the bytes it carries written as `\xNN` and nothing else changed: for
+/// formats with escapes of their own (JSON, Prometheus' labels), which a reader undoes.
+pub fn bytes_as_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| raw_byte(c).is_some()) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match raw_byte(c) {
+            Some(b) => out.push_str(&format!("\\x{b:02x}")),
+            None => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// Whether [`escape_controls`] changes `s`: a table line can then go without it.
+pub(crate) fn needs_escape(s: &str) -> bool {
+    s.chars()
+        .any(|c| c == '\\' || c.is_control() || raw_byte(c).is_some())
+}
+
 /// Control characters written as escapes, so that what a user typed or a task named
 /// itself cannot move the cursor or break the line: `\n`, `\t`, `\x1b`; and the
 /// backslash as `\\`, so that a name that is the text `\x1b` does not read as one with
-/// an ESC in it.
+/// an ESC in it. A byte a name carries (see [`text_of_bytes`]) is written `\xNN` too.
 pub fn escape_controls(s: &str) -> String {
     escape_also(s, |_| false)
 }
@@ -60,6 +117,10 @@ pub(crate) fn escape_also(s: &str, also: impl Fn(char) -> bool) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
+        if let Some(b) = raw_byte(c) {
+            let _ = write!(out, "\\x{b:02x}");
+            continue;
+        }
         let _ = match c {
             '\\' => out.write_str("\\\\"),
             '\n' => out.write_str("\\n"),
@@ -85,6 +146,21 @@ mod tests {
         assert_eq!(escape_controls("\\x1b"), "\\\\x1b");
         assert_ne!(escape_controls("\\x1b"), escape_controls("\u{1b}"));
         assert_eq!(escape_controls("a\0b\u{9b}"), "a\\x00b\\x9b");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_carried_and_written_as_escapes() {
+        let t = text_of_bytes(b"a\xffb\xc3\xa9\x1b");
+        assert_eq!(escape_controls(&t), "a\\xffb\u{e9}\\x1b");
+        assert_eq!(bytes_as_text(&t), "a\\xffb\u{e9}\u{1b}");
+        assert!(needs_escape(&t) && !needs_escape("web/db"));
+        // A character that carries a byte, named as such, is taken as its bytes.
+        let carrier = "\u{10ffff}".to_string();
+        assert_eq!(
+            escape_controls(&text_of_bytes(carrier.as_bytes())),
+            "\\xf4\\x8f\\xbf\\xbf"
+        );
+        assert_eq!(text_of_bytes(b"web/db"), "web/db");
     }
 
     #[test]

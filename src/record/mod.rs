@@ -239,7 +239,7 @@ fn recorded(slot: usize, c: &crate::cgroup::Cgroup, containers: &ContainerNames)
         slot,
         id: c.id,
         name: c.name.clone(),
-        path: c.path.display().to_string(),
+        path: crate::output::people::text_of_bytes(c.path.as_os_str().as_encoded_bytes()),
         container: containers.column(c.id),
         ..RecordedCgroup::default()
     }

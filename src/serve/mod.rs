@@ -267,7 +267,9 @@ impl Exporter<'_, '_> {
     /// The labels of cgroup `cg`'s series: `cgroup`, and a container's labels when it
     /// is a container's own cgroup.
     fn labels_of(&self, cg: &Cgroup) -> Vec<(&'static str, String)> {
-        let mut labels = vec![("cgroup", crate::cgroup::path_name(&cg.path))];
+        let name = crate::cgroup::path_name(&cg.path);
+        let name = crate::output::people::bytes_as_text(&name).into_owned();
+        let mut labels = vec![("cgroup", name)];
         if let Some(c) = self.containers.get(cg.id) {
             labels.extend(c.pairs());
         }

@@ -98,18 +98,19 @@ impl Tree for Cgroupfs {
 }
 
 /// Adds the cgroups below `dir` (at `rel` from the mount) to `out`, depth first, in
-/// name order; ids come from the directory entries.
+/// name order; ids come from the directory entries. A name that is not UTF-8 is named
+/// as cgroup::path_name names it (its bytes written `\xNN`), and opened as it is.
 fn walk(dir: &Path, rel: &Path, out: &mut Vec<Cgroup>) -> std::io::Result<()> {
-    let mut subdirs: Vec<(String, u64)> = fs::read_dir(dir)?
+    let mut subdirs: Vec<(std::ffi::OsString, u64)> = fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.ino())))
+        .map(|e| (e.file_name(), e.ino()))
         .collect();
     subdirs.sort();
     for (d, id) in subdirs {
         let path = rel.join(&d);
         out.push(Cgroup {
-            name: path.display().to_string(),
+            name: crate::cgroup::path_name(&path),
             id,
             path: path.clone(),
         });

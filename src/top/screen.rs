@@ -433,7 +433,11 @@ struct TableColumns {
 
 impl TableColumns {
     fn new(model: &Model, shown: &[Shown], width: u16) -> TableColumns {
-        let numbers = model.columns.len() * (text::WIDTH + 1);
+        let numbers: usize = model
+            .columns
+            .iter()
+            .map(|c| text::figure_width(c) + 1)
+            .sum();
         let left = (width as usize).saturating_sub(numbers);
         let image = model.has_containers().then(|| {
             let longest = shown.iter().map(|s| text::image(s.row).chars().count());
@@ -464,7 +468,7 @@ impl TableColumns {
             model
                 .columns
                 .iter()
-                .map(|_| Constraint::Length(text::WIDTH as u16)),
+                .map(|c| Constraint::Length(text::figure_width(c) as u16)),
         );
         widths
     }
@@ -692,6 +696,33 @@ mod tests {
             );
             assert_eq!(lines[4], line("db", "-", "0.000"));
             assert!(lines[23].starts_with("j/k move"));
+        }
+    }
+
+    /// A head longer than text::WIDTH (`preempt/s`, with --runq) widens its column, in
+    /// the full screen as in --batch, rather than losing its start; the name takes what
+    /// is left.
+    #[test]
+    fn a_long_head_widens_its_column() {
+        use crate::event::Event;
+        let events = [
+            Event::plain("task-clock", 1, 1),
+            Event::plain("bperf/preemptions/", 1, 3),
+        ];
+        let mut m = Model::new(&events);
+        let kinds = text::kinds(&events, &m.columns);
+        m.set_cgroups(vec![Cgroup {
+            id: 1,
+            slot: 0,
+            path: "web".into(),
+            container: None,
+            image: None,
+        }]);
+        for width in [80, 120] {
+            let lines = screen(&m, &kinds, width, 24);
+            let name = width as usize - (text::WIDTH + 1) - ("preempt/s".len() + 2);
+            let head = format!("{:<name$} {:>8} {:>10}", "CGROUP", "CPUsv", "preempt/s");
+            assert_eq!(lines[1], head, "{width}: {lines:#?}");
         }
     }
 

@@ -103,6 +103,15 @@ pub fn kinds(events: &[crate::event::Event], columns: &[Column]) -> Vec<Kind> {
         .collect()
 }
 
+/// A figure's column's width: WIDTH, or where its head is longer, the head and its
+/// sort mark.
+pub(crate) fn figure_width(c: &Column) -> usize {
+    match c.title.chars().count() {
+        n if n > WIDTH => n + 1,
+        _ => WIDTH,
+    }
+}
+
 /// A column's head, marked when the table is sorted by it.
 pub fn head(title: &str, sorted: bool, descending: bool) -> String {
     match (sorted, descending) {
@@ -166,14 +175,7 @@ impl PageLayout {
             (false, false) => Some(("CGROUP", widest(&|r| r.name(), "CGROUP"))),
             (false, true) => None,
         };
-        let figures = model
-            .columns
-            .iter()
-            .map(|c| match c.title.chars().count() {
-                n if n > WIDTH => n + 1,
-                _ => WIDTH,
-            })
-            .collect();
+        let figures = model.columns.iter().map(figure_width).collect();
         PageLayout {
             name,
             image: containers.then(|| widest(&image, "IMAGE")),

@@ -662,6 +662,49 @@ fn report_memory_does_not_grow_with_the_slices() {
     assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
 }
 
+/// Events in the header of the wide recording: where report held one list of every
+/// other event for each event (1.1 GB at 8,000).
+const WIDE_EVENTS: usize = 8000;
+/// What report may hold per byte of a recording beyond what one of two events takes:
+/// no length in a file makes it allocate more than the file holds (README), in
+/// proportion; each event name (`e123`, 6 bytes with its quotes and comma) and each
+/// zero total (`[0,0,0],`, 8 bytes) becomes an event, a line and their text, tens of
+/// bytes each (49 per byte measured here, where a list per event took 1,500).
+const RSS_PER_FILE_BYTE: i64 = 100;
+
+/// report's memory grows with the events of a header as the file does, not with their
+/// square: its totals of a recording whose header names 8,000 events, each printed,
+/// peak within RSS_PER_FILE_BYTE of the file's size above those of a recording of two.
+#[test]
+fn report_memory_grows_with_the_file_not_the_events_squared() {
+    let measure = |n: usize| {
+        let file = TempFile::new(&format!("wide-{n}.data"));
+        let bytes = recording::with_events(n);
+        std::fs::write(&file.0, &bytes).unwrap();
+        let (kb, status, err) = peak_rss_kb(bperf().args(["report", "-x,", "-i"]).arg(&file.0));
+        assert!(status.success(), "{n} events: {err}");
+        let csv = stdout(&report(&file, &["-x,"]));
+        let last = format!("e{}", n - 1);
+        assert_eq!(
+            parse_csv(&csv, false)
+                .iter()
+                .filter(|l| l.event == last)
+                .count(),
+            recording::CGROUPS.len(),
+            "{csv}"
+        );
+        (kb, bytes.len() as i64)
+    };
+    let (base_kb, _) = measure(2);
+    let (kb, len) = measure(WIDE_EVENTS);
+    let limit = base_kb + RSS_PER_FILE_BYTE * len / 1024;
+    eprintln!("report of {WIDE_EVENTS} events ({len} bytes): {kb} kB; of 2: {base_kb} kB");
+    assert!(
+        kb <= limit,
+        "{kb} kB for a file of {len} bytes: more than {limit} kB"
+    );
+}
+
 fn c_path(p: &std::path::Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
 }

@@ -448,3 +448,70 @@ fn nothing_left_behind_after_any_exit() {
         );
     }
 }
+
+/// A cgroup whose name is not UTF-8 (a byte 0xff, an ESC) is counted with its subtree,
+/// its name's bytes written `\xff`, `\x1b` in the CSV and the table (`\xff` as text
+/// in JSON, whose own escapes take the ESC), and a task in its child is charged what
+/// the child's cpu.stat says. bperf used to leave both out, saying nothing.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_cgroup_whose_name_is_not_utf8_is_counted() {
+    require_root();
+    let _s = serial();
+    let parent = TestCgroup::new("bytes");
+    let odd = parent.child_bytes(b"odd-\xff\x1b");
+    let kid = odd.child("kid");
+    let (before, unaccounted) = (kid.usage_ns(), unaccounted_ns());
+    // bperf takes its workload's arguments as UTF-8: sh's printf makes the path.
+    let script =
+        r#"echo $$ > "$(printf '%s/odd-\377\033/kid/cgroup.procs' "$1")" && shift && exec "$@""#;
+    let mut spin = Command::new("sh");
+    spin.args(["-c", script, "sh"])
+        .arg(&parent.path)
+        .arg(workload())
+        .args(["spin", "300"]);
+    let (csv, _) = stat_csv(&["-e", "task-clock", "--all-cgroups"], &mut spin);
+    let (kernel, unaccounted) = (
+        (kid.usage_ns() - before) as f64,
+        unaccounted_since(unaccounted),
+    );
+    let lines = parse_csv(&csv, false);
+    let ours = value(&lines, "task-clock", &kid.name) * 1e6;
+    assert!(kernel > 1e8, "the spinner ran {kernel} ns");
+    assert!(
+        agrees_with_cpu_stat(ours, kernel, unaccounted),
+        "{}: bperf {ours} ns, cpu.stat {kernel} ns\n{csv}",
+        kid.name
+    );
+    assert!(
+        value(&lines, "task-clock", &odd.name) * 1e6 >= ours,
+        "{csv}"
+    );
+    // The table and JSON name them too.
+    let run = |format: &str| {
+        let o = run_ok(
+            bperf()
+                .args(["stat", "-a", "-e", "task-clock", "--all-cgroups", format])
+                .args(["--", "sleep", "0.1"]),
+        );
+        stderr(&o)
+    };
+    let table = run("--no-big-num");
+    for cg in [&odd, &kid] {
+        let row = format!(" task-clock                       {} ", cg.name);
+        assert!(
+            table.lines().any(|l| l.contains(&row)),
+            "{row:?} in\n{table}"
+        );
+    }
+    let json = run("-j");
+    let names: Vec<String> = json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["cgroup"].as_str().map(String::from))
+        .collect();
+    let odd_json = format!("{}/odd-\\xff\u{1b}", parent.name);
+    for want in [odd_json.clone(), format!("{odd_json}/kid")] {
+        assert!(names.contains(&want), "{want:?} in {names:?}");
+    }
+}

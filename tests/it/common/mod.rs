@@ -205,6 +205,26 @@ impl TestCgroup {
         }
     }
 
+    /// A child named by the bytes `tag`, which need not be UTF-8; its `name` is as bperf
+    /// prints it in a table or CSV, each byte outside printable ASCII (and the
+    /// backslash) as `\xNN`. Removed, as every TestCgroup, with its parent too.
+    pub fn child_bytes(&self, tag: &[u8]) -> TestCgroup {
+        use std::os::unix::ffi::OsStrExt;
+        let path = self.path.join(std::ffi::OsStr::from_bytes(tag));
+        fs::create_dir(&path).unwrap();
+        let shown: String = tag
+            .iter()
+            .map(|&b| match b {
+                b' '..=b'~' if b != b'\\' => char::from(b).to_string(),
+                _ => format!("\\x{b:02x}"),
+            })
+            .collect();
+        TestCgroup {
+            path,
+            name: format!("{}/{shown}", self.name),
+        }
+    }
+
     pub fn procs(&self) -> String {
         self.path.join("cgroup.procs").display().to_string()
     }

@@ -136,6 +136,23 @@ pub fn write_compressed(out: &mut impl Write, slices: u64, zstd: Option<i32>) ->
     writer.finish(&end).map(drop)
 }
 
+/// A recording of no slices whose header names `n` events (`e0`, `e1`, ...), each
+/// supported, with its end block's totals (zero) for each of them.
+pub fn with_events(n: usize) -> Vec<u8> {
+    let mut h = header();
+    h.events = (0..n).map(|e| format!("e{e}")).collect();
+    h.supported = vec![true; n];
+    let writer = bperf_data::Writer::new(Vec::new(), &h, None).unwrap();
+    let end = End {
+        duration_ns: 1_000_000,
+        lost: vec![0; CPUS.len()],
+        ring_lost: vec![0; CPUS.len()],
+        totals: vec![vec![vec![Reading::default(); CPUS.len()]; n]; CGROUPS.len()],
+        sent: Vec::new(),
+    };
+    writer.finish(&end).unwrap()
+}
+
 /// A whole recording of `slices` slices, in memory.
 pub fn bytes(slices: u64) -> Vec<u8> {
     compressed_bytes(slices, None)
