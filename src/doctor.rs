@@ -2,12 +2,13 @@
 //! fix. The facts come from sys::doctor; the verdicts here are plain Rust on them.
 
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::Result;
 
 use crate::bpf::probe::Answer;
 use crate::cgroup::{perf_event_hierarchy, Hierarchy, Mount};
-use crate::sys::doctor::Facts;
+use crate::sys::doctor::{Facts, BPFFS, MAGICS};
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,10 +97,10 @@ pub fn checks(f: &Facts) -> Vec<Check> {
         nmi_watchdog(f),
         capabilities(f),
         paranoid(f),
-        cgroup_layout(&f.mounts),
+        cgroup_layout(f),
         perf_event_controller(f),
-        bpffs(&f.mounts),
-        tracefs(&f.mounts),
+        bpffs(f),
+        tracefs(f),
         runtimes(f),
     ];
     all.push(verdict(&all));
@@ -161,6 +162,9 @@ fn read_path(f: &Facts) -> Check {
     if f.bpf.read_value.is_err() && !privileged(f) {
         return feature("read path", &f.bpf.read_value, f, ("", "", ""));
     }
+    if !f.btf && f.bpf.read_value.is_ok() {
+        return without_btf("read path");
+    }
     if f.bpf.read_value == Ok(false) {
         return check(
             "read path",
@@ -178,7 +182,19 @@ fn read_path(f: &Facts) -> Check {
     }
 }
 
+/// A check that reads the kernel's BTF, on a kernel without it.
+fn without_btf(name: &'static str) -> Check {
+    check(
+        name,
+        Status::Unknown,
+        "cannot tell without the kernel's BTF (see kernel)",
+    )
+}
+
 fn trampolines(f: &Facts) -> Check {
+    if !f.btf && privileged(f) {
+        return without_btf("trampolines");
+    }
     feature(
         "trampolines",
         &f.bpf.trampolines,
@@ -260,14 +276,32 @@ fn pmu(f: &Facts) -> Check {
     .fix("on a virtual machine, give the guest a virtual PMU (KVM: -cpu host with the host's kvm enable_pmu=1; VMware: virtualize CPU performance counters; a cloud: an instance type with a PMU)")
 }
 
+/// The fix for a /proc/sys file that cannot be read.
+const PROC_SYS_FIX: &str =
+    "run bperf doctor where /proc/sys can be read (a container runtime may hide it)";
+
 fn nmi_watchdog(f: &Facts) -> Check {
-    match (f.nmi_watchdog, f.cycles) {
+    let on = match &f.nmi_watchdog {
+        Ok(on) => *on,
+        Err(e) => {
+            let what = match f.cycles {
+                true => "whether it holds a hardware counter is unknown",
+                false => "there are no hardware counters for it to hold anyway",
+            };
+            return check("nmi watchdog", Status::Unknown, format!("{e}: {what}"))
+                .fix(PROC_SYS_FIX);
+        }
+    };
+    match (on, f.cycles) {
         (false, _) => check("nmi watchdog", Status::Ok, "off: every hardware counter is free"),
         (true, false) => check("nmi watchdog", Status::Ok, "on, but there are no hardware counters for it to hold"),
         (true, true) => check("nmi watchdog", Status::Warn, "on: it holds one hardware counter on every CPU, which leaves one fewer for bperf (more multiplexing)")
             .fix("sysctl kernel.nmi_watchdog=0"),
     }
 }
+
+/// How to give bperf its capabilities without giving them to every user.
+const GRANT_FIX: &str = "run as root, or from bperf's systemd unit (AmbientCapabilities=), or grant them to a copy only a group may run: install -o root -g bperf -m 0750 $(command -v bperf) /usr/local/bin/bperf-caps && setcap cap_bpf,cap_perfmon,cap_sys_resource,cap_dac_read_search+ep /usr/local/bin/bperf-caps (setcap on a bperf every user may run lets every local user count and record the whole system)";
 
 fn capabilities(f: &Facts) -> Check {
     let named = [
@@ -301,17 +335,31 @@ fn capabilities(f: &Facts) -> Check {
         status,
         format!("{who}, without {}: {can}; CAP_SYS_RESOURCE lifts the locked-memory limit kernels before 5.11 charge BPF maps to; CAP_DAC_READ_SEARCH reads other users' /proc and cgroups", missing.join(", ")),
     )
-    .fix("run as root, or grant them: setcap cap_bpf,cap_perfmon,cap_sys_resource,cap_dac_read_search+ep $(command -v bperf), or AmbientCapabilities= in a systemd unit");
+    .fix(GRANT_FIX);
     c.needed()
 }
 
 fn paranoid(f: &Facts) -> Check {
-    let p = f.paranoid;
+    let p = match &f.paranoid {
+        Ok(p) => *p,
+        Err(e) => {
+            return check(
+                "perf_event_paranoid",
+                Status::Unknown,
+                format!("{e}: what users may count is unknown ({})", self_count(f)),
+            )
+            .fix(PROC_SYS_FIX)
+        }
+    };
     if has(f, CAP_PERFMON) || has(f, CAP_SYS_ADMIN) {
+        let users = match p >= 3 {
+            true => format!("; {}", users_at_3(f)),
+            false => String::new(),
+        };
         return check(
             "perf_event_paranoid",
             Status::Ok,
-            format!("{p}: no limit for this process (CAP_PERFMON)"),
+            format!("{p}: no limit for this process (CAP_PERFMON){users}"),
         );
     }
     let what = match p {
@@ -322,9 +370,9 @@ fn paranoid(f: &Facts) -> Check {
                 format!("{p}: every user may count anything"),
             )
         }
-        0 => "users may count CPUs but not kernel-only events",
-        1 | 2 => "users may count only their own processes (bperf stat COMMAND)",
-        _ => "users may not open perf events at all",
+        0 => "users may count CPUs but not kernel-only events".to_string(),
+        1 | 2 => "users may count only their own processes (bperf stat COMMAND)".to_string(),
+        _ => users_at_3(f),
     };
     check(
         "perf_event_paranoid",
@@ -334,50 +382,114 @@ fn paranoid(f: &Facts) -> Check {
     .fix("sysctl kernel.perf_event_paranoid=-1, or give bperf CAP_PERFMON")
 }
 
-/// The cgroup v1 hierarchies mounted (their controllers), and cgroup2's mounts.
-fn cgroup_mounts(mounts: &[Mount]) -> (Vec<&Mount>, Vec<&Mount>) {
-    let v1 = mounts.iter().filter(|m| m.fstype == "cgroup").collect();
-    let v2 = mounts.iter().filter(|m| m.fstype == "cgroup2").collect();
-    (v1, v2)
+/// Whether a process without privileges could count itself here.
+fn self_count(f: &Facts) -> String {
+    match &f.user_counts_itself {
+        Ok(true) => "an unprivileged process counted itself".to_string(),
+        Ok(false) => "an unprivileged process could not count itself".to_string(),
+        Err(e) => format!("whether an unprivileged process may count itself is unknown: {e}"),
+    }
 }
 
-fn cgroup_layout(mounts: &[Mount]) -> Check {
-    let (v1, v2) = cgroup_mounts(mounts);
+/// What perf_event_paranoid 3 means here, as a process without privileges found it.
+fn users_at_3(f: &Facts) -> String {
+    let patched = "a kernel with Debian's or Android's patch refuses unprivileged users at 3";
+    let here = match &f.user_counts_itself {
+        Ok(true) => "this kernel does not: users may count their own processes, as at 2",
+        Ok(false) => "this kernel does: users may not open perf events at all",
+        Err(_) => "whether this kernel does is unknown",
+    };
+    format!("{patched}; {here} ({})", self_count(f))
+}
+
+/// A file system's name, from its magic number.
+fn fs_name(magic: i64) -> String {
+    match MAGICS.iter().find(|(_, m)| *m == magic) {
+        Some((name, _)) => name.to_string(),
+        None => format!("a file system of type {magic:#x}"),
+    }
+}
+
+/// Whether `point` shows a file system of `fstype` now: Ok(read-only) when it does,
+/// what it shows instead when it does not (a later mount over it or above it).
+fn shown(f: &Facts, point: &Path, fstype: &str) -> Result<bool, String> {
+    let want = MAGICS.iter().find(|(n, _)| *n == fstype).map(|(_, m)| *m);
+    match f.looks.iter().find(|(p, _)| p == point).map(|(_, l)| l) {
+        Some(Ok(seen)) if Some(seen.magic) == want => Ok(seen.read_only),
+        Some(Ok(seen)) => Err(format!(
+            "{} shows {} instead",
+            point.display(),
+            fs_name(seen.magic)
+        )),
+        Some(Err(e)) => Err(format!("{} cannot be seen: {e}", point.display())),
+        None => Err(format!("{} was not looked at", point.display())),
+    }
+}
+
+/// The cgroup v1 hierarchies and cgroup2 mounts that can be seen, and what hides the
+/// others.
+fn cgroup_mounts(f: &Facts) -> (Vec<&Mount>, Vec<&Mount>, Vec<String>) {
+    let (mut v1, mut v2, mut hidden) = (Vec::new(), Vec::new(), Vec::new());
+    for m in f.mounts.iter().filter(|m| m.fstype.starts_with("cgroup")) {
+        match (shown(f, &m.point, &m.fstype), m.fstype == "cgroup") {
+            (Err(why), _) => hidden.push(why),
+            (Ok(_), true) => v1.push(m),
+            (Ok(_), false) => v2.push(m),
+        }
+    }
+    (v1, v2, hidden)
+}
+
+fn cgroup_layout(f: &Facts) -> Check {
+    let (v1, v2, hidden) = cgroup_mounts(f);
     let points = |ms: &[&Mount]| {
         ms.iter()
             .map(|m| m.point.display().to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    match (v1.is_empty(), v2.is_empty()) {
-        (true, false) => check(
-            "cgroup layout",
-            Status::Ok,
-            format!("cgroup v2 only, at {}", points(&v2)),
+    let layout = match (v1.is_empty(), v2.is_empty()) {
+        (true, false) => format!("cgroup v2 only, at {}", points(&v2)),
+        (false, false) => format!(
+            "hybrid: cgroup v1 controllers at {}, cgroup2 at {}",
+            points(&v1),
+            points(&v2)
         ),
-        (false, false) => check(
-            "cgroup layout",
-            Status::Ok,
-            format!(
-                "hybrid: cgroup v1 controllers at {}, cgroup2 at {}",
-                points(&v1),
-                points(&v2)
-            ),
+        (false, true) => format!("cgroup v1 only, at {}", points(&v1)),
+        (true, true) if hidden.is_empty() => {
+            return check(
+                "cgroup layout",
+                Status::Fail,
+                "no cgroup file system is mounted",
+            )
+            .fix("mount -t cgroup2 none /sys/fs/cgroup")
+            .needed()
+        }
+        (true, true) => "no cgroup file system can be seen".to_string(),
+    };
+    let status = match (hidden.is_empty(), v1.is_empty() && v2.is_empty()) {
+        (true, _) => return check("cgroup layout", Status::Ok, layout),
+        (false, true) => Status::Fail,
+        (false, false) => Status::Warn,
+    };
+    let more = match hidden.len() {
+        0..=3 => String::new(),
+        n => format!("; and {} more", n - 3),
+    };
+    check(
+        "cgroup layout",
+        status,
+        format!(
+            "{layout}; a later mount hides cgroup mounts mountinfo lists: {}{more}",
+            hidden[..hidden.len().min(3)].join("; ")
         ),
-        (false, true) => check(
-            "cgroup layout",
-            Status::Ok,
-            format!("cgroup v1 only, at {}", points(&v1)),
-        ),
-        (true, true) => check(
-            "cgroup layout",
-            Status::Fail,
-            "no cgroup file system is mounted",
-        )
-        .fix("mount -t cgroup2 none /sys/fs/cgroup")
-        .needed(),
-    }
+    )
+    .fix(UNHIDE_FIX)
 }
+
+/// The fix for a mount another mount hides.
+const UNHIDE_FIX: &str =
+    "unmount what is mounted over it (findmnt lists it), or run bperf in a mount namespace where it shows";
 
 fn perf_event_controller(f: &Facts) -> Check {
     let h = perf_event_hierarchy(&f.proc_cgroups);
@@ -390,6 +502,16 @@ fn perf_event_controller(f: &Facts) -> Check {
         }
     };
     let at = found.mount.display();
+    let fstype = if found.v1 { "cgroup" } else { "cgroup2" };
+    if let Err(why) = shown(f, &found.mount, fstype) {
+        return check(
+            "perf_event",
+            Status::Fail,
+            format!("its hierarchy ({fstype}) is mounted at {at}, but a later mount hides it ({why}): bperf cannot read its cgroups"),
+        )
+        .fix(UNHIDE_FIX)
+        .needed();
+    }
     match (h, found.v1) {
         (_, true) => check("perf_event", Status::Ok, format!("on cgroup v1 hierarchy {} mounted at {at}: bperf counts its cgroups", h.unwrap_or(0))),
         (Some(n), false) if n != 0 => check(
@@ -402,28 +524,31 @@ fn perf_event_controller(f: &Facts) -> Check {
     }
 }
 
-fn mounted<'m>(mounts: &'m [Mount], fstype: &str) -> Option<&'m Mount> {
-    mounts.iter().find(|m| m.fstype == fstype)
-}
-
-fn bpffs(mounts: &[Mount]) -> Check {
-    match mounted(mounts, "bpf") {
-        Some(m) => check(
-            "bpffs",
-            Status::Ok,
-            format!("mounted at {}", m.point.display()),
-        ),
-        None => check(
+fn bpffs(f: &Facts) -> Check {
+    match shown(f, Path::new(BPFFS), "bpf") {
+        Ok(false) => check("bpffs", Status::Ok, format!("mounted at {BPFFS}")),
+        Ok(true) => check(
             "bpffs",
             Status::Warn,
-            "no BPF file system mounted: --bpf-counters mounts one at /sys/fs/bpf while it runs",
+            format!("mounted read-only at {BPFFS}: the shared counters (:b, --bpf-counters) cannot pin their maps there"),
         )
-        .fix("mount -t bpf bpf /sys/fs/bpf"),
+        .fix(format!("mount -o remount,rw {BPFFS}")),
+        Err(_) => check(
+            "bpffs",
+            Status::Warn,
+            format!("no BPF file system mounted at {BPFFS}: --bpf-counters mounts one there while it runs"),
+        )
+        .fix(format!("mount -t bpf bpf {BPFFS}")),
     }
 }
 
-fn tracefs(mounts: &[Mount]) -> Check {
-    match mounted(mounts, "tracefs") {
+fn tracefs(f: &Facts) -> Check {
+    let seen = f
+        .mounts
+        .iter()
+        .filter(|m| m.fstype == "tracefs")
+        .find(|m| shown(f, &m.point, "tracefs").is_ok());
+    match seen {
         Some(m) => check("tracefs", Status::Ok, format!("mounted at {}", m.point.display())),
         None => check("tracefs", Status::Warn, "not mounted: tracepoint events (-e sched:sched_switch) need it; bperf mounts it at /sys/kernel/tracing when it may")
             .fix("mount -t tracefs nodev /sys/kernel/tracing"),
@@ -516,7 +641,9 @@ pub fn run(args: &crate::cli::DoctorArgs) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::bpf::probe::BpfFeatures;
+    use crate::sys::doctor::{Look, Seen};
     use crate::sys::KernelFeatures;
+    use std::path::PathBuf;
 
     const HYBRID: &str = "\
 30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw
@@ -548,14 +675,37 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
                 .map(String::from)
                 .to_vec(),
             cycles: false,
-            nmi_watchdog: true,
-            paranoid: 2,
+            nmi_watchdog: Ok(true),
+            paranoid: Ok(2),
+            user_counts_itself: Ok(true),
             euid: 0,
             capabilities: 0x1ff_ffff_ffff,
             proc_cgroups: PROC_CGROUPS.into(),
             mounts: Mount::parse_mountinfo(HYBRID),
+            looks: looks_of(HYBRID),
             runtimes: Vec::new(),
         }
+    }
+
+    /// Every mount point of `mountinfo` showing the file system mounted there, writable.
+    fn looks_of(mountinfo: &str) -> Vec<(PathBuf, Look)> {
+        Mount::parse_mountinfo(mountinfo)
+            .into_iter()
+            .filter_map(|m| {
+                let (_, magic) = MAGICS.iter().find(|(n, _)| *n == m.fstype)?;
+                let seen = Seen {
+                    magic: *magic,
+                    read_only: false,
+                };
+                Some((m.point, Ok(seen)))
+            })
+            .collect()
+    }
+
+    /// `point`, looked at again.
+    fn look_again(f: &mut Facts, point: &str, look: Look) {
+        f.looks.retain(|(p, _)| p != Path::new(point));
+        f.looks.push((PathBuf::from(point), look));
     }
 
     fn named<'c>(checks: &'c [Check], name: &str) -> &'c Check {
@@ -613,9 +763,9 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
         );
         assert_eq!(exit_status(&checks), 0, "bperf still counts on cgroup2");
         // Mounted: counted there.
-        f.mounts.extend(Mount::parse_mountinfo(
-            "50 25 0:50 / /tmp/pe rw - cgroup cgroup rw,perf_event",
-        ));
+        let pe = "50 25 0:50 / /tmp/pe rw - cgroup cgroup rw,perf_event";
+        f.mounts.extend(Mount::parse_mountinfo(pe));
+        f.looks.extend(looks_of(pe));
         let pe = checks_named(&f, "perf_event");
         assert_eq!(pe.status, Status::Ok);
         assert!(
@@ -668,6 +818,7 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
     fn no_cgroup_mounts_fail_and_lines_carry_their_fix() {
         let mut f = this_machine();
         f.mounts.clear();
+        f.looks.clear();
         let checks = checks(&f);
         assert_eq!(named(&checks, "cgroup layout").status, Status::Fail);
         assert_eq!(exit_status(&checks), 1);
@@ -681,5 +832,148 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
             serde_json::from_str(&json_line(named(&checks, "kernel"))).unwrap();
         assert_eq!(json["status"], "ok");
         assert!(json["fix"].is_null());
+    }
+
+    #[test]
+    fn a_cgroup_mount_a_later_mount_hides_fails_per_cgroup() {
+        let mut f = this_machine();
+        let tmpfs = Seen {
+            magic: 0x0102_1994,
+            read_only: false,
+        };
+        look_again(&mut f, "/sys/fs/cgroup/unified", Ok(tmpfs));
+        let checks = checks(&f);
+        let pe = named(&checks, "perf_event");
+        assert_eq!(pe.status, Status::Fail);
+        assert!(
+            pe.detail
+                .contains("a later mount hides it (/sys/fs/cgroup/unified shows tmpfs instead)"),
+            "{}",
+            pe.detail
+        );
+        let layout = named(&checks, "cgroup layout");
+        assert_eq!(layout.status, Status::Warn);
+        assert!(
+            layout.detail.starts_with("cgroup v1 only"),
+            "{}",
+            layout.detail
+        );
+        assert_eq!(exit_status(&checks), 1);
+        // Gone altogether: no cgroup file system can be seen.
+        let gone = Err("No such file or directory (os error 2)".to_string());
+        look_again(&mut f, "/sys/fs/cgroup/unified", gone.clone());
+        look_again(&mut f, "/sys/fs/cgroup/cpu,cpuacct", gone);
+        let layout = checks_named(&f, "cgroup layout");
+        assert_eq!(layout.status, Status::Fail);
+        assert!(
+            layout
+                .detail
+                .contains("/sys/fs/cgroup/cpu,cpuacct cannot be seen: No such file"),
+            "{}",
+            layout.detail
+        );
+    }
+
+    #[test]
+    fn a_read_only_bpffs_is_named_and_one_that_is_not_bpf_is_not_mounted() {
+        let mut f = this_machine();
+        let ro = Seen {
+            magic: 0xcafe_4a11,
+            read_only: true,
+        };
+        look_again(&mut f, "/sys/fs/bpf", Ok(ro));
+        let b = checks_named(&f, "bpffs");
+        assert_eq!(b.status, Status::Warn);
+        assert!(
+            b.detail.starts_with("mounted read-only at /sys/fs/bpf"),
+            "{}",
+            b.detail
+        );
+        assert_eq!(b.fix.as_deref(), Some("mount -o remount,rw /sys/fs/bpf"));
+        let sysfs = Seen {
+            magic: 0x6265_6572,
+            read_only: false,
+        };
+        look_again(&mut f, "/sys/fs/bpf", Ok(sysfs));
+        let b = checks_named(&f, "bpffs");
+        assert!(b
+            .detail
+            .starts_with("no BPF file system mounted at /sys/fs/bpf"));
+    }
+
+    #[test]
+    fn what_proc_sys_would_not_give_is_unknown_not_a_default() {
+        let mut f = this_machine();
+        let hidden = "cannot read /proc/sys/kernel/perf_event_paranoid: No such file or directory (os error 2)";
+        f.paranoid = Err(hidden.into());
+        f.nmi_watchdog = Err(hidden.replace("perf_event_paranoid", "nmi_watchdog"));
+        let checks = checks(&f);
+        for name in ["perf_event_paranoid", "nmi watchdog"] {
+            let c = named(&checks, name);
+            assert_eq!(c.status, Status::Unknown, "{}", c.detail);
+            assert!(
+                c.detail.starts_with("cannot read /proc/sys/kernel/"),
+                "{}",
+                c.detail
+            );
+            assert!(c.fix.as_deref().unwrap().contains("/proc/sys"));
+        }
+        assert_eq!(exit_status(&checks), 0);
+    }
+
+    #[test]
+    fn without_btf_what_btf_tells_is_unknown() {
+        let mut f = this_machine();
+        f.btf = false;
+        f.kernel = KernelFeatures::default();
+        f.bpf.trampolines = Err("no kernel BTF: failed to load BTF from vmlinux".into());
+        let checks = checks(&f);
+        assert_eq!(named(&checks, "kernel").status, Status::Fail);
+        for name in ["read path", "trampolines"] {
+            let c = named(&checks, name);
+            assert_eq!(c.status, Status::Unknown, "{}", c.detail);
+            assert!(!c.detail.contains("Linux >= 6.2") && !c.detail.contains("refused"));
+        }
+    }
+
+    #[test]
+    fn paranoid_3_says_what_this_kernel_does_with_it() {
+        let mut f = this_machine();
+        f.paranoid = Ok(3);
+        f.euid = 1000;
+        f.capabilities = 0;
+        let p = checks_named(&f, "perf_event_paranoid");
+        assert_eq!(p.status, Status::Warn);
+        assert!(
+            p.detail.contains("patch refuses unprivileged users at 3; this kernel does not: users may count their own processes"),
+            "{}",
+            p.detail
+        );
+        f.user_counts_itself = Ok(false);
+        let p = checks_named(&f, "perf_event_paranoid");
+        assert!(
+            p.detail
+                .contains("this kernel does: users may not open perf events at all"),
+            "{}",
+            p.detail
+        );
+        // Root is told what users get too.
+        let mut root = this_machine();
+        root.paranoid = Ok(3);
+        let p = checks_named(&root, "perf_event_paranoid");
+        assert_eq!(p.status, Status::Ok);
+        assert!(p.detail.contains("this kernel does not"), "{}", p.detail);
+    }
+
+    #[test]
+    fn the_capabilities_fix_warns_what_setcap_on_bperf_gives_every_user() {
+        let mut f = this_machine();
+        f.euid = 1000;
+        f.capabilities = 0;
+        let fix = checks_named(&f, "capabilities").fix.unwrap();
+        assert!(fix.contains("install -o root -g bperf -m 0750"), "{fix}");
+        assert!(fix.contains("every local user"), "{fix}");
+        assert!(fix.contains("systemd unit"), "{fix}");
+        assert!(!fix.contains("+ep $(command -v bperf)"), "{fix}");
     }
 }

@@ -87,6 +87,23 @@ impl std::fmt::Display for InvalidError {
 
 impl std::error::Error for InvalidError {}
 
+/// An [`InvalidError`] after which perf prints the usage of the options at fault (perf
+/// 7.2's `-B` with `-x`): those lines follow bperf's one.
+#[derive(Debug)]
+pub struct InvalidWithUsage {
+    pub message: String,
+    /// perf's usage lines, from its blank line on.
+    pub usage: &'static str,
+}
+
+impl std::fmt::Display for InvalidWithUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for InvalidWithUsage {}
+
 /// A failure perf reports with its -errno as the exit status: perf record's -ENOMEM
 /// (244) for a -p process it cannot find.
 #[derive(Debug)]

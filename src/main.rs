@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use bperf::output::people::escape_controls;
 use bperf::session::plan::{NoProcess, NoSupportedEvents};
-use bperf::{cli, list, metrics, stat, ErrnoError, InvalidError, UsageError};
+use bperf::{cli, list, metrics, stat, ErrnoError, InvalidError, InvalidWithUsage, UsageError};
 use clap::Parser;
 
 const EXIT_USAGE: u8 = 129;
@@ -80,6 +80,9 @@ fn exit(result: anyhow::Result<i32>, invalid: u8) -> ExitCode {
                 }
             }
             let _ = writeln!(io::stderr(), "bperf: {}", one_line(&e));
+            if let Some(with) = e.downcast_ref::<InvalidWithUsage>() {
+                let _ = write!(io::stderr(), "{}", with.usage);
+            }
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
             } else if e.downcast_ref::<NoSupportedEvents>().is_some() {
@@ -88,6 +91,7 @@ fn exit(result: anyhow::Result<i32>, invalid: u8) -> ExitCode {
                 ExitCode::from(errno.wrapping_neg() as u8)
             } else if e.downcast_ref::<metrics::UnknownMetric>().is_some()
                 || e.downcast_ref::<InvalidError>().is_some()
+                || e.downcast_ref::<InvalidWithUsage>().is_some()
                 || e.downcast_ref::<NoProcess>().is_some()
             {
                 ExitCode::from(invalid)

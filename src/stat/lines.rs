@@ -9,7 +9,7 @@ use crate::event::Tool;
 use crate::output::{Line, Place, Value};
 use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
-use crate::session::plan::{groups, NoSupportedEvents, Plan, Series};
+use crate::session::plan::{groups, NoSupportedEvents, Plan, Refusal, Series};
 
 /// The lines of --per-socket and the like: each group's, in perf's order (group,
 /// then row; with a cgroup for every event, cgroup, then group, then event), its
@@ -213,7 +213,7 @@ pub(super) fn event_status(
             if version == PerfVersion::V6_12 {
                 return Err(anyhow::anyhow!("The {name} event is not supported."));
             }
-            refused_leader.get_or_insert_with(|| name.clone());
+            refused_leader.get_or_insert(leader);
         }
         for &m in &members {
             if status[m] == Status::Counted {
@@ -223,19 +223,44 @@ pub(super) fn event_status(
     }
     let none_counted = !status.is_empty() && status.iter().all(|s| *s == Status::Refused);
     if version == PerfVersion::V7_2 && none_counted {
-        let first = plan
-            .events
-            .iter()
-            .zip(&status)
-            .find(|(_, s)| **s == Status::Refused);
-        let named = refused_leader.or_else(|| first.map(|(e, _)| e.name.clone()));
-        return Err(NoSupportedEvents {
-            refused: named,
-            warnings: Vec::new(),
-        }
-        .into());
+        return Err(nothing_counted(plan, counter, &status, refused_leader).into());
     }
     Ok(status)
+}
+
+/// perf 7.2's refusal when nothing could be counted: it names the first event refused
+/// (a refused group's leader first), worded after the error of the last open refused.
+/// EINVAL for an event of a PMU of its own (msr/tsc/k: not the core PMU's legacy
+/// events) while counting a command or threads is its "Invalid event (...) in
+/// per-thread mode".
+fn nothing_counted(
+    plan: &Plan,
+    counter: &Counter,
+    status: &[Status],
+    refused_leader: Option<usize>,
+) -> NoSupportedEvents {
+    use crate::event::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
+    let named = refused_leader.or_else(|| status.iter().position(|s| *s == Status::Refused));
+    let last_errno = (0..status.len())
+        .rev()
+        .find_map(|e| counter.refused_with(e));
+    let per_thread = plan.task_mode || !plan.threads.is_empty();
+    let own_pmu = |e: usize| {
+        !matches!(
+            plan.events[e].attr.type_,
+            TYPE_HARDWARE | TYPE_HW_CACHE | TYPE_RAW
+        )
+    };
+    let why = match last_errno {
+        Some(libc::EINVAL) if per_thread && named.is_some_and(own_pmu) => Refusal::InvalidPerThread,
+        Some(libc::EINVAL) => Refusal::Invalid,
+        _ => Refusal::NotSupported,
+    };
+    NoSupportedEvents {
+        refused: named.map(|e| plan.events[e].name.clone()),
+        why,
+        warnings: Vec::new(),
+    }
 }
 
 /// The cgroup -G gave event `e` (None: counted system-wide, or in rows of cgroups).

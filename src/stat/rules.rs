@@ -298,11 +298,29 @@ fn check_before_output(a: &StatArgs) -> Result<()> {
     Ok(())
 }
 
-/// What perf refuses once its output is open: -B with -x. bperf refuses -x with -j
-/// too (perf 6.12 prints CSV fields inside its JSON objects).
+/// perf 7.2's usage lines after its refusal of -B with -x.
+const BIG_NUM_WITH_CSV_USAGE: &str = "
+ Usage: bperf stat [<options>] [<command>]
+
+    -B, --big-num         print large numbers with thousands' separators
+    -x, --field-separator <separator>
+                          print counts with custom separator
+";
+
+/// What perf refuses once its output is open: -B with -x (perf 7.2 adds the usage of
+/// the two). bperf refuses -x with -j too (perf 6.12 prints CSV fields inside its JSON
+/// objects).
 pub(crate) fn check_after_output(a: &StatArgs) -> Result<()> {
     if a.field_separator.is_some() && a.big_num {
-        return Err(invalid("-B option not supported with -x"));
+        let message = "-B option not supported with -x";
+        if a.perf_version.unwrap_or_default() == PerfVersion::V7_2 {
+            return Err(crate::InvalidWithUsage {
+                message: message.into(),
+                usage: BIG_NUM_WITH_CSV_USAGE,
+            }
+            .into());
+        }
+        return Err(invalid(message));
     }
     if a.field_separator.is_some() && a.json {
         return Err(usage("-x and -j cannot be used together"));

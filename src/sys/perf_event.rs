@@ -128,6 +128,98 @@ pub fn probe(attr: &Attr) -> bool {
     open_with_fallback(raw, Target::Task(0), None, None).is_ok()
 }
 
+/// What the child of [`user_counts_itself`] exits with.
+const COUNTED: i32 = 0;
+const REFUSED: i32 = 1;
+const NOT_ASKED: i32 = 2;
+
+/// May a process without privileges count itself here? perf_event_paranoid 3 refuses it
+/// on kernels with Debian's or Android's patch; mainline treats 3 like 2. A child drops
+/// to nobody (when root) and every capability, then opens task-clock for itself, user
+/// space only.
+pub(crate) fn user_counts_itself() -> Result<bool, String> {
+    let mut attr = perf_event_attr {
+        type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
+        size: PERF_ATTR_SIZE_VER8,
+        config: u64::from(perf_event_open_sys::bindings::PERF_COUNT_SW_TASK_CLOCK),
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    // SAFETY: the child makes raw system calls only (no allocation, no locks) and
+    // leaves with _exit.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("cannot fork: {}", io::Error::last_os_error())),
+        // SAFETY: in the child, which makes raw system calls only, then leaves.
+        0 => unsafe { libc::_exit(count_itself_unprivileged(&mut attr)) },
+        pid => {
+            let mut status = 0;
+            // SAFETY: waits for the child just forked.
+            while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    return Err(format!("waiting: {}", io::Error::last_os_error()));
+                }
+            }
+            match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+                Some(COUNTED) => Ok(true),
+                Some(REFUSED) => Ok(false),
+                _ => Err("the probe could not drop its privileges or open task-clock".into()),
+            }
+        }
+    }
+}
+
+/// capset(2)'s header and data (linux/capability.h), version 3: two data structs.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// In the forked child: drops privileges, then opens `attr` for itself.
+///
+/// # Safety
+/// Only raw system calls, as a child of a forked process may make.
+unsafe fn count_itself_unprivileged(attr: &mut perf_event_attr) -> i32 {
+    const NOBODY: libc::c_long = 65534;
+    if libc::geteuid() == 0 {
+        let groups = libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>());
+        let gid = libc::syscall(libc::SYS_setresgid, NOBODY, NOBODY, NOBODY);
+        let uid = libc::syscall(libc::SYS_setresuid, NOBODY, NOBODY, NOBODY);
+        if groups != 0 || gid != 0 || uid != 0 {
+            return NOT_ASKED;
+        }
+    }
+    // No capability left (a non-root process may hold some from its file).
+    let header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+        return NOT_ASKED;
+    }
+    let flags = PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+    match perf_event_open(attr, 0, -1, -1, flags) {
+        fd if fd >= 0 => COUNTED,
+        _ => match *libc::__errno_location() {
+            libc::EACCES | libc::EPERM => REFUSED,
+            _ => NOT_ASKED,
+        },
+    }
+}
+
 /// Opens one counter; like perf, a PMU that rejects the guest/host exclusion bits
 /// (EINVAL: msr, most uncore PMUs) is asked again without them. With `trace`, every
 /// attempt is printed in perf's `-vv` layout.

@@ -215,3 +215,179 @@ fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
         .unwrap();
     assert_eq!(json["status"], "warn");
 }
+
+/// Runs `script` in a private mount namespace (whatever it mounts ends with it), with
+/// $BPERF naming bperf; the script's output, which ends with doctor's exit status.
+fn in_private_namespace(script: &str) -> Output {
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .output()
+        .unwrap()
+}
+
+/// A tmpfs over /sys/fs/cgroup hides the hierarchy mountinfo still lists: counting per
+/// cgroup fails there, and doctor says so instead of "ok per-cgroup".
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn doctor_sees_a_cgroup_hierarchy_a_later_mount_hides() {
+    require_root();
+    let _g = serial();
+    let out = in_private_namespace(
+        r#"mount -t tmpfs bperf-test /sys/fs/cgroup || exit 90
+"$BPERF" stat -a -e task-clock --all-cgroups -- true 2>&1
+echo "stat exit $?"
+"$BPERF" doctor
+echo "exit $?""#,
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", common::stderr(&out));
+    // The oracle: bperf itself cannot count per cgroup in this namespace.
+    assert!(!text.contains("stat exit 0\n"), "{text}");
+    let pe = line(&text, "perf_event");
+    assert!(pe.starts_with("fail") && pe.contains("hides it"), "{pe}");
+    assert!(line(&text, "cgroup layout").starts_with("fail"), "{text}");
+    assert!(line(&text, "per-cgroup").starts_with("fail"), "{text}");
+    assert!(text.ends_with("exit 1\n"), "{text}");
+}
+
+/// A read-only BPF file system at /sys/fs/bpf: the shared counters (:b) cannot pin
+/// there, and doctor's bpffs line says so instead of "ok".
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn doctor_names_a_read_only_bpffs() {
+    require_root();
+    let _g = serial();
+    let out = in_private_namespace(
+        r#"mount -t bpf -o ro bperf-test /sys/fs/bpf || exit 90
+"$BPERF" stat -a -e task-clock:b -- true 2>&1
+echo "stat exit $?"
+"$BPERF" doctor
+echo "exit $?""#,
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", common::stderr(&out));
+    assert!(!text.contains("stat exit 0\n"), "{text}");
+    let bpffs = line(&text, "bpffs");
+    assert!(
+        bpffs.starts_with("warn")
+            && bpffs.contains("read-only at /sys/fs/bpf")
+            && bpffs.contains("[fix: mount -o remount,rw /sys/fs/bpf]"),
+        "{bpffs}"
+    );
+}
+
+/// /proc/sys hidden (a tmpfs over it, as a container runtime may mask it): the values
+/// doctor reads there are unknown, not the kernel's defaults, and the kernel's release
+/// still comes from uname.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn doctor_says_unknown_for_what_it_cannot_read_in_proc_sys() {
+    require_root();
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let out = in_private_namespace(
+        r#"mount -t tmpfs bperf-test /proc/sys || exit 90
+test -e /proc/sys/kernel/perf_event_paranoid && exit 91
+"$BPERF" doctor
+echo "exit $?""#,
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", common::stderr(&out));
+    for check in ["perf_event_paranoid", "nmi watchdog"] {
+        let l = line(&text, check);
+        assert!(
+            l.starts_with("unknown") && l.contains("cannot read /proc/sys/kernel/"),
+            "{l}"
+        );
+    }
+    assert!(
+        line(&text, "kernel").contains(&format!("Linux {},", release.trim())),
+        "{text}"
+    );
+}
+
+/// BTF hidden (a tmpfs over /sys/kernel/btf): doctor's lines say what it lacks, and
+/// libbpf's own lines are not printed among them; what needs BTF to tell is unknown.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn doctor_without_btf_prints_its_lines_only() {
+    require_root();
+    let out = in_private_namespace(
+        r#"mount -t tmpfs bperf-test /sys/kernel/btf || exit 90
+exec "$BPERF" doctor"#,
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", common::stderr(&out));
+    assert_eq!(common::stderr(&out), "", "{text}");
+    assert!(line(&text, "kernel").starts_with("fail"), "{text}");
+    for check in ["read path", "trampolines"] {
+        let l = line(&text, check);
+        assert!(l.starts_with("unknown") && l.contains("BTF"), "{l}");
+    }
+    assert!(line(&text, "per-cgroup").contains("kernel"), "{text}");
+}
+
+/// Sets kernel.perf_event_paranoid for as long as it lives, then puts it back.
+struct Paranoid(String);
+
+const PARANOID: &str = "/proc/sys/kernel/perf_event_paranoid";
+
+impl Paranoid {
+    fn set(level: i32) -> Paranoid {
+        let old = fs::read_to_string(PARANOID).unwrap();
+        fs::write(PARANOID, level.to_string()).unwrap();
+        Paranoid(old)
+    }
+}
+
+impl Drop for Paranoid {
+    fn drop(&mut self) {
+        let _ = fs::write(PARANOID, self.0.trim());
+    }
+}
+
+/// bperf run as nobody with no capabilities.
+fn as_nobody(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_bperf"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// At perf_event_paranoid 3, only kernels with Debian's or Android's patch refuse
+/// unprivileged users: doctor says what this kernel does, as root and as nobody, and
+/// agrees with an unprivileged `bperf stat COMMAND` run beside it.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn doctor_says_what_paranoid_3_does_on_this_kernel() {
+    require_root();
+    let _g = serial();
+    let paranoid = Paranoid::set(3);
+    let counted = as_nobody(&["stat", "-x,", "-e", "task-clock", "--", "true"]);
+    let as_nobody = as_nobody(&["doctor"]);
+    let as_root = doctor(&[]);
+    drop(paranoid);
+    let claim = match counted.status.success() {
+        true => "this kernel does not: users may count their own processes",
+        false => "this kernel does: users may not open perf events at all",
+    };
+    for (out, status) in [(&as_nobody, "warn"), (&as_root, "ok")] {
+        let text = stdout(out);
+        let l = line(&text, "perf_event_paranoid");
+        assert!(
+            l.starts_with(status) && l.contains(" 3: ") && l.contains(claim),
+            "{l}\nstat as nobody: {:?} {}",
+            counted.status,
+            common::stderr(&counted)
+        );
+    }
+}

@@ -1316,3 +1316,74 @@ fn list_of_software_events_is_perfs() {
     let recorded = fs::read_to_string(fixture(name)).unwrap();
     assert_eq!(ours, recorded, "bperf list sw, then perf's (recorded)");
 }
+
+/// Command lines perf 7.2 refuses, each with its own words: nothing counted (the first
+/// event refused named, worded after the last refusal's error: EINVAL counting a
+/// command is "Invalid event ... in per-thread mode" for msr/tsc/k, and perf's
+/// sys_perf_event_open() line otherwise), and -B with -x, after which perf prints the
+/// two options' usage.
+const REFUSALS_72: &[&[&str]] = &[
+    &["-e", "msr/tsc/k", "--", "true"],
+    &["-e", "msr/tsc/k,msr/tsc/u", "--", "true"],
+    &["-e", "{msr/tsc/k,msr/tsc/u}", "--", "true"],
+    &["-a", "-e", "msr/tsc/k", "--", "true"],
+    &["-e", "cycles,msr/tsc/k", "--", "true"],
+    &["-e", "msr/tsc/k,cycles", "--", "true"],
+    &["-e", "cycles", "--", "true"],
+    &["-B", "-x,", "--", "true"],
+];
+
+/// A refusal's exit status and stderr, bperf printing perf 7.2's output.
+fn refusal(tool: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(tool)
+        .env_remove(common::PERF_VERSION_ENV)
+        .arg("stat")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What bperf says for perf's refusal `perf`: perf's first paragraph on one line after
+/// `bperf: ` (its `Error:` heading left out), then the rest as perf prints it, naming
+/// bperf.
+fn in_bperfs_words(perf: &str) -> String {
+    let text = perf.strip_prefix("Error:\n").unwrap_or(perf);
+    let (head, rest) = text.split_once("\n\n").unwrap_or((text, ""));
+    let line = head.trim_end().lines().collect::<Vec<_>>().join(" ");
+    match rest.trim_end() {
+        "" => format!("bperf: {line}\n"),
+        rest => format!(
+            "bperf: {line}\n\n{}\n",
+            rest.replace("perf stat", "bperf stat")
+        ),
+    }
+}
+
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn refusals_say_what_perf_72_says() {
+    require_root();
+    let Some(perf) = perf_72() else {
+        eprintln!("skipped: no perf 7.2 ($PERF72 or /opt/perf-72/bin/perf, scripts/build-perf-72) to compare with");
+        return;
+    };
+    let _g = serial();
+    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let mut differ = Vec::new();
+    for args in REFUSALS_72 {
+        let (code, theirs) = refusal(&perf, args);
+        let (ours_code, ours) = refusal(&bperf, args);
+        assert_ne!(code, Some(0), "perf 7.2 {args:?} counted:\n{theirs}");
+        let want = in_bperfs_words(&theirs);
+        if (code, &want) != (ours_code, &ours) {
+            differ.push(format!(
+                "{args:?}: perf 7.2 exits {code:?}, bperf {ours_code:?}\n--- perf in bperf's words:\n{want}--- bperf:\n{ours}"
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -45,6 +45,8 @@ impl std::error::Error for NoProcess {}
 #[derive(Debug)]
 pub struct NoSupportedEvents {
     pub refused: Option<String>,
+    /// How perf words the refusal of that event.
+    pub why: Refusal,
     /// What was said before the plan was given up, for the command to say first.
     pub warnings: Vec<String>,
 }
@@ -52,14 +54,35 @@ pub struct NoSupportedEvents {
 impl std::fmt::Display for NoSupportedEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("No supported events found.")?;
-        match &self.refused {
-            Some(refused) => write!(f, " The {refused} event is not supported."),
-            None => Ok(()),
+        match (&self.refused, self.why) {
+            (Some(refused), Refusal::InvalidPerThread) => write!(
+                f,
+                " Invalid event ({refused}) in per-thread mode, enable system wide with '-a'."
+            ),
+            (Some(refused), Refusal::Invalid) => write!(
+                f,
+                " The sys_perf_event_open() syscall failed for event ({refused}): Invalid argument \"dmesg | grep -i perf\" may provide additional information."
+            ),
+            (Some(refused), Refusal::NotSupported) => {
+                write!(f, " The {refused} event is not supported.")
+            }
+            (None, _) => Ok(()),
         }
     }
 }
 
 impl std::error::Error for NoSupportedEvents {}
+
+/// perf 7.2's words for the event it names when nothing could be counted, after the
+/// error of the last open refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    NotSupported,
+    /// EINVAL counting a command or threads, for an event of a PMU of its own.
+    InvalidPerThread,
+    /// EINVAL otherwise.
+    Invalid,
+}
 
 /// What to count, as the command line asks for it: filled by the command-line layer
 /// (cli), read by [`Plan::new`] and [`Plan::resolve`].
@@ -440,6 +463,7 @@ fn online_among_asked(
     match counted.is_empty() {
         true => Err(NoSupportedEvents {
             refused: None,
+            why: Refusal::NotSupported,
             warnings: std::mem::take(warnings),
         }
         .into()),
