@@ -2,10 +2,10 @@
 //! for its data files: what is at the path decides. And `WholeFile`, where `bperf report
 //! --timeline` writes: a file that is there whole or not at all.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -49,12 +49,133 @@ pub(crate) fn create_or_give_up(
     path: &Path,
     give_up: &mut dyn FnMut() -> bool,
 ) -> Result<Option<File>> {
-    let fifo = path.as_os_str() != STDOUT
-        && std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
-    if fifo {
-        return open_fifo(path, give_up);
+    if path.as_os_str() == STDOUT {
+        return create_file(path).map(Some);
     }
-    create_file(path).map(Some)
+    let found = refuse_planted(path)?;
+    let file = match &found {
+        Some(m) if m.file_type().is_fifo() => open_fifo(path, give_up)?,
+        _ => Some(create_file(path)?),
+    };
+    if let (Some(m), Some(f)) = (&found, &file) {
+        same_as_checked(path, m, f)?;
+    }
+    Ok(file)
+}
+
+/// Refuses what another user may have planted at `path` for this process to write
+/// into: an entry of someone else's in a sticky world-writable directory (as the
+/// kernel's fs.protected_regular and protected_fifos refuse it to O_CREAT), and a FIFO,
+/// socket or device that is not the caller's to give: a FIFO or socket of another user,
+/// or any of them reached through another user's link. A file descriptor this process
+/// was given (/dev/stdout, /proc/self/fd/N) is the caller's. What the path leads to,
+/// when something is there.
+fn refuse_planted(path: &Path) -> Result<Option<Metadata>> {
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(mut entry) = fs::symlink_metadata(path) else {
+        return Ok(None);
+    };
+    let mut at = path.to_path_buf();
+    let mut foreign_link = None;
+    let mut given_fd = false;
+    // The links at the path, one after the other (bounded as the kernel bounds them).
+    for _ in 0..40 {
+        refuse_foreign_in_sticky(&at, &entry, me)?;
+        if !entry.file_type().is_symlink() {
+            break;
+        }
+        given_fd |= is_own_fd(&at);
+        if entry.uid() != me && entry.uid() != 0 {
+            foreign_link.get_or_insert(entry.uid());
+        }
+        let Ok(next) = fs::read_link(&at) else { break };
+        at = at.parent().unwrap_or(Path::new("/")).join(next);
+        match fs::symlink_metadata(&at) {
+            Ok(m) => entry = m,
+            // A /proc link to a pipe or socket names no path.
+            Err(_) => break,
+        }
+    }
+    let Ok(target) = fs::metadata(path) else {
+        return Ok(None);
+    };
+    let ft = target.file_type();
+    let channel = ft.is_fifo() || ft.is_socket();
+    let special = channel || ft.is_char_device() || ft.is_block_device();
+    if !special || given_fd {
+        return Ok(Some(target));
+    }
+    let what = if channel {
+        "a FIFO or socket"
+    } else {
+        "a device"
+    };
+    if let Some(uid) = foreign_link {
+        anyhow::bail!(
+            "{} leads to {what} through a link of uid {uid}: not written (name the file itself)",
+            path.display()
+        );
+    }
+    if channel && target.uid() != me && target.uid() != 0 {
+        anyhow::bail!(
+            "{} is {what} of uid {}, not yours: not written (make the FIFO yourself)",
+            path.display(),
+            target.uid()
+        );
+    }
+    Ok(Some(target))
+}
+
+/// Refuses `entry`, at `at`, when it is in a sticky world-writable directory and owned
+/// by neither the caller (`me`) nor the directory's owner: another user put it there.
+fn refuse_foreign_in_sticky(at: &Path, entry: &Metadata, me: u32) -> Result<()> {
+    let parent = match at.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(dir) = fs::metadata(parent) else {
+        return Ok(());
+    };
+    let sticky_world_writable = dir.mode() & 0o1002 == 0o1002;
+    if sticky_world_writable && entry.uid() != me && entry.uid() != dir.uid() {
+        anyhow::bail!(
+            "{} belongs to uid {}, in the sticky directory {} (as fs.protected_regular refuses it): not written, name a path of your own",
+            at.display(),
+            entry.uid(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `link` is one of this process's file descriptors (/proc/self/fd/N and the
+/// like): a file the caller gave it.
+fn is_own_fd(link: &Path) -> bool {
+    let me = std::process::id().to_string();
+    let Some(dir) = link.parent() else {
+        return false;
+    };
+    let own = ["/proc/self/fd", "/proc/thread-self/fd", "/dev/fd"];
+    own.iter().any(|d| dir == Path::new(d)) || dir == Path::new("/proc").join(me).join("fd")
+}
+
+/// Refuses `file`, opened at `path`, unless it is the file `checked` was (nothing was
+/// swapped in between the look and the open), or a new file where an earlier recording
+/// was kept.
+fn same_as_checked(path: &Path, checked: &Metadata, file: &File) -> Result<()> {
+    let Ok(opened) = file.metadata() else {
+        return Ok(());
+    };
+    let same = opened.dev() == checked.dev() && opened.ino() == checked.ino();
+    // An earlier recording was renamed away and a new file made in its place.
+    let replaced = checked.is_file() && checked.len() > 0 && opened.is_file();
+    if same || replaced {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} changed while it was opened: not written",
+        path.display()
+    )
 }
 
 /// The FIFO at `path` opened for writing once a reader has it open, or None when
@@ -98,10 +219,13 @@ fn create_file(path: &Path) -> Result<File> {
                 .open(path)
                 .with_context(cannot_create)
         }
-        Ok(m) if m.is_file() => new_file()
-            .truncate(true)
-            .open(path)
-            .with_context(cannot_create),
+        // Emptied only once it is known to be the file looked at (not one swapped in).
+        Ok(m) if m.is_file() => {
+            let f = new_file().open(path).with_context(cannot_create)?;
+            same_as_checked(path, &m, &f)?;
+            f.set_len(0).with_context(cannot_create)?;
+            Ok(f)
+        }
         Ok(_) => OpenOptions::new()
             .write(true)
             .open(path)
@@ -140,23 +264,20 @@ impl WholeFile {
             });
         }
         let cannot = || format!("cannot write {}", path.display());
-        let replaced = match std::fs::metadata(path) {
-            Ok(m) if m.is_file() => Some(m),
+        let replaced = match refuse_planted(path)? {
+            Some(m) if m.is_file() => Some(m),
             // A directory is refused here (EISDIR).
-            Ok(_) => {
+            Some(m) => {
                 let file = OpenOptions::new()
                     .write(true)
                     .open(path)
                     .with_context(cannot)?;
+                same_as_checked(path, &m, &file)?;
                 return Ok(WholeFile { file, rename: None });
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(cannot),
+            None => None,
         };
-        let temporary = temporary_name(path);
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        let file = options.open(&temporary).with_context(cannot)?;
+        let (file, temporary) = create_temporary(path, 0o666).with_context(cannot)?;
         let whole = WholeFile {
             file,
             rename: Some((temporary, path.to_path_buf())),
@@ -203,14 +324,48 @@ impl Drop for WholeFile {
     }
 }
 
-/// The temporary name a whole file at `path` is written under: hidden, beside it, and
-/// this process's own.
-fn temporary_name(path: &Path) -> PathBuf {
+/// A new file beside `path`, under a hidden name of this process's own
+/// (.NAME.RANDOM.tmp), made with O_EXCL and O_NOFOLLOW: never a file or link someone
+/// planted, even in a directory others write. `mode` is given to open (the umask
+/// applies). The file and its name.
+pub(crate) fn create_temporary(path: &Path, mode: u32) -> io::Result<(File, PathBuf)> {
     let name = path.file_name().unwrap_or(path.as_os_str());
-    let mut temporary = std::ffi::OsString::from(".");
-    temporary.push(name);
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    path.with_file_name(temporary)
+    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+    // A name taken (by chance, or planted) is tried again under another.
+    for _ in 0..16 {
+        let mut temporary = std::ffi::OsString::from(".");
+        temporary.push(name);
+        temporary.push(format!(".{:016x}.tmp", random_u64()));
+        let temporary = path.with_file_name(temporary);
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temporary);
+        match opened {
+            Ok(f) => return Ok((f, temporary)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// 64 random bits: the standard library's per-process random hash keys, with the time
+/// and a counter mixed in.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(
+        std::time::UNIX_EPOCH
+            .elapsed()
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish()
 }
 
 fn new_file() -> OpenOptions {

@@ -65,6 +65,11 @@ pub(crate) fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> R
         Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     std::thread::spawn(move || {
         for sig in signals.forever() {
+            if sig != SIGHUP {
+                // A session still waiting to join the shared counters stops waiting.
+                let stop = &crate::bpf::shared::STOP_ASKED;
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             let _ = tx.send(Wake::Signal(sig));
         }
     });

@@ -1349,3 +1349,105 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
         );
     }
 }
+
+/// A local user's FIFO (with the user reading it) planted at the name bperf record,
+/// stat record and report --timeline write, in a directory every user writes (as
+/// /tmp), and a file of theirs at it: refused in one line naming the path, nothing is
+/// written into them, and the user's file is not moved. A FIFO of root's own stays
+/// written into (record_writes_into_devices_and_fifos).
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn files_planted_by_another_user_are_not_written() {
+    use std::process::{Command, Stdio};
+    require_root();
+    let _s = serial();
+    let own = TempDir::new("planted-input");
+    let input = own.join("in.data");
+    run_ok(
+        bperf()
+            .args(["record", "-e", "task-clock", "-o"])
+            .arg(&input)
+            .args(["--", "true"]),
+    );
+    let dir = sticky_dir("planted");
+    let runs: [(&str, Vec<std::ffi::OsString>); 3] = [
+        (
+            "bperf.data",
+            ["record", "-a", "--", "true"].map(Into::into).to_vec(),
+        ),
+        (
+            "perf.data",
+            ["stat", "record", "-a", "--", "true"]
+                .map(Into::into)
+                .to_vec(),
+        ),
+        (
+            "t.json",
+            vec![
+                "report".into(),
+                "-i".into(),
+                input.clone().into(),
+                "--timeline".into(),
+                "t.json".into(),
+            ],
+        ),
+    ];
+    let id = NOBODY.to_string();
+    for (name, args) in &runs {
+        let fifo = dir.join(name);
+        assert!(as_nobody("mkfifo", &[fifo.as_os_str()]));
+        let reader = Command::new("setpriv")
+            .args(["--reuid", &id, "--regid", &id, "--clear-groups"])
+            .args(["timeout", "10", "cat"])
+            .arg(&fifo)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let o = bperf()
+            .args(args)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            // Not a pipe: stat record would write to it.
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        // A refused FIFO is never opened: its reader is let go here (a writer that
+        // opens and closes it), if it still waits.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+        let read = reader.wait_with_output().unwrap().stdout;
+        let err = stderr(&o);
+        assert_eq!(
+            read.len(),
+            0,
+            "{name}: the planted FIFO's reader got {} bytes: {err}",
+            read.len()
+        );
+        assert!(!o.status.success(), "{name}: {err}");
+        // stat record counts first, and refuses as it writes.
+        let refusal = |l: &&str| l.starts_with("bperf: ") && l.contains(name);
+        assert_eq!(err.lines().filter(refusal).count(), 1, "{name}: {err}");
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let planted = dir.join("bperf.data");
+    assert!(as_nobody(
+        "sh",
+        &[
+            "-c".as_ref(),
+            "echo theirs > \"$0\"".as_ref(),
+            planted.as_os_str()
+        ]
+    ));
+    let o = bperf()
+        .args(["record", "-a", "--", "true"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs\n");
+    assert_eq!(dir.names(), ["bperf.data"], "{}", stderr(&o));
+}

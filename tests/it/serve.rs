@@ -482,6 +482,57 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
     );
 }
 
+/// A local user's links planted at the textfile's old temporary name and its probe, in
+/// a directory every user writes (as /tmp): bperf writes through neither, the file a
+/// link names keeps what it held, and the textfile is readable by all (0644) under
+/// serve's unit's umask of 0077. Only the planted links are left after.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn links_planted_in_the_textfile_directory_are_not_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root();
+    let _g = serial();
+    let dir = sticky_dir("textfile-planted");
+    let private = TempDir::new("textfile-victim");
+    let victim = private.join("victim");
+    std::fs::write(&victim, "root's own\n").unwrap();
+    for name in ["bperf.prom.tmp", ".bperf.prom.probe"] {
+        let link = dir.join(name);
+        assert!(as_nobody(
+            "ln",
+            &["-s".as_ref(), victim.as_os_str(), link.as_os_str()]
+        ));
+    }
+    let mut cmd = bperf();
+    cmd.args(["serve", "--textfile"])
+        .arg(dir.path())
+        .args(["-I", "100", "-e", "task-clock"])
+        .stderr(Stdio::piped());
+    // SAFETY: umask(2) in the child before exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::umask(0o077);
+            Ok(())
+        })
+    };
+    let serve = Running(cmd.spawn().unwrap());
+    let file = dir.join("bperf.prom");
+    let text = wait_for_some(10, || std::fs::read_to_string(&file).ok());
+    let mode = std::fs::metadata(&file).map(|m| m.permissions().mode() & 0o777);
+    std::thread::sleep(Duration::from_millis(500));
+    stop(serve);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's own\n");
+    assert!(
+        text.is_some_and(|t| t.contains("bperf_count")),
+        "no textfile"
+    );
+    assert_eq!(mode.ok(), Some(0o644), "the textfile's mode");
+    assert_eq!(
+        names_in(dir.path()),
+        [".bperf.prom.probe", "bperf.prom.tmp"]
+    );
+}
+
 /// A small tmpfs mounted on a directory, unmounted when dropped.
 struct SmallTmpfs(PathBuf);
 

@@ -713,3 +713,137 @@ fn a_lone_request_for_too_many_slots_says_so() {
     );
     assert_nothing_left(was_mounted);
 }
+
+/// Runs `script` (sh, `$BPERF` for bperf) in a mount namespace of its own that starts
+/// with no BPF file system at /sys/fs/bpf: what it mounts goes with the namespace, and
+/// the host's mounts are untouched. Waits for bperf's programs to go (a keeper in the
+/// namespace removes what a session left).
+fn in_private_mounts(script: &str) -> std::process::Output {
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "while mountpoint -q /sys/fs/bpf; do umount -l /sys/fs/bpf; done; {script}"
+        ))
+        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env(PERF_VERSION_ENV, "6.12")
+        .output()
+        .unwrap();
+    wait_for(5, || bperf_programs().is_empty());
+    o
+}
+
+/// The BPF file system bperf mounts, and the directory it pins in, are root's alone
+/// (0700): no other user can make a directory there that keeps it mounted, or move a
+/// pin away.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn the_bpf_file_system_bperf_mounts_is_roots_alone() {
+    require_root();
+    let _g = serial();
+    let o = in_private_mounts(
+        "$BPERF stat -a -e cpu-clock:b -- stat -c %a /sys/fs/bpf /sys/fs/bpf/bperf",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // bpffs sets the sticky bit on its root whatever the mode asked.
+    let modes: Vec<&str> = out.lines().map(|m| m.trim_start_matches('1')).collect();
+    assert_eq!(modes, ["700", "700"], "{}", stderr(&o));
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
+
+/// A directory another user made where the shared counters are pinned (before the
+/// next root session) is refused in one line naming it and its owner, and nothing is
+/// pinned in it.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn an_instance_directory_of_another_user_is_refused() {
+    require_root();
+    let _g = serial();
+    let o = in_private_mounts(&format!(
+        "mount -t bpf bpf /sys/fs/bpf && mkdir /sys/fs/bpf/bperf && chown {NOBODY}:{NOBODY} /sys/fs/bpf/bperf && \
+         $BPERF stat -a -e cpu-clock:b -- sh -c 'echo pinned: $(ls -A /sys/fs/bpf/bperf | wc -l)'; \
+         echo status $?"
+    ));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(!out.contains("pinned"), "{out}{err}");
+    assert!(!out.contains("status 0"), "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("/sys/fs/bpf/bperf") && err.contains(&NOBODY.to_string()),
+        "{err}"
+    );
+}
+
+/// A shell function: `hold PATH [COMMAND...]` holds an flock of PATH (opened
+/// read-only) for 12 s in the background, run through COMMAND (setpriv, say); $! is its
+/// pid, which `kill $!` ends, letting go of the lock.
+const HOLD: &str = "hold() { p=$1; shift; \"$@\" sh -c 'exec 3<\"$0\" && flock 3 && exec sleep 12' \"$p\" >/dev/null 2>&1 & };";
+
+/// A lock on /sys/fs/bpf that another user holds (a read-only open suffices) does not
+/// hold bperf; bperf's own lock, held, is waited for a few seconds and then said in one
+/// line, and SIGTERM stops the wait.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
+    require_root();
+    let _g = serial();
+    let id = NOBODY.to_string();
+    let took = |script: &str| {
+        let t = Instant::now();
+        let o = in_private_mounts(script);
+        (o, t.elapsed().as_secs_f64())
+    };
+    // Another user's lock: no wait, and the count is of the run.
+    let (o, secs) = took(&format!(
+        "mount -t bpf bpf /sys/fs/bpf && \
+         {HOLD} hold /sys/fs/bpf setpriv --reuid {id} --regid {id} --clear-groups; sleep 0.3; \
+         timeout 4 $BPERF stat -a -x, -e task-clock:b -- sleep 0.5; s=$?; kill $!; exit $s"
+    ));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(secs < 4.0, "took {secs} s: {err}");
+    let clock = csv_value(&err, "task-clock:b");
+    let ncpu = bperf::sys::online_cpus().unwrap().len() as f64;
+    assert!(clock > 400.0 && clock < 600.0 * ncpu, "{clock} ms: {err}");
+    // bperf's own lock, held: bounded, in one line; and stopped by SIGTERM.
+    let hold = format!(
+        "mount -t bpf bpf /sys/fs/bpf && mkdir -m 700 /sys/fs/bpf/bperf-lock && \
+         {HOLD} hold /sys/fs/bpf/bperf-lock env; sleep 0.3; "
+    );
+    let (o, secs) = took(&format!(
+        "{hold} $BPERF stat -a -e task-clock:b -- true; s=$?; kill $!; exit $s"
+    ));
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(secs > 4.0 && secs < 10.0, "took {secs} s: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("bperf-lock"), "{err}");
+    let (o, secs) = took(&format!(
+        "{hold} timeout 1 $BPERF stat -a -e task-clock:b -- true; s=$?; kill $!; exit $s"
+    ));
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        secs < 3.0,
+        "SIGTERM did not stop the wait: took {secs} s: {err}"
+    );
+    assert!(err.contains("stopped while waiting"), "{err}");
+}
+
+/// A link where the shared counters are pinned is refused in one line that names the
+/// path, and no option the user did not give.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_link_at_the_default_directory_names_no_option() {
+    require_root();
+    let _g = serial();
+    let o = in_private_mounts(
+        "mount -t bpf bpf /sys/fs/bpf && ln -s /tmp /sys/fs/bpf/bperf && \
+         $BPERF stat -a -e cpu-clock:b -- true",
+    );
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/sys/fs/bpf/bperf"), "{err}");
+    assert!(!err.contains("--bpf-attr-map"), "{err}");
+}

@@ -4,6 +4,7 @@
 use std::fs;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
@@ -12,7 +13,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ProgramHandle};
 use memmap2::{MmapMut, MmapOptions};
 
-use super::lock::{mounted_by_bperf, BPFFS, MOUNT_MARKER};
+use super::lock::{mounted_by_bperf, BPFFS, LOCK_DIR, MOUNT_MARKER};
 use super::registry::{Registry, REGISTRY_VERSION};
 use super::{EVENTS, SLOTS};
 use crate::bpf::skel::types::{bperf_live, bperf_proc};
@@ -246,7 +247,11 @@ pub(in crate::bpf) fn size_task_maps(maps: &mut OpenBperfMaps) -> Result<()> {
 pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
     check_kernel()?;
     remove_pins(dir);
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Root's alone (mode 0700): another user can neither see nor move what is pinned.
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
     let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
     let mut storage = MaybeUninit::uninit();
     let counts_len = nr_possible * SLOTS * EVENTS;
@@ -331,6 +336,11 @@ fn on_bperf_mount(dir: &Path) -> bool {
 pub(super) fn remove_instance(dir: &Path) {
     let bperf_mount = on_bperf_mount(dir);
     remove_pins(dir);
+    // The lock goes too: the next session makes it again, and one waiting on this one
+    // sees it gone and locks the new one.
+    if let Some(parent) = dir.parent() {
+        let _ = fs::remove_dir(parent.join(LOCK_DIR));
+    }
     let root = Path::new(BPFFS);
     if bperf_mount {
         // A new BPF file system holds the kernel's preloaded iterators and nothing else
@@ -338,7 +348,7 @@ pub(super) fn remove_instance(dir: &Path) {
         let preloaded = |e: &fs::DirEntry| {
             matches!(
                 e.file_name().to_str(),
-                Some("maps.debug" | "progs.debug" | MOUNT_MARKER)
+                Some("maps.debug" | "progs.debug" | MOUNT_MARKER | LOCK_DIR)
             )
         };
         let empty = fs::read_dir(root).is_ok_and(|d| d.flatten().all(|e| preloaded(&e)));

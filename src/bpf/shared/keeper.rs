@@ -125,7 +125,7 @@ pub fn keep(dir: &Path) -> Result<()> {
     };
     let dir_ino = rustix::fs::fstat(&held)?.st_ino;
     let inst = {
-        let Some(_lock) = lock(parent, false)? else {
+        let Some(_lock) = lock(parent, false, false)? else {
             return Ok(());
         };
         // The directory locked is the instance's (not one removed meanwhile).
@@ -137,7 +137,7 @@ pub fn keep(dir: &Path) -> Result<()> {
     };
     loop {
         std::thread::sleep(KEEPER_PERIOD);
-        let Some(_lock) = lock(parent, false)? else {
+        let Some(_lock) = lock(parent, false, false)? else {
             return Ok(());
         };
         // Removed by the last session out (a new instance has a keeper of its own).

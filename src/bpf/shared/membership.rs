@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use super::instance::{create, remove_instance, Instance};
 use super::keeper::{start_keeper, KeeperWatch};
-use super::lock::{check_dir, lock};
+use super::lock::{check_dir, check_instance_dir, lock};
 use super::registry::{read_bits, Registry, SessionEntry};
 use super::{EventKey, Target, SESSIONS};
 use crate::bpf::Config;
@@ -55,7 +55,8 @@ impl Membership {
     pub fn join(req: Request) -> Result<Membership> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
-        let lock = lock(parent, true)?.expect("mounted");
+        let lock = lock(parent, true, true)?.expect("mounted");
+        check_instance_dir(req.dir)?;
         let mut keeper = None;
         if !req.dir.join("registry").exists() {
             create(req.dir, req.config).inspect_err(|_| remove_instance(req.dir))?;
@@ -187,7 +188,7 @@ impl Drop for Membership {
 /// Releases session `id`; the last session out removes the instance.
 fn leave(inst: &Instance, id: usize) -> Result<()> {
     let parent = inst.dir.parent().expect("checked at join");
-    let Some(_lock) = lock(parent, false)? else {
+    let Some(_lock) = lock(parent, false, false)? else {
         return Ok(());
     };
     if !inst.dir.join("registry").exists() {

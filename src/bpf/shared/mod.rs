@@ -10,7 +10,7 @@
 //! The instance is pinned in a directory on a BPF file system (`DEFAULT_DIR`): its links,
 //! maps and flush program, and `registry`, a one-entry array that says which events and
 //! slots are in use and by which sessions. Sessions change the registry under an flock of
-//! the directory's parent. A session whose process is gone is released by the next
+//! a directory only root may open, beside the instance's (lock.rs). A session whose process is gone is released by the next
 //! session that registers or leaves, and by the keeper (`keep`), a small process the
 //! first session starts, which also removes the instance when its last session was
 //! killed. Each session checks every second that a keeper runs (the keeper holds a
@@ -26,7 +26,7 @@ mod registry;
 
 pub(super) use instance::{proc_bytes, size_maps, size_task_maps};
 pub use keeper::{keep, KEEPER_ARG};
-pub use lock::check_dir;
+pub use lock::{check_dir, STOP_ASKED};
 pub use membership::{Membership, OpenEvent, Request};
 
 use super::ReadMasks;

@@ -335,12 +335,13 @@ pub(super) fn shared_plan(
             "--per-thread cannot be used with BPF counters (--bpf-counters, :b)".into(),
         ));
     }
-    let dir = std::path::PathBuf::from(
-        a.bpf_attr_map
-            .as_deref()
-            .unwrap_or(crate::bpf::shared::DEFAULT_DIR),
-    );
-    crate::bpf::shared::check_dir(&dir).map_err(|e| usage(format!("--bpf-attr-map: {e}")))?;
+    let given = a.bpf_attr_map.as_deref();
+    let dir = std::path::PathBuf::from(given.unwrap_or(crate::bpf::shared::DEFAULT_DIR));
+    // The option is named only when it was given.
+    crate::bpf::shared::check_dir(&dir).map_err(|e| match given {
+        Some(_) => usage(format!("--bpf-attr-map: {e}")),
+        None => usage(format!("{e} (remove it)")),
+    })?;
     Ok(Some(SharedPlan {
         events: mask,
         dir,

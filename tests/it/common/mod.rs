@@ -715,3 +715,27 @@ pub fn in_cgroup_namespace(cg: &TestCgroup, program: &Path, args: &[&str]) -> Co
     .args(args);
     cmd
 }
+
+/// The uid and gid of `nobody`: the local user of the planted-file tests.
+pub const NOBODY: u32 = 65534;
+
+/// Runs `cmd` with `args` as `nobody` (uid and gid 65534, no supplementary groups): a
+/// local user planting files for root to write. Its success.
+pub fn as_nobody(cmd: &str, args: &[&std::ffi::OsStr]) -> bool {
+    let id = NOBODY.to_string();
+    Command::new("setpriv")
+        .args(["--reuid", &id, "--regid", &id, "--clear-groups", "--"])
+        .arg(cmd)
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A sticky directory every user may write (as /tmp is), in the tests' temporary
+/// directory, removed with what is in it when dropped.
+pub fn sticky_dir(tag: &str) -> TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new(tag);
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
