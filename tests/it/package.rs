@@ -36,8 +36,15 @@ fn tools() -> bool {
     ])
 }
 
-/// Builds the package from the test's binary; its path.
+/// Builds the package from the test's binary, once for all the tests here (build-deb
+/// stages it in one directory); its path.
 fn build_deb() -> PathBuf {
+    static BUILT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built.get_or_insert_with(build_deb_now).clone()
+}
+
+fn build_deb_now() -> PathBuf {
     let out = run_ok(
         Command::new(Path::new(MANIFEST).join("scripts/build-deb"))
             .env("BPERF_BIN", env!("CARGO_BIN_EXE_bperf")),
