@@ -18,6 +18,7 @@ const EXIT_INVALID: u8 = 234;
 const EXIT_BROKEN_PIPE: u8 = 141;
 
 fn main() -> ExitCode {
+    bperf::sys::use_permitted_capabilities();
     let mut args: Vec<_> = std::env::args_os().collect();
     // The keeper of the shared counters, started by their first session.
     if args.len() == 3 && args[1] == bperf::bpf::shared::KEEPER_ARG {

@@ -108,6 +108,25 @@ pub fn mounts() -> std::io::Result<Vec<crate::cgroup::Mount>> {
     ))
 }
 
+/// Makes effective the capabilities this process holds but was not given effective: a
+/// binary whose file capabilities are permitted only (`setcap cap_bpf,cap_perfmon=p`, as
+/// the container image's bperf has them, for a non-root uid) gets them so. Without the
+/// file's effective bit, exec does not fail where the container's bounding set lacks
+/// one of them (root there keeps what it has). Capabilities are per thread: called
+/// first, before any thread starts.
+pub fn use_permitted_capabilities() {
+    use rustix::thread::{capabilities, set_capabilities};
+    let Ok(mut sets) = capabilities(None) else {
+        return;
+    };
+    if sets.effective.contains(sets.permitted) {
+        return;
+    }
+    sets.effective |= sets.permitted;
+    // Refused, bperf runs with what it has and says what is missing where it is needed.
+    let _ = set_capabilities(None, sets);
+}
+
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

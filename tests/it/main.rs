@@ -25,6 +25,7 @@ mod perf_shell;
 mod perfetto;
 mod record;
 mod runq;
+mod scripts;
 mod serve;
 mod shapes;
 mod shared;
