@@ -370,7 +370,6 @@ impl Run<'_, '_> {
 
     /// The counts of the whole run.
     fn finish(mut self, ended: Ended) -> Result<Measured> {
-        let elapsed = self.start.elapsed();
         // After intervals, the whole run is what they added up to (--summary), as perf.
         let total = match self.args.interval {
             Some(_) => self.prev.clone(),
@@ -381,6 +380,8 @@ impl Run<'_, '_> {
                 self.read()?
             }
         };
+        // The run's time ends once its counts are read, so that they are counts of it.
+        let elapsed = self.start.elapsed();
         // Without -I, the one print of the counts has the names the runtimes give, if
         // they answer within their timeout.
         let wait = self.args.interval.is_none().then_some(NAMES_WAIT);
@@ -638,13 +639,17 @@ fn start(
     tx: &mpsc::Sender<Wake>,
 ) -> Result<Option<Started>> {
     let delay = a.delay.filter(|&ms| ms > 0).map(|ms| ms as u64);
+    // The run's clock starts, then its counts: what the counters counted while the
+    // session was set up (programs attached, the shared counters joined) is not the
+    // run's, and each CPU's count starts within the run's time.
+    let mut start = Instant::now();
+    counter.restart()?;
     if a.delay == Some(-1) {
         counter.start_paused();
     }
     if delay.is_some() || a.delay == Some(-1) {
         eprintln!("Events disabled");
     }
-    let mut start = Instant::now();
     let exited = tx.clone();
     let child =
         match workload.map(|w| w.start(move |st, ru| drop(exited.send(Wake::Exited(st, ru))))) {
@@ -664,9 +669,9 @@ fn start(
     let mut early = None;
     if let Some(ms) = delay {
         early = wait_until(wakes, Instant::now().checked_add(Duration::from_millis(ms)));
+        start = Instant::now();
         counter.restart()?;
         eprintln!("Events enabled");
-        start = Instant::now();
     }
     Ok(Some(Started {
         child,
