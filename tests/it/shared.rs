@@ -788,6 +788,9 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     require_root();
     let _g = serial();
     let id = NOBODY.to_string();
+    // Under emulation bperf takes seconds to start: the bounds on how long it took grow
+    // by as much, still short of the 12 s the lock is held.
+    let slack = if emulated() { 6.0 } else { 0.0 };
     let took = |script: &str| {
         let t = Instant::now();
         let o = in_private_mounts(script);
@@ -797,14 +800,30 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     let (o, secs) = took(&format!(
         "mount -t bpf bpf /sys/fs/bpf && \
          {HOLD} hold /sys/fs/bpf setpriv --reuid {id} --regid {id} --clear-groups; sleep 0.3; \
-         timeout 4 $BPERF stat -a -x, -e task-clock:b -- sleep 0.5; s=$?; kill $!; exit $s"
+         timeout {} $BPERF stat -a -x, -e task-clock:b -- sleep 0.5; s=$?; kill $!; exit $s",
+        4.0 + slack
     ));
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
-    assert!(secs < 4.0, "took {secs} s: {err}");
+    assert!(secs < 4.0 + slack, "took {secs} s: {err}");
     let clock = csv_value(&err, "task-clock:b");
+    assert!(clock > 400.0, "{clock} ms: {err}");
+    // Counted within the run's time: at most every CPU busy all of it.
     let ncpu = bperf::sys::online_cpus().unwrap().len() as f64;
-    assert!(clock > 400.0 && clock < 600.0 * ncpu, "{clock} ms: {err}");
+    let most = match emulated() {
+        true => ncpu * (1.0 + TCG_CLOCK_TOLERANCE / 100.0),
+        false => ncpu + 0.0005,
+    };
+    let utilized: f64 = err
+        .lines()
+        .find(|l| l.contains("task-clock:b"))
+        .and_then(|l| l.split(',').nth(5))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no CPUs utilized: {err}"));
+    assert!(
+        utilized <= most,
+        "{utilized} CPUs utilized of {ncpu}: {err}"
+    );
     // bperf's own lock, held: bounded, in one line; and stopped by SIGTERM.
     let hold = format!(
         "mount -t bpf bpf /sys/fs/bpf && mkdir -m 700 /sys/fs/bpf/bperf-lock && \
@@ -815,9 +834,14 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     ));
     let err = stderr(&o);
     assert!(!o.status.success(), "{err}");
-    assert!(secs > 4.0 && secs < 10.0, "took {secs} s: {err}");
+    assert!(secs > 4.0 && secs < 10.0 + slack, "took {secs} s: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("bperf-lock"), "{err}");
+    // SIGTERM during the wait: under emulation bperf's start takes longer than the
+    // wait's first second, so this is checked where it runs at a real machine's speed.
+    if emulated() {
+        return;
+    }
     let (o, secs) = took(&format!(
         "{hold} timeout 1 $BPERF stat -a -e task-clock:b -- true; s=$?; kill $!; exit $s"
     ));

@@ -83,12 +83,17 @@ wait $serve
 
 # Counting inside BPF programs (stat -b): two tracepoint programs that loop 100 and 1100
 # times, each run exactly 100 times by the counted command, five times over (a timer
-# tick inside a run counts too: the fewest instructions are the loops').
+# tick inside a run counts too: the fewest instructions are the loops'). Under
+# -icount the guest's time is its instruction count, so every try would meet the tick
+# at the same point of its runs: a busy loop of its own length before each try moves
+# the tries to other points of the tick's period.
 bpf_target load > /tmp/bpf-ids &
 holder=$!
 while [ ! -s /tmp/bpf-ids ]; do sleep 0.1; done
 read short long < /tmp/bpf-ids
 for i in 1 2 3 4 5; do
+    n=0
+    while [ $n -lt $((i * 700)) ]; do n=$((n + 1)); done
     case_ bpf-prog-short-$i bperf stat -x, -b $short -e instructions,cycles -- bpf_target trigger 100
     case_ bpf-prog-long-$i bperf stat -x, -b $long -e instructions,cycles -- bpf_target trigger 100
 done
