@@ -809,11 +809,7 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     let clock = csv_value(&err, "task-clock:b");
     assert!(clock > 400.0, "{clock} ms: {err}");
     // Counted within the run's time: at most every CPU busy all of it.
-    let ncpu = bperf::sys::online_cpus().unwrap().len() as f64;
-    let most = match emulated() {
-        true => ncpu * (1.0 + TCG_CLOCK_TOLERANCE / 100.0),
-        false => ncpu + 0.0005,
-    };
+    let most = most_cpus_utilized();
     let utilized: f64 = err
         .lines()
         .find(|l| l.contains("task-clock:b"))
@@ -822,7 +818,7 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
         .unwrap_or_else(|| panic!("no CPUs utilized: {err}"));
     assert!(
         utilized <= most,
-        "{utilized} CPUs utilized of {ncpu}: {err}"
+        "{utilized} CPUs utilized, at most {most}: {err}"
     );
     // bperf's own lock, held: bounded, in one line; and stopped by SIGTERM.
     let hold = format!(

@@ -620,12 +620,28 @@ pub fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
 /// Sums the kernel's task-clock (ns) that the workload processes of the given modes
 /// report, each since it joined its cgroup.
 pub fn own_task_clock_ns(stderr: &str, modes: &[&str]) -> f64 {
+    own_sum(stderr, modes, "task_clock_ns")
+}
+
+/// Sums the workload reports' `field=` over the processes in `modes`.
+pub fn own_sum(stderr: &str, modes: &[&str], field: &str) -> f64 {
     stderr
         .lines()
         .filter(|l| l.starts_with("pid="))
         .filter(|r| modes.iter().any(|m| r.contains(&format!(" mode={m} "))))
-        .map(|r| report_field(r, "task_clock_ns"))
+        .map(|r| report_field(r, field))
         .sum()
+}
+
+/// The most "CPUs utilized" a run that counts within its own time may show: the
+/// CPUs, as printed to three decimals; under emulation, where the guest's clocks part,
+/// TCG_CLOCK_TOLERANCE more.
+pub fn most_cpus_utilized() -> f64 {
+    let cpus = bperf::sys::online_cpus().unwrap().len() as f64;
+    match emulated() {
+        true => cpus * (1.0 + TCG_CLOCK_TOLERANCE / 100.0),
+        false => cpus + 0.0005,
+    }
 }
 
 /// Sums `cs=` and `faults=` over the workload's per-process reports.
