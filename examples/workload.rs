@@ -6,13 +6,17 @@
 //!                                          which first moves itself to CHILD_PROCS
 //!   workload echo                          the child side of pingpong
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
+//!   workload reaped MODE ARGS...           run `workload MODE ARGS...` as a child, reap it
+//!                                          and print `reaped_ivcs=I`: its involuntary
+//!                                          switches over its whole life, exit included
 //!
 //! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T run_ns=R` to stderr just before
 //! it exits: its own getrusage (switches and faults since it moved into its cgroup, its
 //! whole life if it did not move), and the kernel's task-clock of the process since it moved into its cgroup
 //! (its whole life if it did not move), counted by a perf event it opens on itself first
 //! thing; then `ivcs=I run_delay_ns=D`: its involuntary switches (getrusage, whole life) and
-//! the time this thread waited runnable (/proc/thread-self/schedstat, whole life). task-clock is the clock perf and bperf count with; the
+//! the time this thread waited runnable (/proc/thread-self/schedstat, whole life), and
+//! `joined_ivcs=J joined_delay_ns=W`: the same two when it moved (0 if it did not). task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
 
 use std::io::{Read, Write};
@@ -32,6 +36,9 @@ static JOINED_AT: AtomicU64 = AtomicU64::new(0);
 /// Its page faults and context switches when it joined its cgroup.
 static FAULTS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 static SWITCHES_AT_JOIN: AtomicU64 = AtomicU64::new(0);
+/// Its involuntary switches and run-queue wait (ns) when it joined its cgroup.
+static IVCS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
+static DELAY_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 
 fn rusage() -> libc::rusage {
     // SAFETY: rusage is a plain struct, all zeroes a valid value.
@@ -61,6 +68,36 @@ fn move_self(procs: &str) {
     let ru = rusage();
     FAULTS_AT_JOIN.store(faults(&ru), Ordering::Relaxed);
     SWITCHES_AT_JOIN.store(switches(&ru), Ordering::Relaxed);
+    IVCS_AT_JOIN.store(ru.ru_nivcsw as u64, Ordering::Relaxed);
+    DELAY_AT_JOIN.store(schedstat_field(1), Ordering::Relaxed);
+}
+
+/// Runs the workload with `args` as a child and prints, once it is reaped, its
+/// involuntary switches over its whole life (wait4's rusage), which include those of
+/// its exit, after the child's own report.
+fn reaped(args: &[String]) {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .spawn()
+        .expect("spawn the reaped workload");
+    // SAFETY: rusage is a plain struct, all zeroes a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut status = 0;
+    // SAFETY: wait4(2) on our own child, writing into the live status and rusage.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(
+        pid,
+        child.id() as i32,
+        "wait4: {}",
+        std::io::Error::last_os_error()
+    );
+    let line = format!("reaped_ivcs={}\n", ru.ru_nivcsw);
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    std::process::exit(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        1
+    });
 }
 
 /// Opens a task-clock counter on this process (this thread; the workloads have one),
@@ -132,13 +169,16 @@ fn report(mode: &str) {
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     // One write(2), so that reports of processes sharing stderr never interleave.
     let line = format!(
-        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={} ivcs={} run_delay_ns={}\n",
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={} ivcs={} run_delay_ns={} \
+         joined_ivcs={} joined_delay_ns={}\n",
         std::process::id(),
         switches(&ru) - SWITCHES_AT_JOIN.load(Ordering::Relaxed),
         faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed),
         run_ns(),
         ru.ru_nivcsw,
-        schedstat_field(1)
+        schedstat_field(1),
+        IVCS_AT_JOIN.load(Ordering::Relaxed),
+        DELAY_AT_JOIN.load(Ordering::Relaxed),
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
@@ -201,6 +241,7 @@ fn main() {
                 }
             }
         }
+        Some("reaped") => reaped(&args[1..]),
         Some("faults") => {
             let pages: usize = arg(1).expect("PAGES").parse().unwrap();
             if let Some(p) = arg(2) {
@@ -209,7 +250,7 @@ fn main() {
             touch_fresh_pages(pages);
         }
         _ => {
-            eprintln!("usage: workload spin|pingpong|echo|faults ...");
+            eprintln!("usage: workload spin|pingpong|echo|faults|reaped ...");
             std::process::exit(2);
         }
     }

@@ -1274,22 +1274,20 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
     let file = TempFile::new("runq-record");
     // The spinners are the recorded command, which starts once recording has (under
-    // emulation bperf's start takes seconds after its programs load). Each pins itself,
-    // then moves itself into its cgroup (so that nothing of its cgroup runs on the other
-    // CPU), says its run_delay and involuntary switches so far (before it counted for
-    // the cgroup: 352 ms of wait in the 7.2 guest), with the shell's builtins (a child
-    // would count for the cgroup too), and becomes the spinner; its lines go to a file.
+    // emulation bperf's start takes seconds after its programs load). Each is pinned
+    // from before its exec, moves itself into its cgroup (so that nothing of its cgroup
+    // runs on the other CPU) and notes its run_delay and involuntary switches then (352
+    // ms of wait came before the move in the 7.2 guest). Its reaper, outside the
+    // cgroups, adds its involuntary switches over its whole life: those of its exit
+    // (after its own report) count for its cgroup too. Their lines go to a file.
     let reports: Vec<TempFile> = (0..3)
         .map(|i| TempFile::new(&format!("runq-record-{i}")))
         .collect();
     let spinner = |i: usize, cpu: usize| {
         format!(
-            "taskset -c {cpu} sh -c 'echo 0 > {}; read run delay n < /proc/$$/schedstat; \
-             while read k v; do [ $k = nonvoluntary_ctxt_switches: ] && ivcs=$v; done \
-             < /proc/$$/status; \
-             echo before_ns=$delay before_ivcs=$ivcs >&2; exec {} spin 1500' 2>{} &",
-            cgroups[i].procs(),
+            "taskset -c {cpu} {} reaped spin 1500 {} 2>{} &",
             workload().display(),
+            cgroups[i].procs(),
             reports[i].0.display()
         )
     };
@@ -1322,9 +1320,9 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     for (i, report) in reports.iter().enumerate() {
         let waited_ms = value("bperf/runq-wait/", names[i]);
         let delay_ms =
-            (report_field(report, "run_delay_ns") - report_field(report, "before_ns")) / 1e6;
+            (report_field(report, "run_delay_ns") - report_field(report, "joined_delay_ns")) / 1e6;
         let preempted = value("bperf/preemptions/", names[i]);
-        let ivcs = report_field(report, "ivcs") - report_field(report, "before_ivcs");
+        let ivcs = report_field(report, "reaped_ivcs") - report_field(report, "joined_ivcs");
         eprintln!(
             "{}: waited {waited_ms:.2} ms (run_delay {delay_ms:.2}), preempted {preempted} (ivcs {ivcs})",
             names[i]
