@@ -1,22 +1,23 @@
 //! Workloads for bperf's integration tests (built by `cargo test`; not part of bperf).
 //!
 //!   workload spin MS [PROCS [SLEEP_MS]]   sleep SLEEP_MS, write 0 to PROCS (move self), spin MS;
-//!                                          SLEEP_MS `stop`: stop (SIGSTOP) until continued
+//!                                          SLEEP_MS `stop`: stop (SIGSTOP) until continued;
+//!                                          PROCS `-`: stay
 //!   workload pingpong ROUNDS [CHILD_PROCS] bounce a byte ROUNDS times with a child process,
 //!                                          which first moves itself to CHILD_PROCS
 //!   workload echo                          the child side of pingpong
 //!   workload faults PAGES [PROCS]          move to PROCS, touch PAGES fresh pages
-//!   workload reaped MODE ARGS...           run `workload MODE ARGS...` as a child, reap it
-//!                                          and print `reaped_ivcs=I`: its involuntary
-//!                                          switches over its whole life, exit included
+//!   workload reaped PROCS MODE ARGS...     run `workload MODE ARGS...` as a child that
+//!                                          joins PROCS before its exec, reap it and print
+//!                                          `reaped_ivcs=I`: its involuntary switches over
+//!                                          its whole life, exit included
 //!
 //! Each process prints `pid=P mode=MODE cs=N faults=M task_clock_ns=T run_ns=R` to stderr just before
 //! it exits: its own getrusage (switches and faults since it moved into its cgroup, its
 //! whole life if it did not move), and the kernel's task-clock of the process since it moved into its cgroup
 //! (its whole life if it did not move), counted by a perf event it opens on itself first
 //! thing; then `ivcs=I run_delay_ns=D`: its involuntary switches (getrusage, whole life) and
-//! the time this thread waited runnable (/proc/thread-self/schedstat, whole life), and
-//! `joined_ivcs=J joined_delay_ns=W`: the same two when it moved (0 if it did not). task-clock is the clock perf and bperf count with; the
+//! the time this thread waited runnable (/proc/thread-self/schedstat, whole life). task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
 
 use std::io::{Read, Write};
@@ -36,9 +37,6 @@ static JOINED_AT: AtomicU64 = AtomicU64::new(0);
 /// Its page faults and context switches when it joined its cgroup.
 static FAULTS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 static SWITCHES_AT_JOIN: AtomicU64 = AtomicU64::new(0);
-/// Its involuntary switches and run-queue wait (ns) when it joined its cgroup.
-static IVCS_AT_JOIN: AtomicU64 = AtomicU64::new(0);
-static DELAY_AT_JOIN: AtomicU64 = AtomicU64::new(0);
 
 fn rusage() -> libc::rusage {
     // SAFETY: rusage is a plain struct, all zeroes a valid value.
@@ -68,18 +66,34 @@ fn move_self(procs: &str) {
     let ru = rusage();
     FAULTS_AT_JOIN.store(faults(&ru), Ordering::Relaxed);
     SWITCHES_AT_JOIN.store(switches(&ru), Ordering::Relaxed);
-    IVCS_AT_JOIN.store(ru.ru_nivcsw as u64, Ordering::Relaxed);
-    DELAY_AT_JOIN.store(schedstat_field(1), Ordering::Relaxed);
 }
 
-/// Runs the workload with `args` as a child and prints, once it is reaped, its
-/// involuntary switches over its whole life (wait4's rusage), which include those of
-/// its exit, after the child's own report.
-fn reaped(args: &[String]) {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args(args)
+/// Runs the workload with `args` as a child that joins the cgroup of `procs` between its
+/// fork and its exec, and prints, once it is reaped, its involuntary switches over its
+/// whole life (wait4's rusage), which include those of its exit, after the child's own
+/// report. The reaper itself stays where it is.
+fn reaped(procs: &str, args: &[String]) {
+    let path = std::ffi::CString::new(procs).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(args);
+    // SAFETY: the hook runs in the forked child before its exec and calls only open(2),
+    // write(2) and close(2) on memory allocated before the fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            let wrote = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            match wrote {
+                true => Ok(()),
+                false => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let child = cmd
         .spawn()
-        .expect("spawn the reaped workload");
+        .unwrap_or_else(|e| panic!("cannot run it in {procs}: {e}"));
     // SAFETY: rusage is a plain struct, all zeroes a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let mut status = 0;
@@ -169,16 +183,13 @@ fn report(mode: &str) {
     let ns = task_clock_ns().saturating_sub(JOINED_AT.load(Ordering::Relaxed));
     // One write(2), so that reports of processes sharing stderr never interleave.
     let line = format!(
-        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={} ivcs={} run_delay_ns={} \
-         joined_ivcs={} joined_delay_ns={}\n",
+        "pid={} mode={mode} cs={} faults={} task_clock_ns={ns} run_ns={} ivcs={} run_delay_ns={}\n",
         std::process::id(),
         switches(&ru) - SWITCHES_AT_JOIN.load(Ordering::Relaxed),
         faults(&ru) - FAULTS_AT_JOIN.load(Ordering::Relaxed),
         run_ns(),
         ru.ru_nivcsw,
-        schedstat_field(1),
-        IVCS_AT_JOIN.load(Ordering::Relaxed),
-        DELAY_AT_JOIN.load(Ordering::Relaxed),
+        schedstat_field(1)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
@@ -198,7 +209,7 @@ fn main() {
                 Some(sleep) => std::thread::sleep(Duration::from_millis(sleep.parse().unwrap())),
                 None => {}
             }
-            if let Some(procs) = arg(2) {
+            if let Some(procs) = arg(2).filter(|p| *p != "-") {
                 move_self(procs);
             }
             let end = Instant::now() + Duration::from_millis(ms);
@@ -241,7 +252,7 @@ fn main() {
                 }
             }
         }
-        Some("reaped") => reaped(&args[1..]),
+        Some("reaped") => reaped(arg(1).expect("PROCS"), &args[2..]),
         Some("faults") => {
             let pages: usize = arg(1).expect("PAGES").parse().unwrap();
             if let Some(p) = arg(2) {

@@ -1275,23 +1275,32 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     let file = TempFile::new("runq-record");
     // The spinners are the recorded command, which starts once recording has (under
     // emulation bperf's start takes seconds after its programs load). Each is pinned
-    // from before its exec, moves itself into its cgroup (so that nothing of its cgroup
-    // runs on the other CPU) and notes its run_delay and involuntary switches then (352
-    // ms of wait came before the move in the 7.2 guest). Its reaper, outside the
-    // cgroups, adds its involuntary switches over its whole life: those of its exit
-    // (after its own report) count for its cgroup too. Their lines go to a file.
+    // from before its exec and joins its cgroup between its fork and its exec (so that
+    // nothing of its cgroup runs on the other CPU and its whole life counts there), then
+    // stops itself; the script continues the three once all have stopped, so that none
+    // waits behind another's start. Its reaper, outside the cgroups, gives its
+    // involuntary switches over its whole life, exit included. Their lines go to a file.
     let reports: Vec<TempFile> = (0..3)
         .map(|i| TempFile::new(&format!("runq-record-{i}")))
         .collect();
     let spinner = |i: usize, cpu: usize| {
         format!(
-            "taskset -c {cpu} {} reaped spin 1500 {} 2>{} &",
+            "taskset -c {cpu} {} reaped {} spin 1500 - stop 2>{} &",
             workload().display(),
             cgroups[i].procs(),
             reports[i].0.display()
         )
     };
-    let script = format!("{} {} {} wait", spinner(0, 1), spinner(1, 1), spinner(2, 0));
+    let procs: Vec<String> = cgroups.iter().map(TestCgroup::procs).collect();
+    let script = format!(
+        "{} {} {} for p in {procs}; do \
+         until read pid < $p && [ -n \"$pid\" ] && grep -q '^State:.*T' /proc/$pid/status; \
+         do sleep 0.05; done; done; kill -CONT $(cat {procs}); wait",
+        spinner(0, 1),
+        spinner(1, 1),
+        spinner(2, 0),
+        procs = procs.join(" ")
+    );
     let events = "bperf/runq-wait/,bperf/preemptions/,task-clock";
     let each = names.join(",");
     record(
@@ -1319,10 +1328,9 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
     let tolerance = runq_tolerance();
     for (i, report) in reports.iter().enumerate() {
         let waited_ms = value("bperf/runq-wait/", names[i]);
-        let delay_ms =
-            (report_field(report, "run_delay_ns") - report_field(report, "joined_delay_ns")) / 1e6;
+        let delay_ms = report_field(report, "run_delay_ns") / 1e6;
         let preempted = value("bperf/preemptions/", names[i]);
-        let ivcs = report_field(report, "reaped_ivcs") - report_field(report, "joined_ivcs");
+        let ivcs = report_field(report, "reaped_ivcs");
         eprintln!(
             "{}: waited {waited_ms:.2} ms (run_delay {delay_ms:.2}), preempted {preempted} (ivcs {ivcs})",
             names[i]
