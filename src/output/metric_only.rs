@@ -4,7 +4,10 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use super::{json_quote, json_where, push_where, Fields, Format, Report, CGROUP_LEN, SPACES};
+use super::json::{json_quote, json_where};
+use super::line::Fields;
+use super::table::{push_where, CGROUP_LEN, SPACES};
+use super::{Format, Report};
 use crate::aggr::Mode;
 use crate::perf_version::PerfVersion;
 
@@ -228,7 +231,7 @@ fn table_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
 
 fn csv_row(ts: Option<Duration>, f: &Fields, cells: &[Cell], sep: &str) -> String {
     let mut s = String::new();
-    for col in super::csv_where(ts, f) {
+    for col in super::csv::csv_where(ts, f) {
         s.push_str(&col);
         s.push_str(sep);
     }
@@ -270,4 +273,35 @@ fn json_row(ts: Option<Duration>, f: &Fields, cells: &[Cell]) -> String {
         false => parts.extend(metrics),
     }
     format!("{{{}}}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::fixtures::*;
+
+    #[test]
+    fn metric_only_lines() {
+        let (ev, l, footer) = (events(), lines(None), half_second());
+        let mut o = opts(Format::Table);
+        o.metric_only = true;
+        o.metrics = named("CPUs_utilized", &[0]);
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        let want: Vec<&str> = out.lines().skip(3).take(2).collect();
+        // The /sec and CPUs utilized metrics perf adds are left out; cycles did not
+        // count, which leaves an empty column.
+        assert_eq!(
+            want,
+            [
+                "  CPUs  CPUs_utilized ",
+                "                 2.0                      ",
+            ]
+        );
+        o.format = Format::Csv(";".into());
+        let out = render(o.clone(), |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(out, "CPUs  CPUs_utilized;\n2.0;;\n");
+        o.format = Format::Json;
+        let out = render(o, |r| r.summary(&ev, &l, &footer).unwrap());
+        assert_eq!(out, "{\"CPUs  CPUs_utilized\" : \"2.0\"}\n");
+    }
 }

@@ -1,7 +1,7 @@
 //! `perf stat record` files: counts written as perf.data with perf's stat records
 //! (THREAD_MAP, CPU_MAP, STAT_CONFIG, STAT, STAT_ROUND), or in perf's pipe format, so
 //! that `perf stat report` reads them; and such files, perf's as well as bperf's, read
-//! back. (bperf record's own file, bperf.data, is src/record/bperf_data.rs.) No crate writes the format; the reader is here too, because it must hold up
+//! back. (bperf record's own file, bperf.data, is src/record/bperf_data/.) No crate writes the format; the reader is here too, because it must hold up
 //! against damaged and hostile files (see read.rs).
 
 mod read;

@@ -1,6 +1,6 @@
 //! `bperf record` and `bperf report`: every slice of time a CPU gives a monitored cgroup,
 //! with what each event counted in it, streamed from the BPF program through one BPF
-//! ring buffer into a file (bperf.data, see bperf_data.rs), and read back as totals,
+//! ring buffer into a file (bperf.data, see bperf_data/), and read back as totals,
 //! breakdowns, distributions and a timeline.
 //!
 //! Recording: the counter is stat's, with the ring buffer; one thread drains the ring

@@ -316,7 +316,7 @@ struct RunsLine<'a> {
     metrics: &'a [(Option<f64>, String)],
 }
 
-/// perf's table columns (output/mod.rs): counts, event name, cgroup.
+/// perf's table columns (output/table.rs): counts, event name, cgroup.
 const COUNTS_LEN: usize = 18;
 const EVNAME_LEN: usize = 32;
 const CGROUP_LEN: usize = 16;

@@ -1,4 +1,4 @@
-//! bperf.data files made without recording (no privilege needed): src/record/bperf_data.rs's
+//! bperf.data files made without recording (no privilege needed): src/record/bperf_data/'s
 //! own writer given slices shaped as the BPF program sends them.
 
 use std::io::{self, Write};

@@ -6,7 +6,8 @@ use std::io::Read;
 
 use anyhow::{bail, Result};
 
-use super::{read_block, read_some, read_varint, CHUNK};
+use super::super::io::{read_block, read_some, read_varint};
+use super::super::CHUNK;
 
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
