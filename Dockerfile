@@ -3,7 +3,7 @@
 # debian:bookworm-slim is already local: scripts/debian-root --image makes it with
 # debootstrap from Debian's mirror and `docker import`.
 #
-# Run it as deploy/kubernetes/daemonset.yaml does (README: "In a container"):
+# Run it as deploy/kubernetes/daemonset.yaml does (docs/deploy.md: "In a container"):
 #   docker run -d --name bperf --pid=host --network=host --cap-drop=ALL --cap-add BPF \
 #     --cap-add PERFMON -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
 #     -v /sys/kernel/btf:/sys/kernel/btf:ro -v /sys/fs/bpf:/sys/fs/bpf:ro \

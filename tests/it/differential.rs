@@ -1,8 +1,8 @@
 //! Differential test: random perf stat command lines, from a fixed seed, each run
 //! through perf 7.2 and bperf, and through perf 6.12 and bperf printing perf 6.12's
 //! output; their transcripts (exit status, stderr, stdout, the -o file) must have the
-//! same shape (tests/it/common/parity.rs), but for the differences README.md lists as on
-//! purpose, which ALLOWED (and ALLOWED_72) name. At least 97% of the lines must pass.
+//! same shape (tests/it/common/parity.rs), but for the differences docs/perf-versions.md
+//! lists as on purpose, which ALLOWED (and ALLOWED_72) name. At least 97% of the lines must pass.
 //!
 //! BPERF_DIFF_LINES=N sets how many command lines (DEFAULT_LINES, a couple of minutes,
 //! without it), BPERF_DIFF_SEED=S the seed. Needs root and the perf builds ($PERF or
@@ -254,9 +254,9 @@ fn command_line(rng: &mut Rng) -> Vec<String> {
     a
 }
 
-/// A difference README.md lists as on purpose, and the command lines it shows in.
+/// A difference docs/perf-versions.md lists as on purpose, and the command lines it shows in.
 struct Allowed {
-    /// Its name in README.md's list, in brackets.
+    /// Its name in docs/perf-versions.md's list, in brackets.
     name: &'static str,
     applies: fn(&[String]) -> bool,
 }
@@ -271,7 +271,7 @@ fn allowed(version: &str) -> impl Iterator<Item = &'static Allowed> {
     newer.iter().chain(ALLOWED)
 }
 
-/// The differences with perf 7.2 only (README.md's list under "perf 7.2 or perf 6.12").
+/// The differences with perf 7.2 only (docs/perf-versions.md's list).
 const ALLOWED_72: &[Allowed] = &[
     Allowed {
         name: "metric-names-72",
@@ -368,11 +368,13 @@ fn groups_with(a: &[String], event: &str) -> bool {
 /// parity::difference, and `signal_exit`.
 const TAKEN_INTO_ACCOUNT: &[&str] = &["metric-unit-null", "one-line-errors", "signal-exit"];
 
-/// The names of ALLOWED, and those parity::difference applies, each in README.md.
+/// The names of ALLOWED, and those parity::difference applies, each in docs/perf-versions.md.
 #[test]
 fn allowed_differences_are_documented() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let listed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/perf-versions.md"),
+    )
+    .unwrap();
     for name in ALLOWED
         .iter()
         .chain(ALLOWED_72)
@@ -380,8 +382,8 @@ fn allowed_differences_are_documented() {
         .chain(TAKEN_INTO_ACCOUNT.iter().copied())
     {
         assert!(
-            readme.contains(&format!("- [{name}]")),
-            "README.md does not list [{name}]"
+            listed.contains(&format!("- [{name}]")),
+            "docs/perf-versions.md does not list [{name}]"
         );
     }
 }
@@ -419,7 +421,7 @@ fn random_command_lines_print_what_perf_72_prints() {
 
 /// Runs BPERF_DIFF_LINES random command lines (BPERF_DIFF_SEED's, else `seed`'s)
 /// through `perf` and through bperf printing perf `version`'s output; fails on any
-/// difference the README does not list.
+/// difference docs/perf-versions.md does not list.
 fn compare_random_lines(perf: &Path, version: &str, seed: u64) {
     let lines: usize = std::env::var("BPERF_DIFF_LINES")
         .ok()

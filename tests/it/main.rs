@@ -7,6 +7,7 @@ mod common;
 mod containers;
 mod deploy;
 mod differential;
+mod docs;
 mod doctor;
 mod events;
 mod fake_runtime;

@@ -96,7 +96,7 @@ fn same_verdicts(shell: &Path, perf: &Path, tests: &[&str], version: Option<&str
         }
         let (theirs, _) = run(&script, perf_dir, version);
         if theirs != 0 {
-            eprintln!("{name}: perf itself exits {theirs} here (the README says why)");
+            eprintln!("{name}: perf itself exits {theirs} here (docs/perf-versions.md says why)");
             continue;
         }
         let (ours, text) = run(&script, &bin, version);

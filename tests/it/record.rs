@@ -666,7 +666,7 @@ fn report_memory_does_not_grow_with_the_slices() {
 /// other event for each event (1.1 GB at 8,000).
 const WIDE_EVENTS: usize = 8000;
 /// What report may hold per byte of a recording beyond what one of two events takes:
-/// no length in a file makes it allocate more than the file holds (README), in
+/// no length in a file makes it allocate more than the file holds (docs/record.md), in
 /// proportion; each event name (`e123`, 6 bytes with its quotes and comma) and each
 /// zero total (`[0,0,0],`, 8 bytes) becomes an event, a line and their text, tens of
 /// bytes each (49 per byte measured here, where a list per event took 1,500).

@@ -535,8 +535,7 @@ const DEFAULT_CASES: &[(&str, &[&str])] = &[
     ("default-repeat", &["-a", "-r", "2", "--", "sleep", "0.1"]),
 ];
 
-/// CASES whose perf 7.2 shape bperf does not have yet (README.md, "perf 7.2 or perf
-/// 6.12").
+/// CASES whose perf 7.2 shape bperf does not have yet (docs/perf-versions.md).
 const NOT_YET_72: &[&str] = &[];
 
 fn fixture_72(name: &str) -> PathBuf {
@@ -1215,7 +1214,7 @@ const PARITY_CASES: &[(&str, &[&str])] = &[
         "tool-duration-command",
         &["-e", "duration_time", "--", "sleep", "0.05"],
     ),
-    // 13: on purpose (README, [metric-unit-null]): JSON's metric unit of an event without
+    // 13: on purpose (docs/perf-versions.md, [metric-unit-null]): JSON's metric unit of an event without
     // a metric is empty, where perf 6.12 writes "(null)".
     ("json-no-metric", &["-j", "-e", "cs", "--", "sleep", "0.02"]),
     // 10: --quiet leaves out the counts only, not the messages.

@@ -288,7 +288,7 @@ fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
     (code, out.join().unwrap(), err.join().unwrap())
 }
 
-/// perf's output with the differences README.md lists as on purpose made bperf's:
+/// perf's output with the differences docs/perf-versions.md lists as on purpose made bperf's:
 /// [metric-unit-null].
 pub fn documented(perf: &str) -> String {
     perf.replace(r#""metric-unit" : "(null)""#, r#""metric-unit" : """#)
@@ -310,7 +310,7 @@ pub fn file_part(text: &str) -> &str {
 /// How bperf's transcript differs from perf's, if it does: the exit status, or the
 /// first line whose shape differs (for what perf refuses, the -o file only: bperf says
 /// why on one line, where perf adds its usage). perf's output is taken with the
-/// differences README.md lists as on purpose made bperf's (`documented`).
+/// differences docs/perf-versions.md lists as on purpose made bperf's (`documented`).
 pub fn difference(perf: &Transcript, bperf: &Transcript) -> Option<String> {
     if perf.code != bperf.code {
         return Some(format!("perf exits {}, bperf {}", perf.code, bperf.code));
