@@ -8,14 +8,11 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{require_root, serial, wait_for};
+use common::v1::perf_event_hierarchy;
+use common::{require_root, serial, stdout, wait_for};
 
 fn doctor(args: &[&str]) -> Output {
     common::bperf().arg("doctor").args(args).output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The line of check `name` in doctor's text output.
@@ -26,11 +23,6 @@ fn line<'t>(text: &'t str, name: &str) -> &'t str {
                 .is_some_and(|r| r.starts_with(&format!("{name} ")))
         })
         .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
-}
-
-/// perf_event's hierarchy in /proc/cgroups (0: cgroup2).
-fn perf_event_hierarchy() -> u32 {
-    bperf::cgroup::perf_event_hierarchy(&fs::read_to_string("/proc/cgroups").unwrap()).unwrap()
 }
 
 #[test]

@@ -4,6 +4,7 @@ use crate::common;
 
 use std::process::Command;
 
+use common::parity::perf_612;
 use common::*;
 
 /// Identity fields of each perf_event_attr block of a `-vv` dump, in the notation of
@@ -75,18 +76,6 @@ fn attr_blocks(dump: &str) -> Vec<String> {
     out.into_iter()
         .map(|(id, f)| format!("{id} [{f}]"))
         .collect()
-}
-
-/// The perf to compare with: perf 6.12 ($PERF, or /opt/perf-bpf/bin/perf), the
-/// reference, when the machine has it.
-fn perf_612() -> Option<std::path::PathBuf> {
-    let perf = std::env::var_os("PERF")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/opt/perf-bpf/bin/perf".into());
-    let version = Command::new(&perf).arg("version").output().ok()?;
-    String::from_utf8_lossy(&version.stdout)
-        .contains("perf version 6.12")
-        .then_some(perf)
 }
 
 /// Every event string of the recorded table: perf on this machine still gives the

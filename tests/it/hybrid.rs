@@ -38,8 +38,7 @@ impl FakeMachine {
     fn new(name: &str, types: &'static str, cpus: [u32; 2]) -> Option<FakeMachine> {
         let dir = TempDir::new(&format!("hybrid-{name}-{types}"));
         let m = FakeMachine { dir, types };
-        let fixture =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/sysfs/{name}"));
+        let fixture = common::fixture(&format!("sysfs/{name}"));
         let devices = m.devices();
         copy_tree(&fixture.join("devices"), &devices);
         let mut cores: Vec<PathBuf> = fs::read_dir(&devices)
@@ -306,8 +305,7 @@ fn hybrid_machines_as_perf_612_sees_them() {
             .map(|&a| if a == "FIRST_CPU" { cpu0.as_str() } else { a })
             .collect();
         let ours = machine.stat(&bperf, &args);
-        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("tests/fixtures/perf-6.12/hybrid/{name}.txt"));
+        let file = common::fixture(&format!("perf-6.12/hybrid/{name}.txt"));
         let theirs = match &perf {
             Some(perf) => {
                 let theirs = machine.stat(perf, &args).recorded();

@@ -11,10 +11,6 @@ use std::process::Command;
 use common::{require_root, TempDir};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/perf-6.12/raw-dump"
-);
 /// perf's tool events, which bperf does not count and so does not list.
 const TOOL_EVENTS: [&str; 3] = ["duration_time", "user_time", "system_time"];
 
@@ -84,7 +80,9 @@ fn raw_dump_is_in_perfs_form_and_words() {
         (&["sched:sched_switch"], "sched-switch.txt"),
         (&["sdt"], "sdt.txt"),
     ] {
-        let perfs = std::fs::read_to_string(Path::new(FIXTURES).join(fixture)).unwrap();
+        let perfs =
+            std::fs::read_to_string(common::fixture(&format!("perf-6.12/raw-dump/{fixture}")))
+                .unwrap();
         assert_eq!(names(&bperf(words)), names(&perfs), "{words:?}");
     }
     // bperf's metrics and their groups, as its list prints them.

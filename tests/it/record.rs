@@ -45,10 +45,6 @@ fn report(file: &TempFile, args: &[&str]) -> Output {
     run_ok(bperf().args(["report", "-i"]).arg(&file.0).args(args))
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// A busy cgroup (a spinner on CPU 0) and a ping-pong cgroup (both ends on CPU 1): the
 /// per-cgroup task-clock that report sums from the slices agrees with cpu.stat; the
 /// ping-pong's slices are its context switches; the timeline's slices add up to the

@@ -453,8 +453,9 @@ fn stat_output_as(tool: &Path, args: &[&str], version: Option<&str>) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
+/// perf 6.12's recorded output of case `name`.
+fn fixture_612(name: &str) -> PathBuf {
+    fixture(&format!("perf-6.12/{name}.txt"))
 }
 
 /// Where `got` first differs in shape from `want`, if it does.
@@ -507,13 +508,13 @@ fn output_has_perf_612s_shape() {
         if let Some(perf) = &perf {
             let theirs = stat_output(perf, args);
             if record {
-                fs::write(fixture(name), &theirs).unwrap();
+                fs::write(fixture_612(name), &theirs).unwrap();
             }
             assert_same_shape(name, &theirs, &ours, "perf (live)");
             continue;
         }
-        let recorded = fs::read_to_string(fixture(name))
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        let recorded = fs::read_to_string(fixture_612(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture_612(name).display()));
         assert_same_shape(name, &recorded, &ours, "perf (recorded)");
     }
 }
@@ -539,8 +540,9 @@ const DEFAULT_CASES: &[(&str, &[&str])] = &[
 /// 6.12").
 const NOT_YET_72: &[&str] = &[];
 
+/// perf 7.2's recorded output of case `name`.
 fn fixture_72(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-7.2/{name}.txt"))
+    fixture(&format!("perf-7.2/{name}.txt"))
 }
 
 /// bperf's default output has perf 7.2's shape, case by case: live against perf 7.2
@@ -782,7 +784,7 @@ fn per_thread_of_a_process_has_perfs_shape() {
     if let Some(perf) = perf_612() {
         let theirs = stat_output(&perf, &args);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_same_shape(name, &theirs, &ours, "perf (live)");
     }
@@ -790,7 +792,7 @@ fn per_thread_of_a_process_has_perfs_shape() {
     let _ = sleeper.wait();
     // The recorded process had another id, perhaps of another width, which moves
     // the padding after it: the recorded shape is compared without line lengths.
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     let fields = |text: &str| -> Vec<String> { shape(text).into_iter().map(|(s, _)| s).collect() };
     assert_eq!(
         fields(&recorded),
@@ -835,14 +837,14 @@ fn a_script_for_perf_runs_on_bperf() {
     if let Some(perf) = perf_612() {
         let theirs = script_output(&perf, perf.to_str().unwrap(), &dir.0);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_same_shape(name, &theirs, &ours, "perf (live)");
         return;
     }
     // Recorded elsewhere: process ids and paths of other widths move the padding, so
     // the lines are compared without their lengths.
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     let fields = |text: &str| -> Vec<String> { shape(text).into_iter().map(|(s, _)| s).collect() };
     assert_eq!(
         fields(&recorded),
@@ -1280,12 +1282,12 @@ fn parity_cases_have_perf_612s_shape() {
         if let Some(perf) = &perf {
             let theirs = transcript(perf, args, &cgroups, &out);
             if record {
-                fs::write(fixture(name), theirs.to_fixture()).unwrap();
+                fs::write(fixture_612(name), theirs.to_fixture()).unwrap();
             }
             assert_same_transcript(name, &theirs, &ours, "perf (live)");
         }
-        let recorded = fs::read_to_string(fixture(name))
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        let recorded = fs::read_to_string(fixture_612(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture_612(name).display()));
         assert_same_transcript(
             name,
             &Transcript::from_fixture(&recorded),
@@ -1309,11 +1311,11 @@ fn list_of_software_events_is_perfs() {
     if let Some(perf) = perf_612() {
         let theirs = list(&perf);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_eq!(ours, theirs, "bperf list sw, then perf's (live)");
     }
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     assert_eq!(ours, recorded, "bperf list sw, then perf's (recorded)");
 }
 

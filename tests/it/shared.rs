@@ -77,19 +77,6 @@ impl Oracles {
     }
 }
 
-/// The CSV value of `event` in bperf's output (beside the workload's reports).
-fn csv_value(err: &str, event: &str) -> f64 {
-    let line = err
-        .lines()
-        .find(|l| l.split(',').nth(2) == Some(event))
-        .unwrap_or_else(|| panic!("no {event} in {err}"));
-    line.split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap_or_else(|_| panic!("{line}"))
-}
-
 /// A command and its children, counted through shared counters, count what the kernel
 /// says they did: their own task-clock, their rusage's switches and page faults.
 #[test]
@@ -127,7 +114,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     let err = stderr(&o);
     let kernel = (cg.usage_ns() - before) as f64 + report_field(&err, "shell_ns");
     let own = own_task_clock_ns(&err, &["spin"]);
-    let ours = csv_value(&err, "task-clock") * 1e6;
+    let ours = csv_value(&err, "task-clock", None) * 1e6;
     // On a real machine, the children's own task-clock: the shell's own few
     // milliseconds, and the children's start and exit, are in ours only. Under
     // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
@@ -155,7 +142,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     ]));
     let err = stderr(&o);
     let (cs, _) = rusage_totals(&err);
-    let ours_cs = csv_value(&err, "context-switches");
+    let ours_cs = csv_value(&err, "context-switches", None);
     assert!(
         within(ours_cs, cs as f64, 2.0),
         "cs {ours_cs} vs rusage {cs}: {err}"
@@ -172,7 +159,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     ]));
     let err = stderr(&o);
     let (_, faults) = rusage_totals(&err);
-    let ours = csv_value(&err, "page-faults:b");
+    let ours = csv_value(&err, "page-faults:b", None);
     assert!(
         within(ours, faults as f64, 2.0),
         "faults {ours} vs rusage {faults}: {err}"
@@ -234,7 +221,7 @@ fn a_process_counts_through_the_b_modifier() {
     let kernel = (cg.usage_ns() - before) as f64;
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
     let own = own_task_clock_ns(&report, &["spin"]);
-    let ours = csv_value(&err, "task-clock:b") * 1e6;
+    let ours = csv_value(&err, "task-clock:b", None) * 1e6;
     // bperf also counts the process's wake-up before its work and its exit, which take
     // microseconds on a real machine. Under emulation the exit takes tens of ms or more
     // (see tests/it/stat.rs, self_moving_processes_are_charged_in_full): there the
@@ -245,7 +232,7 @@ fn a_process_counts_through_the_b_modifier() {
         unaccounted,
     };
     oracles.assert_agree(ours, 2e6, &err);
-    assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
+    assert!(csv_value(&err, "page-faults", None) > 0.0, "{err}");
     assert_nothing_left(was_mounted);
 }
 
@@ -408,7 +395,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
                         .sum()
                 };
                 let ran = reported("run_ns").max(reported("task_clock_ns"));
-                within(csv_value(&err, "task-clock") * 1e6, ran, 3.0)
+                within(csv_value(&err, "task-clock", None) * 1e6, ran, 3.0)
             }
         };
         if !ok {
@@ -806,7 +793,7 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     assert!(secs < 4.0 + slack, "took {secs} s: {err}");
-    let clock = csv_value(&err, "task-clock:b");
+    let clock = csv_value(&err, "task-clock:b", None);
     assert!(clock > 400.0, "{clock} ms: {err}");
     // Counted within the run's time: at most every CPU busy all of it.
     let most = most_cpus_utilized();

@@ -11,10 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use bperf::perfdata::StatFile;
-use common::{require_root, serial};
+use common::{fixture, require_root, serial};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/perfdata");
 
 fn perf() -> Option<PathBuf> {
     Path::new(PERF).exists().then(|| PERF.into())
@@ -59,18 +58,16 @@ fn without_metrics(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(FIXTURES).join(name)).unwrap()
-}
-
 #[test]
 fn perfs_pipe_output_is_read_from_standard_input() {
     for (name, intervals) in [
         ("perf-6.12-stat.pipe", false),
         ("perf-6.12-stat-A-I.pipe", true),
     ] {
-        let bytes = fixture(name);
-        let perfs = String::from_utf8(fixture(&format!("{name}.report"))).unwrap();
+        let bytes = std::fs::read(fixture(&format!("perfdata/{name}"))).unwrap();
+        let perfs =
+            String::from_utf8(std::fs::read(fixture(&format!("perfdata/{name}.report"))).unwrap())
+                .unwrap();
         // -i -, and no -i with a pipe on standard input (as perf).
         for args in [&["stat", "report", "-i", "-"][..], &["stat", "report"]] {
             let ours = report_text(&bperf(), args, &bytes);

@@ -147,6 +147,63 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A finished command's stdout, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The file at `path` under tests/fixtures.
+pub fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+/// bperf stat -a -x, -I 200 with `args`, its lines on stderr, started and counting: its
+/// first line came within `first_within`, and is returned. The rest come on the receiver.
+pub fn start_stat(
+    args: &[&str],
+    first_within: Duration,
+) -> (Child, std::sync::mpsc::Receiver<String>, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = bperf()
+        .args(["stat", "-a", "-x,", "-I", "200"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(first_within)
+        .expect("bperf printed nothing");
+    (child, rx, first)
+}
+
+/// The value of `event` in the first CSV line of bperf's output (beside the workload's
+/// reports) that counts it, for `cgroup` where one is given.
+pub fn csv_value(err: &str, event: &str, cgroup: Option<&str>) -> f64 {
+    let line = err
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            f.get(2) == Some(&event) && cgroup.is_none_or(|c| f.get(3) == Some(&c))
+        })
+        .unwrap_or_else(|| panic!("no {event} for {cgroup:?} in {err}"));
+    line.split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{line}"))
+}
+
 /// bperf, printing perf 6.12's output: the tests written against perf 6.12's shapes
 /// (most of them) run it so; those of perf 7.2's set PERF_VERSION_ENV themselves.
 pub fn bperf() -> Command {
