@@ -72,7 +72,7 @@ fn conflicting_options_are_usage_errors() {
 /// The binary, copied where any user may run it, for tests that drop privileges.
 fn bperf_for_anyone() -> TempFile {
     let copy = TempFile::new("bperf-bin");
-    std::fs::copy(env!("CARGO_BIN_EXE_bperf"), &copy.0).unwrap();
+    std::fs::copy(common::BPERF_EXE, &copy.0).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&copy.0, std::fs::Permissions::from_mode(0o755)).unwrap();
     copy

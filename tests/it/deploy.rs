@@ -242,7 +242,7 @@ fn permitted_file_capabilities_let_the_daemonset_s_uid_count_a_cgroup() {
     std::os::unix::fs::chown(dir.path(), Some(0), Some(uid)).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
     let bin = dir.join("bperf");
-    std::fs::copy(env!("CARGO_BIN_EXE_bperf"), &bin).unwrap();
+    std::fs::copy(crate::common::BPERF_EXE, &bin).unwrap();
     let cg = TestCgroup::new("file-caps");
     // Without file capabilities the uid cannot count: the capabilities are what it needs.
     let refused = count_as(uid, &bin, &cg);

@@ -430,7 +430,7 @@ fn compare_random_lines(perf: &Path, version: &str, seed: u64) {
         .and_then(|n| n.parse().ok())
         .unwrap_or(seed);
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let dir = TempDir::new("differential");
     let out = dir.join("out.txt");
     let cgroups = BusyCgroups::new();

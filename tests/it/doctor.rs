@@ -96,7 +96,7 @@ fn doctor_as_nobody_names_the_missing_capabilities_and_exits_1() {
             "--bounding-set=-all",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_bperf"))
+        .arg(common::BPERF_EXE)
         .arg("doctor")
         .output()
         .unwrap();
@@ -179,7 +179,7 @@ fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
     let restore = Restore;
     let out = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", STRAY_V1])
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .output()
         .unwrap();
     drop(restore);
@@ -213,7 +213,7 @@ fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
 fn in_private_namespace(script: &str) -> Output {
     Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", script])
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .output()
         .unwrap()
 }
@@ -349,7 +349,7 @@ fn as_nobody(args: &[&str]) -> Output {
             "--bounding-set=-all",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_bperf"))
+        .arg(common::BPERF_EXE)
         .args(args)
         .output()
         .unwrap()

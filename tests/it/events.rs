@@ -232,7 +232,7 @@ fn bad_events_are_one_line() {
 #[test]
 fn list_categories_json_and_options() {
     let list = |args: &[&str]| -> String {
-        let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+        let o = Command::new(common::BPERF_EXE)
             .arg("list")
             .args(args)
             .output()
@@ -287,7 +287,7 @@ fn list_categories_json_and_options() {
     assert!(list(&["--unit", "software"]).contains("task-clock"));
     assert!(!list(&["--unit", "software"]).contains("[Hardware event]"));
     let file = TempFile::new("list.txt");
-    let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+    let o = Command::new(common::BPERF_EXE)
         .args(["list", "sw", "-o"])
         .arg(&file.0)
         .output()

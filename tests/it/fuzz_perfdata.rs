@@ -107,7 +107,7 @@ fn fuzz(dir: &Path, tag: &str, good: &[u8], streamed: bool) -> Vec<String> {
 #[test]
 fn damaged_stat_files_are_refused_not_crashed_on() {
     let dir = TempDir::new("fuzz-perfdata");
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = Path::new(PERF);
     let goods = [
         (

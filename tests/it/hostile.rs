@@ -826,7 +826,7 @@ fn a_failed_timeline_write_leaves_no_part() {
         let o = std::process::Command::new("unshare")
             .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
             .arg(&full)
-            .arg(env!("CARGO_BIN_EXE_bperf"))
+            .arg(common::BPERF_EXE)
             .arg(&data)
             .output()
             .unwrap();

@@ -291,7 +291,7 @@ fn hybrid_machines_as_perf_612_sees_them() {
     // The recordings name CPUs 0 and 1.
     let recorded_cpus = cpus == [0, 1];
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let mut failures = vec![];

@@ -73,11 +73,7 @@ fn ensure_base(made: &mut Made) {
 fn build_image(made: &mut Made) -> String {
     let ctx = TempDir::new("image");
     fs::create_dir_all(ctx.join("target/release")).unwrap();
-    fs::copy(
-        env!("CARGO_BIN_EXE_bperf"),
-        ctx.join("target/release/bperf"),
-    )
-    .unwrap();
+    fs::copy(common::BPERF_EXE, ctx.join("target/release/bperf")).unwrap();
     fs::create_dir(ctx.join("man")).unwrap();
     for page in fs::read_dir(Path::new(MANIFEST).join("man")).unwrap() {
         let page = page.unwrap().path();

@@ -33,7 +33,7 @@ fn raw_dump(tool: &str, words: &[&str]) -> String {
 }
 
 fn bperf(words: &[&str]) -> String {
-    raw_dump(env!("CARGO_BIN_EXE_bperf"), words)
+    raw_dump(common::BPERF_EXE, words)
 }
 
 /// The names of a raw dump, without perf's tool events.

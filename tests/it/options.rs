@@ -347,7 +347,7 @@ fn verbose_counts_and_log_fd() {
     let script = format!(
         "exec 3>{}; exec {} stat --log-fd 3 -x, -e task-clock -- true",
         file.0.display(),
-        env!("CARGO_BIN_EXE_bperf")
+        common::BPERF_EXE
     );
     let o = std::process::Command::new("sh")
         .env("BPERF_PERF_VERSION", "6.12")

@@ -47,7 +47,7 @@ fn build_deb() -> PathBuf {
 fn build_deb_now() -> PathBuf {
     let out = run_ok(
         Command::new(Path::new(MANIFEST).join("scripts/build-deb"))
-            .env("BPERF_BIN", env!("CARGO_BIN_EXE_bperf")),
+            .env("BPERF_BIN", common::BPERF_EXE),
     );
     Path::new(MANIFEST).join(String::from_utf8_lossy(&out.stdout).trim())
 }

@@ -42,7 +42,7 @@ const SKIP: i32 = 2;
 /// A directory with a `perf` that runs `bperf stat` and `bperf list`, and `perf` for
 /// the rest (perf script, perf record, perf test).
 fn wrapper(dir: &Path, perf: &Path) -> PathBuf {
-    let bperf = env!("CARGO_BIN_EXE_bperf");
+    let bperf = common::BPERF_EXE;
     let script = format!(
         "#!/bin/sh\ncase \"$1\" in\n  stat|list) exec {bperf} \"$@\" ;;\n  *) exec {} \"$@\" ;;\nesac\n",
         perf.display()

@@ -793,7 +793,7 @@ fn serve_and_textfile_with_no_container_counted() {
     let mut serve = Running(
         in_cgroup_namespace(
             &host,
-            Path::new(env!("CARGO_BIN_EXE_bperf")),
+            Path::new(common::BPERF_EXE),
             &[&args[..], &textfile[..]].concat(),
         )
         .stderr(Stdio::piped())

@@ -500,7 +500,7 @@ fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
 fn output_has_perf_612s_shape() {
     require_root();
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     for (name, args) in CASES {
@@ -552,7 +552,7 @@ fn fixture_72(name: &str) -> PathBuf {
 fn output_has_perf_72s_shape() {
     require_root();
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_72();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let cases = CASES.iter().chain(DEFAULT_CASES);
@@ -613,7 +613,7 @@ fn stat_record_and_report_agree_with_perf() {
     require_root();
     let _g = serial();
     let dir = TempDir::new("record");
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let args = [
         "-e",
         "task-clock,context-switches,cycles",
@@ -778,7 +778,7 @@ fn per_thread_of_a_process_has_perfs_shape() {
         "--timeout",
         "200",
     ];
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let ours = stat_output(&bperf, &args);
     let name = "per-thread-pid";
     if let Some(perf) = perf_612() {
@@ -827,7 +827,7 @@ fn a_script_for_perf_runs_on_bperf() {
     require_root();
     let _g = serial();
     let dir = TempDir::named("bperf-script");
-    let bperf = env!("CARGO_BIN_EXE_bperf");
+    let bperf = common::BPERF_EXE;
     let wrapper = dir.0.join("perf");
     fs::write(&wrapper, format!("#!/bin/sh\nexec {bperf} \"$@\"\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -1269,7 +1269,7 @@ fn parity_cases_have_perf_612s_shape() {
     let _g = serial();
     let bperf = std::env::var_os("BPERF_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_bperf")));
+        .unwrap_or_else(|| PathBuf::from(common::BPERF_EXE));
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let only = std::env::var("BPERF_SHAPES_ONLY").unwrap_or_default();
@@ -1306,7 +1306,7 @@ fn list_of_software_events_is_perfs() {
         assert!(out.status.success(), "{tool:?} list sw: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let ours = list(Path::new(env!("CARGO_BIN_EXE_bperf")));
+    let ours = list(Path::new(common::BPERF_EXE));
     let name = "list-sw";
     if let Some(perf) = perf_612() {
         let theirs = list(&perf);
@@ -1374,7 +1374,7 @@ fn refusals_say_what_perf_72_says() {
         return;
     };
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let mut differ = Vec::new();
     for args in REFUSALS_72 {
         let (code, theirs) = refusal(&perf, args);

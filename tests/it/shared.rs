@@ -711,7 +711,7 @@ fn in_private_mounts(script: &str) -> std::process::Output {
         .arg(format!(
             "while mountpoint -q /sys/fs/bpf; do umount -l /sys/fs/bpf; done; {script}"
         ))
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .env(PERF_VERSION_ENV, "6.12")
         .output()
         .unwrap();

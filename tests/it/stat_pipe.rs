@@ -20,7 +20,7 @@ fn perf() -> Option<PathBuf> {
 }
 
 fn bperf() -> PathBuf {
-    env!("CARGO_BIN_EXE_bperf").into()
+    common::BPERF_EXE.into()
 }
 
 /// `tool args`, with `bytes` fed to it through a pipe on standard input.

@@ -386,7 +386,7 @@ fn full_screen_in_tmux() {
     let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 60_000)).collect();
     let prefix = format!("bperf-test-{}-top-", std::process::id());
     let mark = format!("{}-top-", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.5"));
     tmux.keys(&["Enter"]);
     // Unfiltered: the root first (it holds everything, idle time included), then the
@@ -451,7 +451,7 @@ fn sigterm_and_ctrl_c_restore_the_terminal() {
     let Some(tmux) = Tmux::start("exits") else {
         return;
     };
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.2"));
     tmux.keys(&["Enter"]);
     assert!(
@@ -491,7 +491,7 @@ fn ctrl_z_stops_top_and_fg_continues_it() {
         return;
     };
     let _more = [TestCgroup::new("top-stop1"), TestCgroup::new("top-stop2")];
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.5 --max-cgroups 2"));
     tmux.keys(&["Enter"]);
     let held = || {
@@ -584,7 +584,7 @@ fn tree_view_folds_a_parent() {
     let busy = parent.child("busy");
     let _idle = parent.child("idle");
     let _spin = spinner(&busy, 60_000);
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!(
         "{bin} top -d 0.5 --tree --for-each-cgroup '{}(/.*)?'",
         parent.name
@@ -751,7 +751,7 @@ fn runq_view_names_the_selected_rows_culprit() {
         .iter()
         .map(|cg| Running(pinned(cg, 1, &["spin", "60000"])))
         .collect();
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     let each = format!("{},{}", cgs[0].name, cgs[1].name);
     tmux.type_text(&format!(
         "{bin} top -d 0.5 --runq -e task-clock --for-each-cgroup {each}"

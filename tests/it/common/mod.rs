@@ -207,10 +207,13 @@ pub fn csv_value(err: &str, event: &str, cgroup: Option<&str>) -> f64 {
 /// bperf, printing perf 6.12's output: the tests written against perf 6.12's shapes
 /// (most of them) run it so; those of perf 7.2's set PERF_VERSION_ENV themselves.
 pub fn bperf() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bperf"));
+    let mut c = Command::new(BPERF_EXE);
     c.env(PERF_VERSION_ENV, "6.12");
     c
 }
+
+/// The bperf executable cargo built for the tests.
+pub const BPERF_EXE: &str = env!("CARGO_BIN_EXE_bperf");
 
 /// The environment variable that chooses bperf stat's perf version.
 pub const PERF_VERSION_ENV: &str = "BPERF_PERF_VERSION";
