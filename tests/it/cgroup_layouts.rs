@@ -144,7 +144,6 @@ fn settle_shared() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -166,7 +165,6 @@ fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_mounted_v1_hierarchy() {
-    require_root();
     let _g = serial();
     settle_shared();
     // Made first: the tests' cgroups are found on cgroup2.
@@ -189,7 +187,6 @@ fn perf_event_on_a_mounted_v1_hierarchy() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn shared_counters_keep_the_hierarchy_they_started_with() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -355,7 +352,6 @@ fn check_v1_counts(
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn v1_cgroups_counted_as_perf_counts_them() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {

@@ -124,7 +124,6 @@ impl Drop for Paranoid {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn unprivileged_user_counts_own_command_and_is_told_what_else_needs() {
-    require_root();
     let exe = bperf_for_anyone();
     let _paranoid = Paranoid::set(2);
     let Some(out) = as_nobody(

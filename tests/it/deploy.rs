@@ -11,8 +11,8 @@
 //! in its bounding set.
 
 use crate::common::{
-    clock_tolerance, parse_csv, require_root, run_ok, serial, stderr, unaccounted_ns,
-    unaccounted_since, workload, TempDir, TestCgroup, PERF_VERSION_ENV,
+    clock_tolerance, parse_csv, run_ok, serial, stderr, unaccounted_ns, unaccounted_since,
+    workload, TempDir, TestCgroup, PERF_VERSION_ENV,
 };
 
 use std::os::unix::fs::PermissionsExt;
@@ -229,7 +229,6 @@ fn count_as(uid: u32, bin: &Path, cg: &TestCgroup) -> Result<(f64, f64, f64), St
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn permitted_file_capabilities_let_the_daemonset_s_uid_count_a_cgroup() {
-    require_root();
     if !Path::new("/usr/sbin/setcap").exists() || !Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped: setcap (libcap2-bin) or setpriv (util-linux) is missing");
         return;

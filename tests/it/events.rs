@@ -83,7 +83,6 @@ fn attr_blocks(dump: &str) -> Vec<String> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn table_matches_perf() {
-    require_root();
     let _g = serial();
     let table = include_str!("../fixtures/perf-attrs.tsv");
     let perf = perf_612();
@@ -125,7 +124,6 @@ fn table_matches_perf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn groups_count_together() {
-    require_root();
     let _g = serial();
     for list in [
         "{task-clock,page-faults}",
@@ -171,7 +169,6 @@ fn groups_count_together() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn list_shows_this_machine() {
-    require_root();
     let out = run_ok(bperf().arg("list"));
     let text = String::from_utf8_lossy(&out.stdout);
     let line = |name: &str| {

@@ -281,7 +281,6 @@ const CASES: &[Case] = &[
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn hybrid_machines_as_perf_612_sees_them() {
-    require_root();
     let online = bperf::sys::online_cpus().unwrap();
     if online.len() < 2 {
         eprintln!("one CPU: no room for two core PMUs; skipped");

@@ -21,8 +21,7 @@ use std::time::Duration;
 use common::docker::{docker, docker_ok, tools_available, Daemon, DOCKERD};
 use common::http::get;
 use common::{
-    require_root, run_ok, serial, unaccounted_ns, unaccounted_since, wait_for_some, workload,
-    TempDir, TestCgroup,
+    run_ok, serial, unaccounted_ns, unaccounted_since, wait_for_some, workload, TempDir, TestCgroup,
 };
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
@@ -207,7 +206,6 @@ fn value(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
 #[test]
 #[ignore = "needs root and Docker (make test runs it)"]
 fn the_image_counts_host_cgroups_and_names_containers_as_the_daemonset_runs_it() {
-    require_root();
     if !tools_available(&[
         (DOCKERD, "docker.io"),
         ("/usr/bin/docker", "docker.io"),

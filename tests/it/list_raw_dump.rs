@@ -8,7 +8,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{require_root, TempDir};
+use common::TempDir;
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
 /// perf's tool events, which bperf does not count and so does not list.
@@ -56,11 +56,10 @@ fn assert_perfs_form(dump: &str, words: &[&str]) {
     );
 }
 
+/// Software events are probed, as perf probes them: the kernel must let us (root).
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn raw_dump_is_in_perfs_form_and_words() {
-    // Software events are probed, as perf probes them: the kernel must let us.
-    require_root();
     for words in [
         &[][..],
         &["sw"],
@@ -106,7 +105,6 @@ fn raw_dump_is_in_perfs_form_and_words() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn raw_dump_names_what_perf_names() {
-    require_root();
     if !Path::new(PERF).exists() {
         return;
     }

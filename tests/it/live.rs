@@ -62,7 +62,6 @@ fn last_time(lines: &[String]) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn all_cgroups_follows_a_cgroup_created_and_removed_while_counting() {
-    require_root();
     let _g = serial();
     let (child, rx) = start_task_clock(&["--all-cgroups"]);
     let unaccounted = unaccounted_ns();
@@ -91,7 +90,6 @@ fn all_cgroups_follows_a_cgroup_created_and_removed_while_counting() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_removed_cgroups_place_is_reused_without_its_counts() {
-    require_root();
     let _g = serial();
     let existing = count_cgroups();
     let max = (existing + 1).to_string();
@@ -137,7 +135,6 @@ fn a_removed_cgroups_place_is_reused_without_its_counts() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn patterns_follow_new_cgroups_that_match() {
-    require_root();
     let _g = serial();
     let pattern = format!("bperf-test-{}-re-.*", std::process::id());
     let (child, rx) = start_task_clock(&["--for-each-cgroup", &format!("/,{pattern}")]);

@@ -44,7 +44,6 @@ fn counted(cgroups: &[&TestCgroup], work: impl FnOnce()) -> Waits {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn two_spinners_on_one_cpu_wait_behind_each_other() {
-    common::require_root();
     let _serial = common::serial();
     let (a, b, c) = (
         TestCgroup::new("rq-a"),
@@ -96,7 +95,6 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_ping_pong_and_a_spinner_on_one_cpu() {
-    common::require_root();
     let _serial = common::serial();
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
     let (mut pp_report, mut spin_report) = (String::new(), String::new());
@@ -141,7 +139,6 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_counts_each_cgroups_wait_and_its_culprits() {
-    common::require_root();
     let _serial = common::serial();
     let cgroups = [
         TestCgroup::new("rq-sa"),

@@ -498,7 +498,6 @@ fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn output_has_perf_612s_shape() {
-    require_root();
     let _g = serial();
     let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_612();
@@ -550,7 +549,6 @@ fn fixture_72(name: &str) -> PathBuf {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn output_has_perf_72s_shape() {
-    require_root();
     let _g = serial();
     let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_72();
@@ -610,7 +608,6 @@ fn counts(text: &str) -> Vec<&str> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_record_and_report_agree_with_perf() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("record");
     let bperf = PathBuf::from(common::BPERF_EXE);
@@ -757,7 +754,6 @@ fn stat_record_and_report_agree_with_perf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn per_thread_of_a_process_has_perfs_shape() {
-    require_root();
     let _g = serial();
     let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
     let pid = sleeper.id().to_string();
@@ -824,7 +820,6 @@ fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_script_for_perf_runs_on_bperf() {
-    require_root();
     let _g = serial();
     let dir = TempDir::named("bperf-script");
     let bperf = common::BPERF_EXE;
@@ -1265,7 +1260,6 @@ fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn parity_cases_have_perf_612s_shape() {
-    require_root();
     let _g = serial();
     let bperf = std::env::var_os("BPERF_BIN")
         .map(PathBuf::from)
@@ -1368,7 +1362,6 @@ fn in_bperfs_words(perf: &str) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn refusals_say_what_perf_72_says() {
-    require_root();
     let Some(perf) = perf_72() else {
         eprintln!("skipped: no perf 7.2 ($PERF72 or /opt/perf-72/bin/perf, scripts/build-perf-72) to compare with");
         return;

@@ -82,7 +82,6 @@ impl Oracles {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_command_and_its_children_count_as_the_kernel_says() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -172,7 +171,6 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_process_counts_through_the_b_modifier() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -294,7 +292,6 @@ fn usage_window(out: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn fifty_sessions_share_counters_and_survive_a_kill() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -416,7 +413,6 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_last_session_killed_leaves_nothing() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -521,7 +517,6 @@ fn bpffs_sources() -> Vec<String> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_bpf_file_system_is_unmounted_only_when_bperf_mounted_it() {
-    require_root();
     let _g = serial();
     settle();
     let before = bpffs_sources();
@@ -567,7 +562,6 @@ fn the_bpf_file_system_is_unmounted_only_when_bperf_mounted_it() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_killed_keeper_is_replaced_and_nothing_is_left() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -635,7 +629,6 @@ impl Drop for PrivateBpffs {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_foreign_registry_is_named_with_what_to_do() {
-    require_root();
     let fs = PrivateBpffs::mount("stale");
     let dir = fs.0.join("bperf");
     std::fs::create_dir(&dir).unwrap();
@@ -676,7 +669,6 @@ fn a_foreign_registry_is_named_with_what_to_do() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_lone_request_for_too_many_slots_says_so() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -725,7 +717,6 @@ fn in_private_mounts(script: &str) -> std::process::Output {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_bpf_file_system_bperf_mounts_is_roots_alone() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(
         "$BPERF stat -a -e cpu-clock:b -- stat -c %a /sys/fs/bpf /sys/fs/bpf/bperf",
@@ -744,7 +735,6 @@ fn the_bpf_file_system_bperf_mounts_is_roots_alone() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn an_instance_directory_of_another_user_is_refused() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(&format!(
         "mount -t bpf bpf /sys/fs/bpf && mkdir /sys/fs/bpf/bperf && chown {NOBODY}:{NOBODY} /sys/fs/bpf/bperf && \
@@ -772,7 +762,6 @@ const HOLD: &str = "hold() { p=$1; shift; \"$@\" sh -c 'exec 3<\"$0\" && flock 3
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
-    require_root();
     let _g = serial();
     let id = NOBODY.to_string();
     // Under emulation bperf takes seconds to start: the bounds on how long it took grow
@@ -842,7 +831,6 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_link_at_the_default_directory_names_no_option() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(
         "mount -t bpf bpf /sys/fs/bpf && ln -s /tmp /sys/fs/bpf/bperf && \

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use bperf::perfdata::StatFile;
-use common::{fixture, require_root, serial};
+use common::{fixture, serial};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
 
@@ -87,7 +87,6 @@ fn perfs_pipe_output_is_read_from_standard_input() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perfs_live_pipe_is_read_as_perf_reads_it() {
-    require_root();
     let Some(perf) = perf() else {
         return;
     };
@@ -127,7 +126,6 @@ fn recorded_counts(bytes: &[u8]) -> StatFile {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn bperfs_pipe_output_is_read_by_perf() {
-    require_root();
     let record = |args: &[&str]| {
         let _g = serial();
         let out = Command::new(bperf())
@@ -195,7 +193,6 @@ fn bperfs_pipe_output_is_read_by_perf() {
 fn intervals_go_down_the_pipe_as_they_end() {
     use bperf::perfdata::{RoundKind, StatReader};
     use std::os::fd::OwnedFd;
-    require_root();
     let _g = serial();
     let mut child = Command::new(bperf())
         .env("BPERF_PERF_VERSION", "6.12")
