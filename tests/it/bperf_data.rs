@@ -5,15 +5,9 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{bperf, recording, run_ok, TempFile};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/bperfdata")
-        .join(name)
-}
+use common::{bperf, fixture, recording, run_ok, TempFile};
 
 fn report(input: &Path, args: &[&str]) -> String {
     let o = run_ok(bperf().args(["report", "-i"]).arg(input).args(args));
@@ -24,7 +18,7 @@ fn report(input: &Path, args: &[&str]) -> String {
 /// when it wrote version 1 (the .csv files beside it).
 #[test]
 fn a_version_1_recording_reads_as_it_did() {
-    let data = fixture("v1-pingpong.data");
+    let data = fixture("bperfdata/v1-pingpong.data");
     let bytes = std::fs::read(&data).unwrap();
     assert_eq!(
         &bytes[8..12],
@@ -39,7 +33,7 @@ fn a_version_1_recording_reads_as_it_did() {
         ),
         (&["-x,", "--hist"][..], "v1-pingpong.hist.csv"),
     ] {
-        let expected = std::fs::read_to_string(fixture(expected)).unwrap();
+        let expected = std::fs::read_to_string(fixture(&format!("bperfdata/{expected}"))).unwrap();
         assert_eq!(report(&data, args), expected, "report {args:?}");
     }
 }
@@ -50,7 +44,7 @@ fn a_version_1_recording_reads_as_it_did() {
 #[test]
 fn version_2_recordings_read_as_they_did() {
     for name in ["v2-tasks", "v2-cgroup-zstd"] {
-        let data = fixture(&format!("{name}.data"));
+        let data = fixture(&format!("bperfdata/{name}.data"));
         let bytes = std::fs::read(&data).unwrap();
         assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "{name} is version 2");
         for (args, expected) in [
@@ -58,7 +52,8 @@ fn version_2_recordings_read_as_they_did() {
             (&["-x,", "--sort", "cgroup,cpu,pid,tid,comm"][..], "sort"),
             (&["-x,", "--hist"][..], "hist"),
         ] {
-            let expected = std::fs::read_to_string(fixture(&format!("{name}.{expected}.csv")));
+            let expected =
+                std::fs::read_to_string(fixture(&format!("bperfdata/{name}.{expected}.csv")));
             let o = run_ok(bperf().args(["report", "-i"]).arg(&data).args(args));
             assert_eq!(common::stderr(&o), "", "{name} {args:?}");
             assert_eq!(

@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{bperf, require_root, serial, stderr};
+use common::{bperf, serial, stderr};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 
@@ -203,7 +203,6 @@ fn bperf_stat(id: u32, events: &str, n: u64) -> (Csv, String) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn run_count_and_time_match_the_kernels_and_nothing_is_left_loaded() {
-    require_root();
     if !have_bpftool() {
         return;
     }
@@ -256,7 +255,6 @@ fn run_count_and_time_match_the_kernels_and_nothing_is_left_loaded() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_table_says_what_perf_says_and_the_runs() {
-    require_root();
     let _g = serial();
     let targets = Targets::load();
     let (short, _) = targets.ids();
@@ -290,7 +288,6 @@ fn the_table_says_what_perf_says_and_the_runs() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn intervals_split_the_runs() {
-    require_root();
     let _g = serial();
     let targets = Targets::load();
     let (short, _) = targets.ids();
@@ -338,7 +335,6 @@ fn intervals_split_the_runs() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn ctrl_c_ends_counting_and_unloads_everything() {
-    require_root();
     if !have_bpftool() {
         return;
     }
@@ -389,7 +385,6 @@ fn ctrl_c_ends_counting_and_unloads_everything() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn unknown_programs_are_one_line_errors() {
-    require_root();
     for (spec, says) in [
         ("4000000000", "no BPF program has id 4000000000"),
         (
@@ -420,7 +415,6 @@ fn unknown_programs_are_one_line_errors() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn programs_are_found_by_name_and_tag() {
-    require_root();
     if !have_bpftool() {
         return;
     }
@@ -472,7 +466,6 @@ fn programs_are_found_by_name_and_tag() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_agrees_where_trampolines_load() {
-    require_root();
     if !std::path::Path::new(PERF).exists() || !have_bpftool() {
         return;
     }
@@ -551,7 +544,6 @@ fn beside_perf(id: u32) -> Option<(f64, f64)> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn other_targets_are_overridden_as_perf_says() {
-    require_root();
     let _g = serial();
     let targets = Targets::load();
     let (short, _) = targets.ids();

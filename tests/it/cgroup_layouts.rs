@@ -75,18 +75,6 @@ impl Drop for V1Hierarchy {
     }
 }
 
-/// The value of `event` in the CSV line of `cgroup` among bperf's output.
-fn csv_value(err: &str, event: &str, cgroup: &str) -> f64 {
-    let line = err
-        .lines()
-        .find(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            f.len() > 3 && f[2] == event && f[3] == cgroup
-        })
-        .unwrap_or_else(|| panic!("no {event} for {cgroup} in {err}"));
-    line.split(',').next().unwrap().parse().unwrap()
-}
-
 /// Counts cgroup `name` of the hierarchy bperf finds (with `extra` options) while a
 /// workload spins in `cg`, after moving to `also` first: it agrees with cg's cpu.stat or
 /// with the workload's own task-clock.
@@ -114,7 +102,7 @@ fn check_cgroup_count(name: &str, cg: &TestCgroup, also: Option<&Path>, extra: &
             .args(["--", "sh", "-c", &script]),
     );
     let err = stderr(&o);
-    let ours = csv_value(&err, "task-clock", name) * 1e6;
+    let ours = csv_value(&err, "task-clock", Some(name)) * 1e6;
     let own = own_task_clock_ns(&err, &["spin"]);
     let kernel = cg.usage_ns() as f64 - before;
     assert!(
@@ -156,7 +144,6 @@ fn settle_shared() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -178,7 +165,6 @@ fn perf_event_on_a_v1_hierarchy_mounted_nowhere() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_event_on_a_mounted_v1_hierarchy() {
-    require_root();
     let _g = serial();
     settle_shared();
     // Made first: the tests' cgroups are found on cgroup2.
@@ -201,7 +187,6 @@ fn perf_event_on_a_mounted_v1_hierarchy() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn shared_counters_keep_the_hierarchy_they_started_with() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {
@@ -340,8 +325,8 @@ fn check_v1_counts(
     let slack = unaccounted_since(unaccounted);
     let mut offsets = Vec::new();
     for name in names {
-        let counted = csv_value(&err, "task-clock", name) * 1e6;
-        let switches = csv_value(&err, "context-switches", name);
+        let counted = csv_value(&err, "task-clock", Some(name)) * 1e6;
+        let switches = csv_value(&err, "context-switches", Some(name));
         let (run, cs, tasks) = spinners_run(&err, name);
         let offset = (counted - run) / run * 100.0;
         eprintln!(
@@ -367,7 +352,6 @@ fn check_v1_counts(
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn v1_cgroups_counted_as_perf_counts_them() {
-    require_root();
     let _g = serial();
     settle_shared();
     let Some(v1) = V1Hierarchy::mount() else {

@@ -72,7 +72,7 @@ fn conflicting_options_are_usage_errors() {
 /// The binary, copied where any user may run it, for tests that drop privileges.
 fn bperf_for_anyone() -> TempFile {
     let copy = TempFile::new("bperf-bin");
-    std::fs::copy(env!("CARGO_BIN_EXE_bperf"), &copy.0).unwrap();
+    std::fs::copy(common::BPERF_EXE, &copy.0).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&copy.0, std::fs::Permissions::from_mode(0o755)).unwrap();
     copy
@@ -124,7 +124,6 @@ impl Drop for Paranoid {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn unprivileged_user_counts_own_command_and_is_told_what_else_needs() {
-    require_root();
     let exe = bperf_for_anyone();
     let _paranoid = Paranoid::set(2);
     let Some(out) = as_nobody(

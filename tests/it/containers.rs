@@ -19,7 +19,7 @@ use bperf::container::names::Names;
 use bperf::container::{recognize, Runtime};
 use bperf::sys::engine_api::EngineSocket;
 use common::docker::{docker, docker_ok, Daemon, DOCKERD};
-use common::{require_root, v1, wait_for, TempDir};
+use common::{v1, wait_for, TempDir};
 
 /// busybox-static's binary: a static busybox runs in an image with nothing else in it.
 const BUSYBOX: &str = "/bin/busybox";
@@ -118,7 +118,6 @@ impl Made {
 /// What each Docker test starts from, root and docker.io given (None, said, without):
 /// the counting lock, a daemon that answers and the busybox image.
 fn docker_session() -> Option<(common::Serial, Made, String)> {
-    require_root();
     if !docker_available() {
         return None;
     }
@@ -180,7 +179,6 @@ fn cgroup_dirs(mount: &Path, dir: &Path, depth: u32, out: &mut Vec<String>) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn docker_containers_are_recognised_from_their_cgroups_and_named_as_docker_inspect_says() {
-    require_root();
     if !docker_available() {
         return;
     }
@@ -911,7 +909,6 @@ fn cpuacct_window(text: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_container_in_a_v1_perf_event_hierarchy_is_counted_as_cpuacct_charges_it() {
-    require_root();
     if !docker_available() {
         return;
     }

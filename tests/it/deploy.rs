@@ -11,8 +11,8 @@
 //! in its bounding set.
 
 use crate::common::{
-    clock_tolerance, parse_csv, require_root, run_ok, serial, stderr, unaccounted_ns,
-    unaccounted_since, workload, TempDir, TestCgroup, PERF_VERSION_ENV,
+    clock_tolerance, parse_csv, run_ok, serial, stderr, unaccounted_ns, unaccounted_since,
+    workload, TempDir, TestCgroup, PERF_VERSION_ENV,
 };
 
 use std::os::unix::fs::PermissionsExt;
@@ -229,7 +229,6 @@ fn count_as(uid: u32, bin: &Path, cg: &TestCgroup) -> Result<(f64, f64, f64), St
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn permitted_file_capabilities_let_the_daemonset_s_uid_count_a_cgroup() {
-    require_root();
     if !Path::new("/usr/sbin/setcap").exists() || !Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped: setcap (libcap2-bin) or setpriv (util-linux) is missing");
         return;
@@ -242,7 +241,7 @@ fn permitted_file_capabilities_let_the_daemonset_s_uid_count_a_cgroup() {
     std::os::unix::fs::chown(dir.path(), Some(0), Some(uid)).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
     let bin = dir.join("bperf");
-    std::fs::copy(env!("CARGO_BIN_EXE_bperf"), &bin).unwrap();
+    std::fs::copy(crate::common::BPERF_EXE, &bin).unwrap();
     let cg = TestCgroup::new("file-caps");
     // Without file capabilities the uid cannot count: the capabilities are what it needs.
     let refused = count_as(uid, &bin, &cg);

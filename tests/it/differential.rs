@@ -399,7 +399,6 @@ struct Tally {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn random_command_lines_print_what_perf_prints() {
-    require_root();
     let Some(perf) = perf_612() else {
         eprintln!("skipped: no perf 6.12 ($PERF or /opt/perf-bpf/bin/perf) to compare with");
         return;
@@ -411,7 +410,6 @@ fn random_command_lines_print_what_perf_prints() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn random_command_lines_print_what_perf_72_prints() {
-    require_root();
     let Some(perf) = perf_72() else {
         eprintln!("skipped: no perf 7.2 ($PERF72 or /opt/perf-72/bin/perf, scripts/build-perf-72) to compare with");
         return;
@@ -432,7 +430,7 @@ fn compare_random_lines(perf: &Path, version: &str, seed: u64) {
         .and_then(|n| n.parse().ok())
         .unwrap_or(seed);
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let dir = TempDir::new("differential");
     let out = dir.join("out.txt");
     let cgroups = BusyCgroups::new();

@@ -8,14 +8,11 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{require_root, serial, wait_for};
+use common::v1::perf_event_hierarchy;
+use common::{serial, stdout, wait_for};
 
 fn doctor(args: &[&str]) -> Output {
     common::bperf().arg("doctor").args(args).output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The line of check `name` in doctor's text output.
@@ -28,15 +25,9 @@ fn line<'t>(text: &'t str, name: &str) -> &'t str {
         .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
 }
 
-/// perf_event's hierarchy in /proc/cgroups (0: cgroup2).
-fn perf_event_hierarchy() -> u32 {
-    bperf::cgroup::perf_event_hierarchy(&fs::read_to_string("/proc/cgroups").unwrap()).unwrap()
-}
-
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_names_what_this_machine_lacks_and_says_per_cgroup_counting_works() {
-    require_root();
     let out = doctor(&[]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", common::stderr(&out));
@@ -69,7 +60,6 @@ fn doctor_names_what_this_machine_lacks_and_says_per_cgroup_counting_works() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_json_is_one_object_per_check_with_the_text_checks() {
-    require_root();
     let text = stdout(&doctor(&[]));
     let out = doctor(&["-j"]);
     let rows: Vec<serde_json::Value> = stdout(&out)
@@ -94,7 +84,6 @@ fn doctor_json_is_one_object_per_check_with_the_text_checks() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_as_nobody_names_the_missing_capabilities_and_exits_1() {
-    require_root();
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -104,7 +93,7 @@ fn doctor_as_nobody_names_the_missing_capabilities_and_exits_1() {
             "--bounding-set=-all",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_bperf"))
+        .arg(common::BPERF_EXE)
         .arg("doctor")
         .output()
         .unwrap();
@@ -178,7 +167,6 @@ impl Drop for Restore {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
-    require_root();
     let _g = serial();
     if perf_event_hierarchy() != 0 {
         eprintln!("skipped: perf_event is not on cgroup2 here to begin with");
@@ -187,7 +175,7 @@ fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
     let restore = Restore;
     let out = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", STRAY_V1])
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .output()
         .unwrap();
     drop(restore);
@@ -221,7 +209,7 @@ fn doctor_names_a_perf_event_v1_hierarchy_mounted_nowhere() {
 fn in_private_namespace(script: &str) -> Output {
     Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", script])
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .output()
         .unwrap()
 }
@@ -231,7 +219,6 @@ fn in_private_namespace(script: &str) -> Output {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_sees_a_cgroup_hierarchy_a_later_mount_hides() {
-    require_root();
     let _g = serial();
     let out = in_private_namespace(
         r#"mount -t tmpfs bperf-test /sys/fs/cgroup || exit 90
@@ -256,7 +243,6 @@ echo "exit $?""#,
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_names_a_read_only_bpffs() {
-    require_root();
     let _g = serial();
     let out = in_private_namespace(
         r#"mount -t bpf -o ro bperf-test /sys/fs/bpf || exit 90
@@ -283,7 +269,6 @@ echo "exit $?""#,
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_says_unknown_for_what_it_cannot_read_in_proc_sys() {
-    require_root();
     let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     let out = in_private_namespace(
         r#"mount -t tmpfs bperf-test /proc/sys || exit 90
@@ -311,7 +296,6 @@ echo "exit $?""#,
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_without_btf_prints_its_lines_only() {
-    require_root();
     let out = in_private_namespace(
         r#"mount -t tmpfs bperf-test /sys/kernel/btf || exit 90
 exec "$BPERF" doctor"#,
@@ -357,7 +341,7 @@ fn as_nobody(args: &[&str]) -> Output {
             "--bounding-set=-all",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_bperf"))
+        .arg(common::BPERF_EXE)
         .args(args)
         .output()
         .unwrap()
@@ -369,7 +353,6 @@ fn as_nobody(args: &[&str]) -> Output {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn doctor_says_what_paranoid_3_does_on_this_kernel() {
-    require_root();
     let _g = serial();
     let paranoid = Paranoid::set(3);
     let counted = as_nobody(&["stat", "-x,", "-e", "task-clock", "--", "true"]);

@@ -4,6 +4,7 @@ use crate::common;
 
 use std::process::Command;
 
+use common::parity::perf_612;
 use common::*;
 
 /// Identity fields of each perf_event_attr block of a `-vv` dump, in the notation of
@@ -77,24 +78,11 @@ fn attr_blocks(dump: &str) -> Vec<String> {
         .collect()
 }
 
-/// The perf to compare with: perf 6.12 ($PERF, or /opt/perf-bpf/bin/perf), the
-/// reference, when the machine has it.
-fn perf_612() -> Option<std::path::PathBuf> {
-    let perf = std::env::var_os("PERF")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/opt/perf-bpf/bin/perf".into());
-    let version = Command::new(&perf).arg("version").output().ok()?;
-    String::from_utf8_lossy(&version.stdout)
-        .contains("perf version 6.12")
-        .then_some(perf)
-}
-
 /// Every event string of the recorded table: perf on this machine still gives the
 /// recorded attributes, and bperf's `-vv` dump gives the same ones.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn table_matches_perf() {
-    require_root();
     let _g = serial();
     let table = include_str!("../fixtures/perf-attrs.tsv");
     let perf = perf_612();
@@ -136,7 +124,6 @@ fn table_matches_perf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn groups_count_together() {
-    require_root();
     let _g = serial();
     for list in [
         "{task-clock,page-faults}",
@@ -182,7 +169,6 @@ fn groups_count_together() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn list_shows_this_machine() {
-    require_root();
     let out = run_ok(bperf().arg("list"));
     let text = String::from_utf8_lossy(&out.stdout);
     let line = |name: &str| {
@@ -243,7 +229,7 @@ fn bad_events_are_one_line() {
 #[test]
 fn list_categories_json_and_options() {
     let list = |args: &[&str]| -> String {
-        let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+        let o = Command::new(common::BPERF_EXE)
             .arg("list")
             .args(args)
             .output()
@@ -298,7 +284,7 @@ fn list_categories_json_and_options() {
     assert!(list(&["--unit", "software"]).contains("task-clock"));
     assert!(!list(&["--unit", "software"]).contains("[Hardware event]"));
     let file = TempFile::new("list.txt");
-    let o = Command::new(env!("CARGO_BIN_EXE_bperf"))
+    let o = Command::new(common::BPERF_EXE)
         .args(["list", "sw", "-o"])
         .arg(&file.0)
         .output()

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{require_root, serial, TempDir, TestCgroup};
+use common::{serial, TempDir, TestCgroup};
 
 /// How the fake runtime answers.
 #[derive(Clone)]
@@ -182,7 +182,6 @@ fn lines_about<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn names_with_control_characters_and_separators_are_escaped_in_every_format() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("odd");
     let (a, b) = (fake_id('a'), fake_id('b'));
@@ -263,7 +262,6 @@ fn scrape_for(port: u16, secs: f64) -> (Duration, String) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_hung_runtime_delays_no_scrape() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("hung-serve");
     let id = fake_id('c');
@@ -319,7 +317,6 @@ fn a_hung_runtime_delays_no_scrape() {
 #[ignore = "needs root (make test runs it)"]
 fn a_hung_runtime_delays_no_interval() {
     use std::io::BufRead;
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("hung-stat");
     let id = fake_id('d');

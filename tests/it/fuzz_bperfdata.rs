@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use common::{bperf, damage, recording, stderr, TempDir};
+use common::{bperf, damage, fixture, recording, stderr, TempDir};
 
 const SEED: u64 = 0x6270_6572_6664_6174;
 const COPIES: u64 = 2000;
@@ -78,17 +78,14 @@ fn verdict(
 #[test]
 fn damaged_recordings_are_read_or_refused_never_crash() {
     let dir = TempDir::new("fuzz-bperfdata");
-    let fixture = |name: &str| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bperfdata");
-        std::fs::read(dir.join(name)).unwrap()
-    };
+    let recorded = |name: &str| std::fs::read(fixture(&format!("bperfdata/{name}"))).unwrap();
     let goods = [
         ("v3", recording::bytes(SLICES)),
         ("v3-live", recording::live_bytes(SLICES)),
         ("v3-zstd", recording::compressed_bytes(SLICES, Some(3))),
-        ("v1", fixture("v1-pingpong.data")),
-        ("v2", fixture("v2-tasks.data")),
-        ("v2-zstd", fixture("v2-cgroup-zstd.data")),
+        ("v1", recorded("v1-pingpong.data")),
+        ("v2", recorded("v2-tasks.data")),
+        ("v2-zstd", recorded("v2-cgroup-zstd.data")),
     ];
     for (name, good) in &goods {
         let good_path = dir.0.join(format!("good-{name}.data"));

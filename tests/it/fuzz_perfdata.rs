@@ -15,7 +15,6 @@ use common::{damage, TempDir};
 const SEED: u64 = 0x2203;
 const COPIES: u64 = 2000;
 const PERF: &str = "/opt/perf-bpf/bin/perf";
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/perfdata");
 
 /// A stat file recorded now by `tool` (counts per CPU, so the topology features are
 /// there too), as perf.data or (`pipe`) in perf's pipe format; or the committed one
@@ -49,7 +48,7 @@ fn good_file(dir: &Path, tool: &Path, pipe: bool, fixture: &str) -> Vec<u8> {
             false => std::fs::read(&path).unwrap(),
         };
     }
-    std::fs::read(Path::new(FIXTURES).join(fixture)).unwrap()
+    std::fs::read(common::fixture(&format!("perfdata/{fixture}"))).unwrap()
 }
 
 /// What is wrong with `bperf stat report -i copy`, if anything: misbehaviour, or a
@@ -108,7 +107,7 @@ fn fuzz(dir: &Path, tag: &str, good: &[u8], streamed: bool) -> Vec<String> {
 #[test]
 fn damaged_stat_files_are_refused_not_crashed_on() {
     let dir = TempDir::new("fuzz-perfdata");
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = Path::new(PERF);
     let goods = [
         (

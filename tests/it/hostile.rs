@@ -63,7 +63,6 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn command_ends_when_output_fails() {
-    require_root();
     let _g = serial();
     let pidfile = TempFile::new("pid-full");
     let t = Instant::now();
@@ -128,7 +127,6 @@ fn command_ends_when_output_fails() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn command_ends_when_bperf_is_killed() {
-    require_root();
     let _g = serial();
     let pidfile = TempFile::new("pid-kill");
     let mut child = bperf()
@@ -162,7 +160,6 @@ fn nest(top: &TestCgroup, levels: usize) -> Vec<TestCgroup> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn forty_levels_deep_charge_the_top() {
-    require_root();
     let _g = serial();
     let top = TestCgroup::new("deep");
     let chain = nest(&top, 40);
@@ -205,7 +202,6 @@ fn forty_levels_deep_charge_the_top() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn too_deep_a_chain_is_refused() {
-    require_root();
     // Its cgroups must not exist while another test counts --all-cgroups.
     let _g = serial();
     let top = TestCgroup::new("toodeep");
@@ -244,7 +240,6 @@ fn too_deep_a_chain_is_refused() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn cgroups_that_come_and_go() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("churn");
     let gone = parent.child("gone");
@@ -359,7 +354,6 @@ fn cgroups_that_come_and_go() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn parents_hold_their_children_and_the_root_everything() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("consA");
     let ab = a.child("b");
@@ -487,7 +481,6 @@ fn cgroup_names_off_the_mount_are_refused() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn cgroup_lists_as_perf_reads_them() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("list");
     let rows = |list: &str| -> Vec<String> {
@@ -635,7 +628,6 @@ const FUZZ_FLAGS: &[&str] = &[
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn command_line_fuzz() {
-    require_root();
     let _g = serial();
     let out = TempFile::new("fuzz-out");
     let mut rng = Rng(0x5eed_b9e7_2026_1123);
@@ -811,7 +803,6 @@ fn a_timeline_to_standard_output() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_failed_timeline_write_leaves_no_part() {
-    require_root();
     let dir = TempDir::new("timeline-full");
     let data = recording_in(&dir, "x.data");
     let full = dir.join("full");
@@ -826,7 +817,7 @@ fn a_failed_timeline_write_leaves_no_part() {
         let o = std::process::Command::new("unshare")
             .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
             .arg(&full)
-            .arg(env!("CARGO_BIN_EXE_bperf"))
+            .arg(common::BPERF_EXE)
             .arg(&data)
             .output()
             .unwrap();
@@ -884,7 +875,6 @@ fn make_fifo(dir: &TempDir, name: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_fifo_nobody_reads_is_waited_for_until_a_signal() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("fifo-out");
     let fifo = make_fifo(&dir, "rec.fifo");
@@ -967,7 +957,6 @@ fn writing_into_a_full_pipe(pid: u32) -> bool {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_second_signal_gives_up_an_output_that_takes_no_more() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("fifo-stalled");
     let fifo = make_fifo(&dir, "rec.fifo");
@@ -1007,7 +996,6 @@ fn a_second_signal_gives_up_an_output_that_takes_no_more() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_record_to_a_fifo_nobody_reads_ends_on_a_signal() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("stat-fifo");
     let fifo = make_fifo(&dir, "perf.fifo");

@@ -38,8 +38,7 @@ impl FakeMachine {
     fn new(name: &str, types: &'static str, cpus: [u32; 2]) -> Option<FakeMachine> {
         let dir = TempDir::new(&format!("hybrid-{name}-{types}"));
         let m = FakeMachine { dir, types };
-        let fixture =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/sysfs/{name}"));
+        let fixture = common::fixture(&format!("sysfs/{name}"));
         let devices = m.devices();
         copy_tree(&fixture.join("devices"), &devices);
         let mut cores: Vec<PathBuf> = fs::read_dir(&devices)
@@ -282,7 +281,6 @@ const CASES: &[Case] = &[
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn hybrid_machines_as_perf_612_sees_them() {
-    require_root();
     let online = bperf::sys::online_cpus().unwrap();
     if online.len() < 2 {
         eprintln!("one CPU: no room for two core PMUs; skipped");
@@ -292,7 +290,7 @@ fn hybrid_machines_as_perf_612_sees_them() {
     // The recordings name CPUs 0 and 1.
     let recorded_cpus = cpus == [0, 1];
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let mut failures = vec![];
@@ -306,8 +304,7 @@ fn hybrid_machines_as_perf_612_sees_them() {
             .map(|&a| if a == "FIRST_CPU" { cpu0.as_str() } else { a })
             .collect();
         let ours = machine.stat(&bperf, &args);
-        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("tests/fixtures/perf-6.12/hybrid/{name}.txt"));
+        let file = common::fixture(&format!("perf-6.12/hybrid/{name}.txt"));
         let theirs = match &perf {
             Some(perf) => {
                 let theirs = machine.stat(perf, &args).recorded();

@@ -21,8 +21,7 @@ use std::time::Duration;
 use common::docker::{docker, docker_ok, tools_available, Daemon, DOCKERD};
 use common::http::get;
 use common::{
-    require_root, run_ok, serial, unaccounted_ns, unaccounted_since, wait_for_some, workload,
-    TempDir, TestCgroup,
+    run_ok, serial, unaccounted_ns, unaccounted_since, wait_for_some, workload, TempDir, TestCgroup,
 };
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
@@ -73,11 +72,7 @@ fn ensure_base(made: &mut Made) {
 fn build_image(made: &mut Made) -> String {
     let ctx = TempDir::new("image");
     fs::create_dir_all(ctx.join("target/release")).unwrap();
-    fs::copy(
-        env!("CARGO_BIN_EXE_bperf"),
-        ctx.join("target/release/bperf"),
-    )
-    .unwrap();
+    fs::copy(common::BPERF_EXE, ctx.join("target/release/bperf")).unwrap();
     fs::create_dir(ctx.join("man")).unwrap();
     for page in fs::read_dir(Path::new(MANIFEST).join("man")).unwrap() {
         let page = page.unwrap().path();
@@ -211,7 +206,6 @@ fn value(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
 #[test]
 #[ignore = "needs root and Docker (make test runs it)"]
 fn the_image_counts_host_cgroups_and_names_containers_as_the_daemonset_runs_it() {
-    require_root();
     if !tools_available(&[
         (DOCKERD, "docker.io"),
         ("/usr/bin/docker", "docker.io"),

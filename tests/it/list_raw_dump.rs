@@ -8,13 +8,9 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{require_root, TempDir};
+use common::TempDir;
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/perf-6.12/raw-dump"
-);
 /// perf's tool events, which bperf does not count and so does not list.
 const TOOL_EVENTS: [&str; 3] = ["duration_time", "user_time", "system_time"];
 
@@ -37,7 +33,7 @@ fn raw_dump(tool: &str, words: &[&str]) -> String {
 }
 
 fn bperf(words: &[&str]) -> String {
-    raw_dump(env!("CARGO_BIN_EXE_bperf"), words)
+    raw_dump(common::BPERF_EXE, words)
 }
 
 /// The names of a raw dump, without perf's tool events.
@@ -60,11 +56,10 @@ fn assert_perfs_form(dump: &str, words: &[&str]) {
     );
 }
 
+/// Software events are probed, as perf probes them: the kernel must let us (root).
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn raw_dump_is_in_perfs_form_and_words() {
-    // Software events are probed, as perf probes them: the kernel must let us.
-    require_root();
     for words in [
         &[][..],
         &["sw"],
@@ -84,7 +79,9 @@ fn raw_dump_is_in_perfs_form_and_words() {
         (&["sched:sched_switch"], "sched-switch.txt"),
         (&["sdt"], "sdt.txt"),
     ] {
-        let perfs = std::fs::read_to_string(Path::new(FIXTURES).join(fixture)).unwrap();
+        let perfs =
+            std::fs::read_to_string(common::fixture(&format!("perf-6.12/raw-dump/{fixture}")))
+                .unwrap();
         assert_eq!(names(&bperf(words)), names(&perfs), "{words:?}");
     }
     // bperf's metrics and their groups, as its list prints them.
@@ -108,7 +105,6 @@ fn raw_dump_is_in_perfs_form_and_words() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn raw_dump_names_what_perf_names() {
-    require_root();
     if !Path::new(PERF).exists() {
         return;
     }

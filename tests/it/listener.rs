@@ -100,7 +100,6 @@ impl Drop for Serve {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn half_requests_do_not_stop_the_listener() {
-    require_root();
     let _g = serial();
     let serve = Serve::start(1024);
     for _round in 0..2 {
@@ -139,7 +138,6 @@ fn stop_having_said_out_of_descriptors_at_most_once(serve: Serve) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn running_out_of_descriptors_is_said_once_and_mended() {
-    require_root();
     let _g = serial();
     let serve = Serve::start(64);
     // Fewer than the listen backlog, so that every connect returns at once.
@@ -159,7 +157,6 @@ fn running_out_of_descriptors_is_said_once_and_mended() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_client_that_never_reads_blocks_no_one() {
-    require_root();
     let _g = serial();
     let serve = Serve::start(1024);
     let one = serve.scrape().unwrap().len();
@@ -238,7 +235,6 @@ fn socket_with_small_receive_buffer(port: u16) -> TcpStream {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_huge_request_head_is_refused_with_431() {
-    require_root();
     let _g = serial();
     let serve = Serve::start(1024);
     let before = serve.peak_kib();

@@ -4,34 +4,17 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use common::*;
 
-/// bperf stat with -x, -I 200 and `args`, started and counting: its first interval line
-/// has come. Its output lines arrive on the receiver.
-fn start_stat(args: &[&str]) -> (Child, mpsc::Receiver<String>) {
-    let mut child = bperf()
-        .args(["stat", "-a", "-e", "task-clock", "-x,", "-I", "200"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let first = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("bperf printed nothing");
+/// bperf stat counting task-clock with -x, -I 200 and `args`, started and counting: its
+/// first interval line has come. Its output lines arrive on the receiver.
+fn start_task_clock(args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    let args = [&["-e", "task-clock"], args].concat();
+    let (child, rx, first) = start_stat(&args, Duration::from_secs(10));
     assert!(first.contains("task-clock"), "{first}");
     (child, rx)
 }
@@ -79,9 +62,8 @@ fn last_time(lines: &[String]) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn all_cgroups_follows_a_cgroup_created_and_removed_while_counting() {
-    require_root();
     let _g = serial();
-    let (child, rx) = start_stat(&["--all-cgroups"]);
+    let (child, rx) = start_task_clock(&["--all-cgroups"]);
     let unaccounted = unaccounted_ns();
     let cg = TestCgroup::new("live");
     let own = spin_in(&cg, 800);
@@ -108,11 +90,10 @@ fn all_cgroups_follows_a_cgroup_created_and_removed_while_counting() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_removed_cgroups_place_is_reused_without_its_counts() {
-    require_root();
     let _g = serial();
     let existing = count_cgroups();
     let max = (existing + 1).to_string();
-    let (child, rx) = start_stat(&["--all-cgroups", "--max-cgroups", &max]);
+    let (child, rx) = start_task_clock(&["--all-cgroups", "--max-cgroups", &max]);
     let unaccounted = unaccounted_ns();
     let a = TestCgroup::new("reuse-a");
     let own_a = spin_in(&a, 400);
@@ -154,10 +135,9 @@ fn a_removed_cgroups_place_is_reused_without_its_counts() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn patterns_follow_new_cgroups_that_match() {
-    require_root();
     let _g = serial();
     let pattern = format!("bperf-test-{}-re-.*", std::process::id());
-    let (child, rx) = start_stat(&["--for-each-cgroup", &format!("/,{pattern}")]);
+    let (child, rx) = start_task_clock(&["--for-each-cgroup", &format!("/,{pattern}")]);
     let unaccounted = unaccounted_ns();
     let yes = TestCgroup::new("re-yes");
     let no = TestCgroup::new("other");

@@ -47,7 +47,7 @@ fn every_page_refers_to_every_other() {
 
 #[test]
 fn every_long_option_of_stat_is_in_its_man_page() {
-    let help = std::process::Command::new(env!("CARGO_BIN_EXE_bperf"))
+    let help = std::process::Command::new(crate::common::BPERF_EXE)
         .args(["stat", "--help"])
         .output()
         .unwrap();
@@ -78,7 +78,7 @@ fn completions_are_printed_for_each_shell() {
         ("zsh", "#compdef bperf"),
         ("fish", "complete -c bperf"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bperf"))
+        let out = std::process::Command::new(crate::common::BPERF_EXE)
             .args(["completions", shell])
             .output()
             .unwrap();

@@ -26,7 +26,6 @@ fn task_clock_ms(err: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn no_inherit_leaves_children_out() {
-    require_root();
     let _g = serial();
     let w = workload().display().to_string();
     let spin = format!("{w} spin 300");
@@ -56,7 +55,6 @@ fn no_inherit_leaves_children_out() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn all_user_and_all_kernel_set_every_attr() {
-    require_root();
     let _g = serial();
     for (opt, excluded, kept) in [
         ("--all-user", "exclude_kernel", "exclude_user"),
@@ -84,7 +82,6 @@ fn all_user_and_all_kernel_set_every_attr() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn null_run_times_only() {
-    require_root();
     let o = stat(&["-n", "--", "sh", "-c", "exit 3"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
@@ -97,7 +94,6 @@ fn null_run_times_only() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn timeout_ends_counting() {
-    require_root();
     let _g = serial();
     let t = Instant::now();
     let o = stat(&["--timeout", "300", "-e", "task-clock", "--", "sleep", "10"]);
@@ -118,7 +114,6 @@ fn timeout_ends_counting() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn delay_starts_counting_later() {
-    require_root();
     let _g = serial();
     let w = workload().display().to_string();
     let o = stat(&[
@@ -150,7 +145,6 @@ fn delay_starts_counting_later() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn summary_sums_the_intervals() {
-    require_root();
     let _g = serial();
     let o = stat(&[
         "-a",
@@ -190,7 +184,6 @@ fn summary_sums_the_intervals() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn quiet_prints_nothing() {
-    require_root();
     let o = stat(&["--quiet", "-e", "task-clock", "--", "sh", "-c", "exit 4"]);
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(stderr(&o), "");
@@ -248,7 +241,6 @@ fn assert_refused(args: &[&str], code: i32, needle: &str) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn repeat_runs_the_command_n_times() {
-    require_root();
     let _g = serial();
     let log = TempFile::new("repeat");
     let script = format!("echo run >> {}; exit 3", log.0.display());
@@ -268,7 +260,6 @@ fn repeat_runs_the_command_n_times() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn pre_post_and_table_around_each_run() {
-    require_root();
     let _g = serial();
     let log = TempFile::new("prepost");
     let (pre, post) = (
@@ -326,7 +317,6 @@ fn pre_post_and_table_around_each_run() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn verbose_counts_and_log_fd() {
-    require_root();
     let _g = serial();
     let o = stat(&["-v", "-e", "task-clock,cs", "--", "true"]);
     let err = stderr(&o);
@@ -347,7 +337,7 @@ fn verbose_counts_and_log_fd() {
     let script = format!(
         "exec 3>{}; exec {} stat --log-fd 3 -x, -e task-clock -- true",
         file.0.display(),
-        env!("CARGO_BIN_EXE_bperf")
+        common::BPERF_EXE
     );
     let o = std::process::Command::new("sh")
         .env("BPERF_PERF_VERSION", "6.12")
@@ -383,7 +373,6 @@ fn spinner(ms: &str) -> std::process::Child {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn pid_and_tid_count_running_processes() {
-    require_root();
     let _g = serial();
     for opt in ["-p", "-t"] {
         let spin = spinner("600");
@@ -410,7 +399,6 @@ fn pid_and_tid_count_running_processes() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn per_thread_lines() {
-    require_root();
     let _g = serial();
     let (a, b) = (spinner("300"), spinner("300"));
     let pids = format!("{},{}", a.id(), b.id());
@@ -448,7 +436,6 @@ fn unavailable_features_are_refused_as_perf_refuses_them() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn bpf_counters_count_cpus_through_bpf() {
-    require_root();
     let _g = serial();
     for events in ["cpu-clock", "cpu-clock:b"] {
         let mut args = vec![
@@ -499,7 +486,6 @@ fn bpf_counters_count_cpus_through_bpf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn detailed_adds_perfs_events() {
-    require_root();
     let _g = serial();
     for (flag, added) in [("-d", 4), ("-dd", 10), ("-ddd", 12)] {
         let o = stat(&["-a", flag, "-x,", "-e", "task-clock", "--", "true"]);
@@ -518,7 +504,6 @@ fn detailed_adds_perfs_events() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn control_enables_and_disables_counting() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("control");
     let (ctl, ack) = (dir.0.join("ctl"), dir.0.join("ack"));
@@ -590,7 +575,6 @@ fn control_enables_and_disables_counting() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn named_metrics_follow_the_counts() {
-    require_root();
     let _g = serial();
     let o = stat(&[
         "-a",
@@ -657,7 +641,6 @@ fn switches_of(pid: u32) -> u64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn filter_counts_one_process_switches() {
-    require_root();
     let _g = serial();
     let mut looper = std::process::Command::new("sh")
         .args(["-c", "while :; do sleep 0.01; done"])
@@ -703,7 +686,6 @@ fn filter_counts_one_process_switches() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn filter_needs_a_tracepoint_before_it() {
-    require_root();
     for args in [
         &["--filter", "x", "-e", "sched:sched_switch", "-a", "true"][..],
         &["-e", "cpu-clock", "--filter", "x", "-a", "true"],
@@ -719,7 +701,6 @@ fn filter_needs_a_tracepoint_before_it() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn repeat_forever_until_interrupted() {
-    require_root();
     let _g = serial();
     let child = bperf()
         .args(["stat", "-r", "0", "-e", "task-clock", "--", "sleep", "0.05"])
@@ -748,7 +729,6 @@ fn repeat_forever_until_interrupted() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn per_thread_system_wide_counts_each_thread() {
-    require_root();
     let _g = serial();
     let w = workload();
     let mut spinner = std::process::Command::new(&w)
@@ -806,7 +786,6 @@ fn per_thread_system_wide_counts_each_thread() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn repeat_with_intervals_prints_every_run() {
-    require_root();
     let _g = serial();
     let o = stat(&[
         "-r",

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::docker::{docker, docker_ok, tools_available, Daemon, DOCKERD};
-use common::{require_root, run_ok, serial, TempDir, TestCgroup};
+use common::{run_ok, serial, TempDir, TestCgroup};
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -47,7 +47,7 @@ fn build_deb() -> PathBuf {
 fn build_deb_now() -> PathBuf {
     let out = run_ok(
         Command::new(Path::new(MANIFEST).join("scripts/build-deb"))
-            .env("BPERF_BIN", env!("CARGO_BIN_EXE_bperf")),
+            .env("BPERF_BIN", common::BPERF_EXE),
     );
     Path::new(MANIFEST).join(String::from_utf8_lossy(&out.stdout).trim())
 }
@@ -120,7 +120,6 @@ fn section<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
 #[test]
 #[ignore = "needs root and Docker (make test runs it)"]
 fn the_deb_installs_works_and_purges_to_nothing_in_a_clean_debian_12() {
-    require_root();
     if !tools() {
         return;
     }
@@ -415,7 +414,6 @@ fn numbers(lines: &[&str], name: &str) -> Vec<f64> {
 #[test]
 #[ignore = "needs root and systemd-nspawn (make test runs it)"]
 fn the_deb_s_service_counts_under_its_sandbox_in_a_booted_debian_12() {
-    require_root();
     if !tools() || !tools_available(&[("/usr/bin/systemd-nspawn", "systemd-container")]) {
         return;
     }

@@ -42,7 +42,7 @@ const SKIP: i32 = 2;
 /// A directory with a `perf` that runs `bperf stat` and `bperf list`, and `perf` for
 /// the rest (perf script, perf record, perf test).
 fn wrapper(dir: &Path, perf: &Path) -> PathBuf {
-    let bperf = env!("CARGO_BIN_EXE_bperf");
+    let bperf = common::BPERF_EXE;
     let script = format!(
         "#!/bin/sh\ncase \"$1\" in\n  stat|list) exec {bperf} \"$@\" ;;\n  *) exec {} \"$@\" ;;\nesac\n",
         perf.display()
@@ -115,7 +115,6 @@ fn same_verdicts(shell: &Path, perf: &Path, tests: &[&str], version: Option<&str
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_72s_stat_shell_tests_pass_on_bperf() {
-    require_root();
     let Some(perf) = perf_72() else {
         eprintln!("skipped: no perf 7.2 (scripts/build-perf-72) whose shell tests to run");
         return;
@@ -136,7 +135,6 @@ fn perf_72s_stat_shell_tests_pass_on_bperf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perf_612s_stat_shell_tests_pass_on_bperf_as_612() {
-    require_root();
     let Some(perf) = perf_612() else {
         eprintln!("skipped: no perf 6.12 (scripts/build-perf-612) whose shell tests to run");
         return;

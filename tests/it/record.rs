@@ -45,10 +45,6 @@ fn report(file: &TempFile, args: &[&str]) -> Output {
     run_ok(bperf().args(["report", "-i"]).arg(&file.0).args(args))
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// A busy cgroup (a spinner on CPU 0) and a ping-pong cgroup (both ends on CPU 1): the
 /// per-cgroup task-clock that report sums from the slices agrees with cpu.stat; the
 /// ping-pong's slices are its context switches; the timeline's slices add up to the
@@ -56,7 +52,6 @@ fn stdout(o: &Output) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn slices_add_up_to_the_kernels_accounting() {
-    require_root();
     let _s = serial();
     let (busy, pp) = (TestCgroup::new("rec-busy"), TestCgroup::new("rec-pp"));
     let w = workload().display().to_string();
@@ -185,7 +180,6 @@ fn slices_add_up_to_the_kernels_accounting() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_compressed_recording_reads_as_a_plain_one() {
-    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-zstd");
     let w = workload().display().to_string();
@@ -254,7 +248,6 @@ fn a_compressed_recording_reads_as_a_plain_one() {
 #[ignore = "needs root (make test runs it)"]
 fn a_tiny_ring_loses_slices_and_counts_each() {
     use std::io::{BufRead, Read};
-    require_root();
     let _s = serial();
     let pp = TestCgroup::new("rec-lost");
     let w = workload().display().to_string();
@@ -382,7 +375,6 @@ fn a_tiny_ring_loses_slices_and_counts_each() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_until_ctrl_c() {
-    require_root();
     let _s = serial();
     let file = TempFile::new("sigint.data");
     let child = bperf()
@@ -478,7 +470,6 @@ fn slices_span(path: &std::path::Path, name: &str) -> (String, u64, u64) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_killed_recording_keeps_all_but_its_last_second() {
-    require_root();
     let _s = serial();
     for zstd in [false, true] {
         killed_recording(zstd);
@@ -738,7 +729,6 @@ fn report_stdin(bytes: &[u8], args: &[&str]) -> Output {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_writes_into_devices_and_fifos() {
-    require_root();
     let _s = serial();
     let dir = TempDir::new("nodes");
     let (null, fifo) = (dir.join("null"), dir.join("fifo"));
@@ -798,7 +788,6 @@ fn record_writes_into_devices_and_fifos() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_to_stdout_pipes_into_report() {
-    require_root();
     let _s = serial();
     let dir = TempDir::new("pipe");
     let mut record = bperf()
@@ -846,7 +835,6 @@ fn record_to_stdout_pipes_into_report() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_failed_run_leaves_the_earlier_recording() {
-    require_root();
     let _s = serial();
     let dir = TempDir::new("failed");
     let path = dir.join("x.data");
@@ -1004,7 +992,6 @@ fn tasks_task_clock_ns(csv: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_a_process_by_pid() {
-    require_root();
     let _s = serial();
     let cg = TestCgroup::new("rec-pid");
     // Long enough for bperf to start while it sleeps (1.5 s was not always, emulated;
@@ -1064,7 +1051,6 @@ fn record_a_process_by_pid() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_a_command_and_its_children() {
-    require_root();
     let _s = serial();
     let w = workload().display().to_string();
     let mut outside = std::process::Command::new(workload())
@@ -1127,7 +1113,6 @@ fn record_a_command_and_its_children() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_cgroup_made_while_recording_is_recorded() {
-    require_root();
     let _s = serial();
     let file = TempFile::new("rec-live.data");
     let record = bperf()
@@ -1264,7 +1249,6 @@ fn a_gone_process_is_refused_as_perf_refuses_it() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
-    require_root();
     let _serial = serial();
     let cgroups = [
         TestCgroup::new("rq-ra"),
@@ -1365,7 +1349,6 @@ fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {
 #[ignore = "needs root (make test runs it)"]
 fn files_planted_by_another_user_are_not_written() {
     use std::process::{Command, Stdio};
-    require_root();
     let _s = serial();
     let own = TempDir::new("planted-input");
     let input = own.join("in.data");

@@ -44,7 +44,6 @@ fn counted(cgroups: &[&TestCgroup], work: impl FnOnce()) -> Waits {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn two_spinners_on_one_cpu_wait_behind_each_other() {
-    common::require_root();
     let _serial = common::serial();
     let (a, b, c) = (
         TestCgroup::new("rq-a"),
@@ -96,7 +95,6 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_ping_pong_and_a_spinner_on_one_cpu() {
-    common::require_root();
     let _serial = common::serial();
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
     let (mut pp_report, mut spin_report) = (String::new(), String::new());
@@ -134,30 +132,6 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
     );
 }
 
-/// bperf stat -I with lines on stderr, counting: its first line has come. The rest come
-/// on the receiver.
-fn start_stat(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead, BufReader};
-    let mut child = common::bperf()
-        .args(["stat", "-a", "-x,", "-I", "200"])
-        .args(args)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(20))
-        .expect("bperf printed nothing");
-    (child, rx)
-}
-
 /// bperf stat's own events and --culprits, over -I's intervals: two spinners on one
 /// CPU and one on the other. Each cgroup's bperf/runq-wait/ agrees with its task's
 /// run_delay and bperf/preemptions/ with its involuntary switches; the culprit rows put
@@ -165,7 +139,6 @@ fn start_stat(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_counts_each_cgroups_wait_and_its_culprits() {
-    common::require_root();
     let _serial = common::serial();
     let cgroups = [
         TestCgroup::new("rq-sa"),
@@ -175,7 +148,8 @@ fn stat_counts_each_cgroups_wait_and_its_culprits() {
     let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
     let each = names.join(",");
     let events = "bperf/runq-wait/,bperf/preemptions/";
-    let (child, rx) = start_stat(&["-e", events, "--for-each-cgroup", &each, "--culprits", "3"]);
+    let args = ["-e", events, "--for-each-cgroup", &each, "--culprits", "3"];
+    let (child, rx, _) = common::start_stat(&args, std::time::Duration::from_secs(20));
     let spinners = [
         pinned(&cgroups[0], 1, &["spin", "1500"]),
         pinned(&cgroups[1], 1, &["spin", "1500"]),

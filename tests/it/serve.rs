@@ -252,7 +252,6 @@ impl Usage {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
-    require_root();
     let _g = serial();
     let (serve, port) = start_serve(&["-a", "-e", "task-clock,context-switches", "--all-cgroups"]);
     // A second target that only records the request Prometheus scrapes with.
@@ -388,7 +387,6 @@ fn prometheus_scrapes_the_rate_of_a_new_cgroup() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_textfile_passes_promtool_and_goes_at_exit() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("textfile");
     let file = dir.0.join("bperf.prom");
@@ -490,7 +488,6 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
 #[ignore = "needs root (make test runs it)"]
 fn links_planted_in_the_textfile_directory_are_not_followed() {
     use std::os::unix::fs::PermissionsExt;
-    require_root();
     let _g = serial();
     let dir = sticky_dir("textfile-planted");
     let private = TempDir::new("textfile-victim");
@@ -588,7 +585,6 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_textfile_that_cannot_be_written_is_retried() {
-    require_root();
     let _g = serial();
     let top = TempDir::new("textfile-fails");
     let dir = top.0.join("out");
@@ -696,7 +692,6 @@ fn inotify_watches(pid: u32) -> usize {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn churned_cgroups_leave_no_watch_behind() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("churn-watches");
     let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups"]);
@@ -734,7 +729,6 @@ fn churned_cgroups_leave_no_watch_behind() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn left_out_cgroups_are_not_said_at_every_change() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("left-out");
     // One place, the root's: every other cgroup is left out.
@@ -774,7 +768,6 @@ fn status(head: &str) -> &str {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn serve_and_textfile_with_no_container_counted() {
-    require_root();
     let _g = serial();
     let host = TestCgroup::new("nocontainer");
     let dir = TempDir::new("nocontainer");
@@ -793,7 +786,7 @@ fn serve_and_textfile_with_no_container_counted() {
     let mut serve = Running(
         in_cgroup_namespace(
             &host,
-            Path::new(env!("CARGO_BIN_EXE_bperf")),
+            Path::new(common::BPERF_EXE),
             &[&args[..], &textfile[..]].concat(),
         )
         .stderr(Stdio::piped())
@@ -853,7 +846,6 @@ fn bad_listen_and_textfile_are_refused() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_listen_address_in_use_is_refused() {
-    require_root();
     let _g = serial();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
@@ -880,7 +872,6 @@ fn encode_query(q: &str) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn prometheus_scrapes_who_waited_behind_whom() {
-    require_root();
     let _g = serial();
     let (a, b) = (TestCgroup::new("rq-a"), TestCgroup::new("rq-b"));
     let both = format!("{},{}", a.name, b.name);
@@ -945,7 +936,6 @@ fn prometheus_scrapes_who_waited_behind_whom() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_cgroup_whose_name_is_not_utf8_is_exported() {
-    require_root();
     let _g = serial();
     let parent = TestCgroup::new("bytes-serve");
     let before = parent.child_bytes(b"b\xff");

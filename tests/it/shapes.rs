@@ -453,8 +453,9 @@ fn stat_output_as(tool: &Path, args: &[&str], version: Option<&str>) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-6.12/{name}.txt"))
+/// perf 6.12's recorded output of case `name`.
+fn fixture_612(name: &str) -> PathBuf {
+    fixture(&format!("perf-6.12/{name}.txt"))
 }
 
 /// Where `got` first differs in shape from `want`, if it does.
@@ -497,9 +498,8 @@ fn assert_same_shape(name: &str, want: &str, got: &str, whose: &str) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn output_has_perf_612s_shape() {
-    require_root();
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     for (name, args) in CASES {
@@ -507,13 +507,13 @@ fn output_has_perf_612s_shape() {
         if let Some(perf) = &perf {
             let theirs = stat_output(perf, args);
             if record {
-                fs::write(fixture(name), &theirs).unwrap();
+                fs::write(fixture_612(name), &theirs).unwrap();
             }
             assert_same_shape(name, &theirs, &ours, "perf (live)");
             continue;
         }
-        let recorded = fs::read_to_string(fixture(name))
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        let recorded = fs::read_to_string(fixture_612(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture_612(name).display()));
         assert_same_shape(name, &recorded, &ours, "perf (recorded)");
     }
 }
@@ -538,8 +538,9 @@ const DEFAULT_CASES: &[(&str, &[&str])] = &[
 /// CASES whose perf 7.2 shape bperf does not have yet (docs/perf-versions.md).
 const NOT_YET_72: &[&str] = &[];
 
+/// perf 7.2's recorded output of case `name`.
 fn fixture_72(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/perf-7.2/{name}.txt"))
+    fixture(&format!("perf-7.2/{name}.txt"))
 }
 
 /// bperf's default output has perf 7.2's shape, case by case: live against perf 7.2
@@ -547,9 +548,8 @@ fn fixture_72(name: &str) -> PathBuf {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn output_has_perf_72s_shape() {
-    require_root();
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let perf = perf_72();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let cases = CASES.iter().chain(DEFAULT_CASES);
@@ -607,10 +607,9 @@ fn counts(text: &str) -> Vec<&str> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn stat_record_and_report_agree_with_perf() {
-    require_root();
     let _g = serial();
     let dir = TempDir::new("record");
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let args = [
         "-e",
         "task-clock,context-switches,cycles",
@@ -754,7 +753,6 @@ fn stat_record_and_report_agree_with_perf() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn per_thread_of_a_process_has_perfs_shape() {
-    require_root();
     let _g = serial();
     let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
     let pid = sleeper.id().to_string();
@@ -775,13 +773,13 @@ fn per_thread_of_a_process_has_perfs_shape() {
         "--timeout",
         "200",
     ];
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let ours = stat_output(&bperf, &args);
     let name = "per-thread-pid";
     if let Some(perf) = perf_612() {
         let theirs = stat_output(&perf, &args);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_same_shape(name, &theirs, &ours, "perf (live)");
     }
@@ -789,7 +787,7 @@ fn per_thread_of_a_process_has_perfs_shape() {
     let _ = sleeper.wait();
     // The recorded process had another id, perhaps of another width, which moves
     // the padding after it: the recorded shape is compared without line lengths.
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     let fields = |text: &str| -> Vec<String> { shape(text).into_iter().map(|(s, _)| s).collect() };
     assert_eq!(
         fields(&recorded),
@@ -821,10 +819,9 @@ fn script_output(perf: &Path, tool_path: &str, workdir: &Path) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_script_for_perf_runs_on_bperf() {
-    require_root();
     let _g = serial();
     let dir = TempDir::named("bperf-script");
-    let bperf = env!("CARGO_BIN_EXE_bperf");
+    let bperf = common::BPERF_EXE;
     let wrapper = dir.0.join("perf");
     fs::write(&wrapper, format!("#!/bin/sh\nexec {bperf} \"$@\"\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -834,14 +831,14 @@ fn a_script_for_perf_runs_on_bperf() {
     if let Some(perf) = perf_612() {
         let theirs = script_output(&perf, perf.to_str().unwrap(), &dir.0);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_same_shape(name, &theirs, &ours, "perf (live)");
         return;
     }
     // Recorded elsewhere: process ids and paths of other widths move the padding, so
     // the lines are compared without their lengths.
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     let fields = |text: &str| -> Vec<String> { shape(text).into_iter().map(|(s, _)| s).collect() };
     assert_eq!(
         fields(&recorded),
@@ -1262,11 +1259,10 @@ fn assert_same_transcript(name: &str, want: &Transcript, got: &Transcript, whose
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn parity_cases_have_perf_612s_shape() {
-    require_root();
     let _g = serial();
     let bperf = std::env::var_os("BPERF_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_bperf")));
+        .unwrap_or_else(|| PathBuf::from(common::BPERF_EXE));
     let perf = perf_612();
     let record = std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some();
     let only = std::env::var("BPERF_SHAPES_ONLY").unwrap_or_default();
@@ -1279,12 +1275,12 @@ fn parity_cases_have_perf_612s_shape() {
         if let Some(perf) = &perf {
             let theirs = transcript(perf, args, &cgroups, &out);
             if record {
-                fs::write(fixture(name), theirs.to_fixture()).unwrap();
+                fs::write(fixture_612(name), theirs.to_fixture()).unwrap();
             }
             assert_same_transcript(name, &theirs, &ours, "perf (live)");
         }
-        let recorded = fs::read_to_string(fixture(name))
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture(name).display()));
+        let recorded = fs::read_to_string(fixture_612(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", fixture_612(name).display()));
         assert_same_transcript(
             name,
             &Transcript::from_fixture(&recorded),
@@ -1303,16 +1299,16 @@ fn list_of_software_events_is_perfs() {
         assert!(out.status.success(), "{tool:?} list sw: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let ours = list(Path::new(env!("CARGO_BIN_EXE_bperf")));
+    let ours = list(Path::new(common::BPERF_EXE));
     let name = "list-sw";
     if let Some(perf) = perf_612() {
         let theirs = list(&perf);
         if std::env::var_os("BPERF_RECORD_PERF_SHAPES").is_some() {
-            fs::write(fixture(name), &theirs).unwrap();
+            fs::write(fixture_612(name), &theirs).unwrap();
         }
         assert_eq!(ours, theirs, "bperf list sw, then perf's (live)");
     }
-    let recorded = fs::read_to_string(fixture(name)).unwrap();
+    let recorded = fs::read_to_string(fixture_612(name)).unwrap();
     assert_eq!(ours, recorded, "bperf list sw, then perf's (recorded)");
 }
 
@@ -1365,13 +1361,12 @@ fn in_bperfs_words(perf: &str) -> String {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn refusals_say_what_perf_72_says() {
-    require_root();
     let Some(perf) = perf_72() else {
         eprintln!("skipped: no perf 7.2 ($PERF72 or /opt/perf-72/bin/perf, scripts/build-perf-72) to compare with");
         return;
     };
     let _g = serial();
-    let bperf = PathBuf::from(env!("CARGO_BIN_EXE_bperf"));
+    let bperf = PathBuf::from(common::BPERF_EXE);
     let mut differ = Vec::new();
     for args in REFUSALS_72 {
         let (code, theirs) = refusal(&perf, args);

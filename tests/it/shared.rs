@@ -77,25 +77,11 @@ impl Oracles {
     }
 }
 
-/// The CSV value of `event` in bperf's output (beside the workload's reports).
-fn csv_value(err: &str, event: &str) -> f64 {
-    let line = err
-        .lines()
-        .find(|l| l.split(',').nth(2) == Some(event))
-        .unwrap_or_else(|| panic!("no {event} in {err}"));
-    line.split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap_or_else(|_| panic!("{line}"))
-}
-
 /// A command and its children, counted through shared counters, count what the kernel
 /// says they did: their own task-clock, their rusage's switches and page faults.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_command_and_its_children_count_as_the_kernel_says() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -127,7 +113,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     let err = stderr(&o);
     let kernel = (cg.usage_ns() - before) as f64 + report_field(&err, "shell_ns");
     let own = own_task_clock_ns(&err, &["spin"]);
-    let ours = csv_value(&err, "task-clock") * 1e6;
+    let ours = csv_value(&err, "task-clock", None) * 1e6;
     // On a real machine, the children's own task-clock: the shell's own few
     // milliseconds, and the children's start and exit, are in ours only. Under
     // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
@@ -155,7 +141,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     ]));
     let err = stderr(&o);
     let (cs, _) = rusage_totals(&err);
-    let ours_cs = csv_value(&err, "context-switches");
+    let ours_cs = csv_value(&err, "context-switches", None);
     assert!(
         within(ours_cs, cs as f64, 2.0),
         "cs {ours_cs} vs rusage {cs}: {err}"
@@ -172,7 +158,7 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     ]));
     let err = stderr(&o);
     let (_, faults) = rusage_totals(&err);
-    let ours = csv_value(&err, "page-faults:b");
+    let ours = csv_value(&err, "page-faults:b", None);
     assert!(
         within(ours, faults as f64, 2.0),
         "faults {ours} vs rusage {faults}: {err}"
@@ -185,7 +171,6 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_process_counts_through_the_b_modifier() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -234,7 +219,7 @@ fn a_process_counts_through_the_b_modifier() {
     let kernel = (cg.usage_ns() - before) as f64;
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
     let own = own_task_clock_ns(&report, &["spin"]);
-    let ours = csv_value(&err, "task-clock:b") * 1e6;
+    let ours = csv_value(&err, "task-clock:b", None) * 1e6;
     // bperf also counts the process's wake-up before its work and its exit, which take
     // microseconds on a real machine. Under emulation the exit takes tens of ms or more
     // (see tests/it/stat.rs, self_moving_processes_are_charged_in_full): there the
@@ -245,7 +230,7 @@ fn a_process_counts_through_the_b_modifier() {
         unaccounted,
     };
     oracles.assert_agree(ours, 2e6, &err);
-    assert!(csv_value(&err, "page-faults") > 0.0, "{err}");
+    assert!(csv_value(&err, "page-faults", None) > 0.0, "{err}");
     assert_nothing_left(was_mounted);
 }
 
@@ -307,7 +292,6 @@ fn usage_window(out: &str) -> f64 {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn fifty_sessions_share_counters_and_survive_a_kill() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -408,7 +392,7 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
                         .sum()
                 };
                 let ran = reported("run_ns").max(reported("task_clock_ns"));
-                within(csv_value(&err, "task-clock") * 1e6, ran, 3.0)
+                within(csv_value(&err, "task-clock", None) * 1e6, ran, 3.0)
             }
         };
         if !ok {
@@ -429,7 +413,6 @@ fn fifty_sessions_share_counters_and_survive_a_kill() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_last_session_killed_leaves_nothing() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -534,7 +517,6 @@ fn bpffs_sources() -> Vec<String> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_bpf_file_system_is_unmounted_only_when_bperf_mounted_it() {
-    require_root();
     let _g = serial();
     settle();
     let before = bpffs_sources();
@@ -580,7 +562,6 @@ fn the_bpf_file_system_is_unmounted_only_when_bperf_mounted_it() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_killed_keeper_is_replaced_and_nothing_is_left() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -648,7 +629,6 @@ impl Drop for PrivateBpffs {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_foreign_registry_is_named_with_what_to_do() {
-    require_root();
     let fs = PrivateBpffs::mount("stale");
     let dir = fs.0.join("bperf");
     std::fs::create_dir(&dir).unwrap();
@@ -689,7 +669,6 @@ fn a_foreign_registry_is_named_with_what_to_do() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_lone_request_for_too_many_slots_says_so() {
-    require_root();
     let _g = serial();
     settle();
     let was_mounted = bpffs_mounted();
@@ -724,7 +703,7 @@ fn in_private_mounts(script: &str) -> std::process::Output {
         .arg(format!(
             "while mountpoint -q /sys/fs/bpf; do umount -l /sys/fs/bpf; done; {script}"
         ))
-        .env("BPERF", env!("CARGO_BIN_EXE_bperf"))
+        .env("BPERF", common::BPERF_EXE)
         .env(PERF_VERSION_ENV, "6.12")
         .output()
         .unwrap();
@@ -738,7 +717,6 @@ fn in_private_mounts(script: &str) -> std::process::Output {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_bpf_file_system_bperf_mounts_is_roots_alone() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(
         "$BPERF stat -a -e cpu-clock:b -- stat -c %a /sys/fs/bpf /sys/fs/bpf/bperf",
@@ -757,7 +735,6 @@ fn the_bpf_file_system_bperf_mounts_is_roots_alone() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn an_instance_directory_of_another_user_is_refused() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(&format!(
         "mount -t bpf bpf /sys/fs/bpf && mkdir /sys/fs/bpf/bperf && chown {NOBODY}:{NOBODY} /sys/fs/bpf/bperf && \
@@ -785,7 +762,6 @@ const HOLD: &str = "hold() { p=$1; shift; \"$@\" sh -c 'exec 3<\"$0\" && flock 3
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
-    require_root();
     let _g = serial();
     let id = NOBODY.to_string();
     // Under emulation bperf takes seconds to start: the bounds on how long it took grow
@@ -806,7 +782,7 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     assert!(secs < 4.0 + slack, "took {secs} s: {err}");
-    let clock = csv_value(&err, "task-clock:b");
+    let clock = csv_value(&err, "task-clock:b", None);
     assert!(clock > 400.0, "{clock} ms: {err}");
     // Counted within the run's time: at most every CPU busy all of it.
     let most = most_cpus_utilized();
@@ -855,7 +831,6 @@ fn the_registry_lock_is_roots_and_its_wait_is_bounded() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_link_at_the_default_directory_names_no_option() {
-    require_root();
     let _g = serial();
     let o = in_private_mounts(
         "mount -t bpf bpf /sys/fs/bpf && ln -s /tmp /sys/fs/bpf/bperf && \

@@ -52,7 +52,6 @@ fn per_cgroup_counts_match_kernel_accounting_through_the_read_helper() {
 }
 
 fn check_accounting(env: &[(&str, &str)]) {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("A");
     let b = TestCgroup::new("B");
@@ -214,7 +213,6 @@ fn two_self_moving_spinners(
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn counts_of_one_run_sum_consistently() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("sumA");
     let b = TestCgroup::new("sumB");
@@ -236,7 +234,6 @@ fn counts_of_one_run_sum_consistently() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn self_moving_processes_are_charged_in_full() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("moveA");
     let b = TestCgroup::new("moveB");
@@ -272,7 +269,6 @@ fn self_moving_processes_are_charged_in_full() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn unsupported_event_does_not_stop_the_others() {
-    require_root();
     let _g = serial();
     let out = TempFile::new("unsup");
     run_ok(
@@ -295,7 +291,6 @@ fn unsupported_event_does_not_stop_the_others() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn idle_cgroup_is_not_counted() {
-    require_root();
     let _g = serial();
     let e = TestCgroup::new("empty");
     let (csv, _) = stat_csv(
@@ -312,7 +307,6 @@ fn idle_cgroup_is_not_counted() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn intervals_add_up() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("ivA");
     let before = a.usage_ns();
@@ -347,7 +341,6 @@ fn intervals_add_up() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn json_output_parses() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("js");
     let out = TempFile::new("json");
@@ -382,7 +375,6 @@ fn json_output_parses() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn exit_status_follows_the_workload() {
-    require_root();
     let _g = serial();
     let st = bperf()
         .args(["stat", "-a", "-e", "task-clock", "--", "sh", "-c", "exit 3"])
@@ -403,7 +395,6 @@ fn exit_status_follows_the_workload() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn nothing_left_behind_after_any_exit() {
-    require_root();
     let _g = serial();
     let a = TestCgroup::new("left");
     let base = ["stat", "-a", "-e", "task-clock", "--for-each-cgroup"];
@@ -468,7 +459,6 @@ fn nothing_left_behind_after_any_exit() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_cgroup_whose_name_is_not_utf8_is_counted() {
-    require_root();
     let _s = serial();
     let parent = TestCgroup::new("bytes");
     let odd = parent.child_bytes(b"odd-\xff\x1b");
@@ -535,7 +525,6 @@ fn a_cgroup_whose_name_is_not_utf8_is_counted() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_short_run_counts_within_its_time() {
-    require_root();
     let _g = serial();
     let most = most_cpus_utilized();
     for _ in 0..5 {

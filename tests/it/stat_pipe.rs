@@ -11,17 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use bperf::perfdata::StatFile;
-use common::{require_root, serial};
+use common::{fixture, serial};
 
 const PERF: &str = "/opt/perf-bpf/bin/perf";
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/perfdata");
 
 fn perf() -> Option<PathBuf> {
     Path::new(PERF).exists().then(|| PERF.into())
 }
 
 fn bperf() -> PathBuf {
-    env!("CARGO_BIN_EXE_bperf").into()
+    common::BPERF_EXE.into()
 }
 
 /// `tool args`, with `bytes` fed to it through a pipe on standard input.
@@ -59,18 +58,16 @@ fn without_metrics(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(FIXTURES).join(name)).unwrap()
-}
-
 #[test]
 fn perfs_pipe_output_is_read_from_standard_input() {
     for (name, intervals) in [
         ("perf-6.12-stat.pipe", false),
         ("perf-6.12-stat-A-I.pipe", true),
     ] {
-        let bytes = fixture(name);
-        let perfs = String::from_utf8(fixture(&format!("{name}.report"))).unwrap();
+        let bytes = std::fs::read(fixture(&format!("perfdata/{name}"))).unwrap();
+        let perfs =
+            String::from_utf8(std::fs::read(fixture(&format!("perfdata/{name}.report"))).unwrap())
+                .unwrap();
         // -i -, and no -i with a pipe on standard input (as perf).
         for args in [&["stat", "report", "-i", "-"][..], &["stat", "report"]] {
             let ours = report_text(&bperf(), args, &bytes);
@@ -90,7 +87,6 @@ fn perfs_pipe_output_is_read_from_standard_input() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn perfs_live_pipe_is_read_as_perf_reads_it() {
-    require_root();
     let Some(perf) = perf() else {
         return;
     };
@@ -130,7 +126,6 @@ fn recorded_counts(bytes: &[u8]) -> StatFile {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn bperfs_pipe_output_is_read_by_perf() {
-    require_root();
     let record = |args: &[&str]| {
         let _g = serial();
         let out = Command::new(bperf())
@@ -198,7 +193,6 @@ fn bperfs_pipe_output_is_read_by_perf() {
 fn intervals_go_down_the_pipe_as_they_end() {
     use bperf::perfdata::{RoundKind, StatReader};
     use std::os::fd::OwnedFd;
-    require_root();
     let _g = serial();
     let mut child = Command::new(bperf())
         .env("BPERF_PERF_VERSION", "6.12")

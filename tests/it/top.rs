@@ -69,7 +69,6 @@ fn batch_with_shared_counters() {
 }
 
 fn batch_against_cpu_stat(options: &[&str]) {
-    require_root();
     let _s = serial();
     let busy = [TestCgroup::new("top-busy1"), TestCgroup::new("top-busy2")];
     let idle = TestCgroup::new("top-idle");
@@ -183,7 +182,6 @@ fn against_cpu_stat(pages: &[Page], k: usize, cgs: &[&TestCgroup], which: &[usiz
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn batch_tree_puts_the_children_under_their_parent() {
-    require_root();
     let _s = serial();
     let parent = TestCgroup::new("top-forest");
     let busy = [parent.child("busy1"), parent.child("busy2")];
@@ -376,7 +374,6 @@ impl Drop for Tmux {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn full_screen_in_tmux() {
-    require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("view") else {
         return;
@@ -386,7 +383,7 @@ fn full_screen_in_tmux() {
     let _spin: Vec<Running> = busy.iter().map(|cg| spinner(cg, 60_000)).collect();
     let prefix = format!("bperf-test-{}-top-", std::process::id());
     let mark = format!("{}-top-", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.5"));
     tmux.keys(&["Enter"]);
     // Unfiltered: the root first (it holds everything, idle time included), then the
@@ -446,12 +443,11 @@ fn full_screen_in_tmux() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn sigterm_and_ctrl_c_restore_the_terminal() {
-    require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("exits") else {
         return;
     };
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.2"));
     tmux.keys(&["Enter"]);
     assert!(
@@ -485,13 +481,12 @@ fn state_of(pid: i32) -> Option<char> {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn ctrl_z_stops_top_and_fg_continues_it() {
-    require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("stop") else {
         return;
     };
     let _more = [TestCgroup::new("top-stop1"), TestCgroup::new("top-stop2")];
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!("{bin} top -d 0.5 --max-cgroups 2"));
     tmux.keys(&["Enter"]);
     let held = || {
@@ -575,7 +570,6 @@ fn name_and_cpus(line: &str) -> (String, f64) {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn tree_view_folds_a_parent() {
-    require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("tree") else {
         return;
@@ -584,7 +578,7 @@ fn tree_view_folds_a_parent() {
     let busy = parent.child("busy");
     let _idle = parent.child("idle");
     let _spin = spinner(&busy, 60_000);
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     tmux.type_text(&format!(
         "{bin} top -d 0.5 --tree --for-each-cgroup '{}(/.*)?'",
         parent.name
@@ -652,7 +646,6 @@ fn tree_view_folds_a_parent() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn batch_runq_columns_add_up_to_the_tasks_run_delay() {
-    require_root();
     let _g = serial();
     let cgs = [TestCgroup::new("top-rq-a"), TestCgroup::new("top-rq-b")];
     let each = format!("{},{}", cgs[0].name, cgs[1].name);
@@ -741,7 +734,6 @@ fn batch_runq_columns_add_up_to_the_tasks_run_delay() {
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn runq_view_names_the_selected_rows_culprit() {
-    require_root();
     let _s = serial();
     let Some(tmux) = Tmux::start("runq") else {
         return;
@@ -751,7 +743,7 @@ fn runq_view_names_the_selected_rows_culprit() {
         .iter()
         .map(|cg| Running(pinned(cg, 1, &["spin", "60000"])))
         .collect();
-    let bin = env!("CARGO_BIN_EXE_bperf");
+    let bin = common::BPERF_EXE;
     let each = format!("{},{}", cgs[0].name, cgs[1].name);
     tmux.type_text(&format!(
         "{bin} top -d 0.5 --runq -e task-clock --for-each-cgroup {each}"

@@ -130,30 +130,107 @@ pub fn serial() -> Serial {
     }
 }
 
-/// The first line of every test that loads BPF or counts. Such a test is marked
-/// `#[ignore = "needs root (make test runs it)"]`: a run without root (plain `cargo
-/// test`) lists it as ignored, not passed, and `make test`, as root, includes the
-/// ignored tests. A test included without root fails here, saying why: it was asked
-/// for by name or with --include-ignored, and it cannot run.
-pub fn require_root() {
-    assert!(
-        bperf::sys::is_root(),
-        "needs root (CAP_BPF and CAP_PERFMON): run it as root, as make test does"
-    );
+/// The rule for tests that need root (load BPF, count, mount, become another user): each
+/// is marked `#[ignore = "needs root (make test runs it)"]`, and no other test is
+/// ignored. A run without root (plain `cargo test`) lists them as ignored, not passed;
+/// make test, CI and the guests run as root with --include-ignored. This binary asked
+/// to run the ignored tests (--ignored or --include-ignored) without root stops here,
+/// before any test, saying why: they cannot run.
+extern "C" fn require_root_for_ignored() {
+    use std::io::Read;
+    let mut cmdline = Vec::new();
+    if let Ok(f) = fs::File::open("/proc/self/cmdline") {
+        let _ = f.take(1 << 20).read_to_end(&mut cmdline);
+    }
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let has = |flag: &str| args.contains(&flag.as_bytes());
+    let runs_ignored = (has("--ignored") || has("--include-ignored")) && !has("--list");
+    if runs_ignored && !bperf::sys::is_root() {
+        eprintln!(
+            "the ignored tests need root (CAP_BPF and CAP_PERFMON): run them as root, \
+             as make test does"
+        );
+        std::process::exit(101);
+    }
 }
+
+/// Run when the test binary starts, before its tests: see require_root_for_ignored.
+#[used]
+#[link_section = ".init_array"]
+static REQUIRE_ROOT_FOR_IGNORED: extern "C" fn() = require_root_for_ignored;
 
 /// A finished command's stderr, as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A finished command's stdout, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The file at `path` under tests/fixtures.
+pub fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+/// bperf stat -a -x, -I 200 with `args`, its lines on stderr, started and counting: its
+/// first line came within `first_within`, and is returned. The rest come on the receiver.
+pub fn start_stat(
+    args: &[&str],
+    first_within: Duration,
+) -> (Child, std::sync::mpsc::Receiver<String>, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = bperf()
+        .args(["stat", "-a", "-x,", "-I", "200"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(first_within)
+        .expect("bperf printed nothing");
+    (child, rx, first)
+}
+
+/// The value of `event` in the first CSV line of bperf's output (beside the workload's
+/// reports) that counts it, for `cgroup` where one is given.
+pub fn csv_value(err: &str, event: &str, cgroup: Option<&str>) -> f64 {
+    let line = err
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            f.get(2) == Some(&event) && cgroup.is_none_or(|c| f.get(3) == Some(&c))
+        })
+        .unwrap_or_else(|| panic!("no {event} for {cgroup:?} in {err}"));
+    line.split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("{line}"))
+}
+
 /// bperf, printing perf 6.12's output: the tests written against perf 6.12's shapes
 /// (most of them) run it so; those of perf 7.2's set PERF_VERSION_ENV themselves.
 pub fn bperf() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bperf"));
+    let mut c = Command::new(BPERF_EXE);
     c.env(PERF_VERSION_ENV, "6.12");
     c
 }
+
+/// The bperf executable cargo built for the tests.
+pub const BPERF_EXE: &str = env!("CARGO_BIN_EXE_bperf");
 
 /// The environment variable that chooses bperf stat's perf version.
 pub const PERF_VERSION_ENV: &str = "BPERF_PERF_VERSION";
