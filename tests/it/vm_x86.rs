@@ -104,7 +104,8 @@ fn runs(console: &str) -> Vec<Run> {
 fn write_times(flavour: &str, took: u64, runs: &[Run]) {
     let mut lines = format!("x86-{flavour}\t(all)\t{took}\n");
     for run in runs {
-        let module = run.test.split_whitespace().nth(1).unwrap_or(&run.test);
+        let mut words = run.test.split_whitespace();
+        let module = words.find(|w| w.ends_with("::")).unwrap_or(&run.test);
         let module = module.trim_end_matches("::");
         if let Some(secs) = run.seconds {
             lines += &format!("x86-{flavour}\t{module}\t{secs}\n");
