@@ -64,61 +64,33 @@ pub(crate) fn to_stderr(line: &str) {
 }
 
 /// Bad input from the user: perf exits 129 for these, as for a usage error.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
 
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
 /// A combination of options perf reads but then refuses: it exits with -EINVAL (234).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct InvalidError(pub String);
-
-impl std::fmt::Display for InvalidError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InvalidError {}
 
 /// An [`InvalidError`] after which perf prints the usage of the options at fault (perf
 /// 7.2's `-B` with `-x`): those lines follow bperf's one.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct InvalidWithUsage {
     pub message: String,
     /// perf's usage lines, from its blank line on.
     pub usage: &'static str,
 }
 
-impl std::fmt::Display for InvalidWithUsage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for InvalidWithUsage {}
-
 /// A failure perf reports with its -errno as the exit status: perf record's -ENOMEM
 /// (244) for a -p process it cannot find.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct ErrnoError {
     pub errno: i32,
     pub message: String,
 }
-
-impl std::fmt::Display for ErrnoError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ErrnoError {}
 
 /// Fixtures for the library's unit tests.
 #[cfg(test)]

@@ -1,8 +1,6 @@
 //! Named metrics (-M): perf's metrics that need no vendor tables, the events each one
 //! needs, and how its value is worked out from their counts.
 
-use std::fmt;
-
 /// The clock a metric divides by: cpu-clock when counting CPUs, task-clock otherwise.
 pub(crate) const CLOCK: &str = "clock";
 
@@ -213,16 +211,9 @@ pub const ALL: &[Def] = &[
 ];
 
 /// A name -M does not know, reported in perf's words.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("Cannot find metric or group `{0}'")]
 pub struct UnknownMetric(pub String);
-
-impl fmt::Display for UnknownMetric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Cannot find metric or group `{}'", self.0)
-    }
-}
-
-impl std::error::Error for UnknownMetric {}
 
 /// The metrics of -M's comma-separated list of metric and group names (perf matches
 /// both without regard to case), each once, in the order asked for.

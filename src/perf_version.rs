@@ -19,29 +19,16 @@ pub enum PerfVersion {
 }
 
 /// A version bperf does not reproduce, in one line.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "perf version '{asked}'{}: bperf prints perf 7.2's or perf 6.12's output (7.2 or 6.12)",
+    if *.from_env { " (from BPERF_PERF_VERSION)" } else { "" }
+)]
 pub struct UnknownVersion {
     pub asked: String,
     /// Asked for in BPERF_PERF_VERSION, not with the option.
     pub from_env: bool,
 }
-
-impl fmt::Display for UnknownVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let from = if self.from_env {
-            " (from BPERF_PERF_VERSION)"
-        } else {
-            ""
-        };
-        write!(
-            f,
-            "perf version '{}'{from}: bperf prints perf 7.2's or perf 6.12's output (7.2 or 6.12)",
-            self.asked
-        )
-    }
-}
-
-impl std::error::Error for UnknownVersion {}
 
 impl std::str::FromStr for PerfVersion {
     type Err = UnknownVersion;
@@ -145,9 +132,14 @@ mod tests {
             Ok(PerfVersion::V7_2)
         );
         let e = chosen(None, Some("5.10")).unwrap_err().to_string();
-        assert!(
-            e.starts_with("perf version '5.10' (from BPERF_PERF_VERSION): "),
-            "{e}"
+        assert_eq!(
+            e,
+            "perf version '5.10' (from BPERF_PERF_VERSION): bperf prints perf 7.2's or perf 6.12's output (7.2 or 6.12)"
+        );
+        let e = "5.10".parse::<PerfVersion>().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "perf version '5.10': bperf prints perf 7.2's or perf 6.12's output (7.2 or 6.12)"
         );
     }
 }

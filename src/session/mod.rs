@@ -93,20 +93,11 @@ const SIGNAL_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(
 
 /// A recording given up while its FIFO waited for a reader: the exit status, and what
 /// to say.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("nothing recorded: nobody opened {} for reading", .path.display())]
 pub(crate) struct NobodyRead {
     pub status: i32,
     pub path: std::path::PathBuf,
-}
-
-impl std::fmt::Display for NobodyRead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "nothing recorded: nobody opened {} for reading",
-            self.path.display()
-        )
-    }
 }
 
 /// Opens `path` for a recording (data_file::create), a FIFO once its reader comes or

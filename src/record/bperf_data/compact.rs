@@ -71,12 +71,26 @@ fn unzigzag(v: u64) -> i64 {
 }
 
 /// Appends `v` as a varint.
-pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
+pub(super) fn put(out: &mut Vec<u8>, v: u64) {
+    prost::encoding::encode_varint(v, out);
+}
+
+/// The longest varint: 10 bytes of 7 bits hold 64.
+pub(super) const MAX_VARINT: usize = 10;
+
+/// Decodes the varint at the start of `bytes` with prost (which bounds it to 10 bytes
+/// and 64 bits); returns it and the bytes it took. A varint cut short by the end of
+/// `bytes` says so; one too long says whether it is past 64 bits or past 10 bytes.
+pub(super) fn take_varint(bytes: &[u8]) -> Result<(u64, usize)> {
+    let mut rest = bytes;
+    if let Ok(v) = prost::encoding::decode_varint(&mut rest) {
+        return Ok((v, bytes.len() - rest.len()));
     }
-    out.push(v as u8);
+    match bytes.get(MAX_VARINT - 1) {
+        None => bail!("it ends inside a field"),
+        Some(last) if last & 0x7f > 1 => bail!("a number of more than 64 bits"),
+        Some(_) => bail!("a number of more than 10 bytes"),
+    }
 }
 
 /// The difference `a - b` as the file keeps it.
@@ -172,19 +186,9 @@ impl Cursor<'_> {
     }
 
     fn varint(&mut self) -> Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if shift == 63 && bits > 1 {
-                bail!("a number of more than 64 bits");
-            }
-            v |= bits << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        bail!("a number of more than 10 bytes")
+        let (v, took) = take_varint(&self.bytes[self.at..])?;
+        self.at += took;
+        Ok(v)
     }
 
     fn varint_u32(&mut self, what: &str) -> Result<u32> {
@@ -443,5 +447,36 @@ mod tests {
         .varint()
         .unwrap_err();
         assert!(err.to_string().contains("64 bits"), "{err}");
+    }
+
+    /// Varints are LEB128 of at most 10 bytes and 64 bits; a non-minimal one is read,
+    /// one cut short, past 64 bits or past 10 bytes is refused with what it is.
+    #[test]
+    fn varints_are_bounded_to_10_bytes_and_64_bits() {
+        for v in [0, 1, 127, 128, 300, u64::MAX - 1, u64::MAX] {
+            let mut b = Vec::new();
+            put(&mut b, v);
+            let len = (64 - (v | 1).leading_zeros() as usize).div_ceil(7);
+            assert_eq!(b.len(), len, "{v}");
+            b.push(0x55);
+            assert_eq!(take_varint(&b).unwrap(), (v, len), "{v}");
+        }
+        assert_eq!(take_varint(&[0x80, 0x00, 7]).unwrap(), (0, 2));
+        let mut top = vec![0xff; 9];
+        top.push(0x01);
+        assert_eq!(take_varint(&top).unwrap(), (u64::MAX, 10));
+        let err = |bytes: &[u8]| take_varint(bytes).unwrap_err().to_string();
+        for cut in [&[][..], &[0x80], &[0xff; 9]] {
+            assert_eq!(err(cut), "it ends inside a field", "{cut:?}");
+        }
+        top[9] = 0x02;
+        assert_eq!(err(&top), "a number of more than 64 bits");
+        assert_eq!(err(&[0xff; 11]), "a number of more than 64 bits");
+        for last in [0x80, 0x81] {
+            let mut long = vec![0x80; 9];
+            long.extend_from_slice(&[last, 0x00]);
+            assert_eq!(err(&long), "a number of more than 10 bytes", "{last:#x}");
+            assert_eq!(err(&long[..10]), "a number of more than 10 bytes");
+        }
     }
 }

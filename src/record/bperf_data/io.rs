@@ -26,18 +26,16 @@ pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 /// A varint block length at `*at` (at most 10 bytes, 64 bits).
+/// Reads a byte at a time, so that nothing past the varint leaves the input (a pipe).
 pub(super) fn read_varint(input: &mut impl Read, at: &mut u64) -> Result<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let mut b = [0u8];
-        read_at(input, &mut b, at, "a block's length")?;
-        let bits = u64::from(b[0] & 0x7f);
-        if shift == 63 && bits > 1 {
+    let mut buf = [0u8; compact::MAX_VARINT];
+    for n in 0..buf.len() {
+        read_at(input, &mut buf[n..=n], at, "a block's length")?;
+        if buf[n] & 0x80 == 0 {
+            if let Ok((v, _)) = compact::take_varint(&buf[..=n]) {
+                return Ok(v);
+            }
             break;
-        }
-        v |= bits << shift;
-        if b[0] & 0x80 == 0 {
-            return Ok(v);
         }
     }
     bail!("a block length of more than 64 bits at byte {at}: the file is damaged")
@@ -121,7 +119,34 @@ pub(super) fn read_block(
 #[cfg(test)]
 mod tests {
     use super::super::{Reader, END};
+    use super::read_varint;
     use crate::record::bperf_data::fixtures::*;
+
+    /// A block length is read to its last byte and no further; one cut short, or past
+    /// 64 bits (the 10th byte), says where.
+    #[test]
+    fn block_lengths_read_no_byte_past_themselves() {
+        let mut input = &[0x80, 0x01, 0xaa][..];
+        let mut at = 0;
+        assert_eq!(read_varint(&mut input, &mut at).unwrap(), 128);
+        assert_eq!((at, input), (2, &[0xaa][..]));
+        let mut top = vec![0xff; 9];
+        top.extend_from_slice(&[0x01, 0xaa]);
+        let (mut input, mut at) = (&top[..], 0);
+        assert_eq!(read_varint(&mut input, &mut at).unwrap(), u64::MAX);
+        assert_eq!((at, input), (10, &[0xaa][..]));
+        let err = |bytes: &[u8]| {
+            let (mut input, mut at) = (bytes, 0);
+            let e = read_varint(&mut input, &mut at).unwrap_err().to_string();
+            (e, input.len())
+        };
+        let past = "a block length of more than 64 bits at byte 10: the file is damaged";
+        top[9] = 0x02;
+        assert_eq!(err(&top), (past.to_string(), 1));
+        assert_eq!(err(&[0x80; 12]), (past.to_string(), 2));
+        let cut = "truncated: the file ends before a block's length at byte 3";
+        assert_eq!(err(&[0x80; 3]), (cut.to_string(), 0));
+    }
 
     /// A length no larger than a u32 still cannot make the reader allocate what is not
     /// there: from a file, past its end; from a pipe, past its cap or its data.

@@ -25,24 +25,14 @@ pub use events::{groups, PlanEvents};
 
 /// -p names a process that is not there: perf stat refuses it with -EINVAL (234), perf
 /// record with -ENOMEM (244, "Couldn't create thread/CPU maps").
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("Problems finding threads of monitor: no process {0}")]
 pub struct NoProcess(pub libc::pid_t);
-
-impl std::fmt::Display for NoProcess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Problems finding threads of monitor: no process {}",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for NoProcess {}
 
 /// Nothing perf 7.2 could count: -C naming only CPUs that are not online, or every
 /// event refused (the first refused one named). perf exits 1, after its warnings.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("No supported events found.{}", refusal_said(.refused.as_deref(), *.why))]
 pub struct NoSupportedEvents {
     pub refused: Option<String>,
     /// How perf words the refusal of that event.
@@ -51,27 +41,22 @@ pub struct NoSupportedEvents {
     pub warnings: Vec<String>,
 }
 
-impl std::fmt::Display for NoSupportedEvents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("No supported events found.")?;
-        match (&self.refused, self.why) {
-            (Some(refused), Refusal::InvalidPerThread) => write!(
-                f,
-                " Invalid event ({refused}) in per-thread mode, enable system wide with '-a'."
-            ),
-            (Some(refused), Refusal::Invalid) => write!(
-                f,
-                " The sys_perf_event_open() syscall failed for event ({refused}): Invalid argument \"dmesg | grep -i perf\" may provide additional information."
-            ),
-            (Some(refused), Refusal::NotSupported) => {
-                write!(f, " The {refused} event is not supported.")
-            }
-            (None, _) => Ok(()),
+/// What [`NoSupportedEvents`] says after "No supported events found.": how perf words
+/// the refusal of the event it names, or nothing.
+fn refusal_said(refused: Option<&str>, why: Refusal) -> String {
+    match (refused, why) {
+        (Some(refused), Refusal::InvalidPerThread) => format!(
+            " Invalid event ({refused}) in per-thread mode, enable system wide with '-a'."
+        ),
+        (Some(refused), Refusal::Invalid) => format!(
+            " The sys_perf_event_open() syscall failed for event ({refused}): Invalid argument \"dmesg | grep -i perf\" may provide additional information."
+        ),
+        (Some(refused), Refusal::NotSupported) => {
+            format!(" The {refused} event is not supported.")
         }
+        (None, _) => String::new(),
     }
 }
-
-impl std::error::Error for NoSupportedEvents {}
 
 /// perf 7.2's words for the event it names when nothing could be counted, after the
 /// error of the last open refused.

@@ -364,3 +364,33 @@ fn for_each_container_counts_containers_own_cgroups_and_follows_the_tree() {
     assert!(p.cgroups.is_empty() && p.series.is_empty());
     assert!(p.live.is_some());
 }
+
+/// perf 7.2's words, byte for byte, for the plans it gives up.
+#[test]
+fn plans_given_up_say_perfs_words() {
+    assert_eq!(
+        NoProcess(4242).to_string(),
+        "Problems finding threads of monitor: no process 4242"
+    );
+    let none = |refused: Option<&str>, why| {
+        NoSupportedEvents {
+            refused: refused.map(str::to_string),
+            why,
+            warnings: Vec::new(),
+        }
+        .to_string()
+    };
+    assert_eq!(none(None, Refusal::Invalid), "No supported events found.");
+    assert_eq!(
+        none(Some("cycles"), Refusal::NotSupported),
+        "No supported events found. The cycles event is not supported."
+    );
+    assert_eq!(
+        none(Some("msr/tsc/"), Refusal::InvalidPerThread),
+        "No supported events found. Invalid event (msr/tsc/) in per-thread mode, enable system wide with '-a'."
+    );
+    assert_eq!(
+        none(Some("cycles"), Refusal::Invalid),
+        "No supported events found. The sys_perf_event_open() syscall failed for event (cycles): Invalid argument \"dmesg | grep -i perf\" may provide additional information."
+    );
+}
