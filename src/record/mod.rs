@@ -189,12 +189,12 @@ fn write_change(out: &mut bperf_data::Writer<Output>, c: &CgroupChange) -> io::R
 }
 
 /// A file being written, and how many bytes went into it.
-struct Counted {
+struct CountingFile {
     file: File,
     bytes: u64,
 }
 
-impl Write for Counted {
+impl Write for CountingFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
         self.bytes += n as u64;
@@ -207,7 +207,7 @@ impl Write for Counted {
 }
 
 /// Where the recording goes, buffered.
-type Output = BufWriter<Counted>;
+type Output = BufWriter<CountingFile>;
 
 /// Opens `path` for the recording (see data_file::create: an earlier recording is
 /// kept as `path`.old, a device, FIFO or `-` written into). A FIFO waits for its
@@ -222,7 +222,7 @@ fn create_output(
     let file = session::create_output(path, wakes, |wake| later.push(wake))?;
     later.into_iter().for_each(|w| drop(tx.send(w)));
     Ok(file
-        .map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 }))
+        .map(|file| BufWriter::with_capacity(1 << 20, CountingFile { file, bytes: 0 }))
         .map_err(|gave_up| {
             eprintln!("bperf: {gave_up}");
             gave_up.status

@@ -231,7 +231,7 @@ impl Exporter<'_, '_> {
                 .collect(),
         };
         let counter = &self.counter;
-        let counted = Counted {
+        let counted = Exported {
             events: &self.plan.events,
             cpus: &self.plan.cpus,
             supported: &|e| counter.supported(e),
@@ -295,7 +295,7 @@ fn gauge(name: &'static str, help: &'static str, v: u64) -> Family {
 }
 
 /// What was counted, and how to export it.
-pub struct Counted<'a> {
+pub struct Exported<'a> {
     pub events: &'a [Event],
     pub cpus: &'a [u32],
     pub supported: &'a dyn Fn(usize) -> bool,
@@ -303,7 +303,7 @@ pub struct Counted<'a> {
     pub per_cpu: bool,
 }
 
-impl Counted<'_> {
+impl Exported<'_> {
     /// The count, enabled and running time of every event the machine counts, for each
     /// row (slot, cgroup label) of `snap`.
     pub fn families(&self, rows: &[Row], snap: &Snapshot) -> Vec<Family> {
@@ -390,7 +390,7 @@ mod tests {
             (0, vec![("cgroup", "/".to_string())]),
             (1, vec![("cgroup", "a/b".to_string())]),
         ];
-        let counted = Counted {
+        let counted = Exported {
             events: &events,
             cpus: &[0, 3],
             supported: &supported,
@@ -406,7 +406,7 @@ mod tests {
         assert_eq!(ab.value, Value::Int(12));
         assert_eq!(f[1].samples[2].value, Value::Float(4.0));
         assert_eq!(f[2].samples[2].value, Value::Float(2.0));
-        let per_cpu = Counted {
+        let per_cpu = Exported {
             per_cpu: true,
             ..counted
         };
