@@ -13,7 +13,7 @@ use crate::reading::{Reading, Snapshot};
 use crate::sys::{self, perf_event, perf_event::Role, perf_event::Scope};
 
 /// Where one shared target's readings go in the counter's snapshot.
-struct Place {
+struct SnapshotPlace {
     /// The snapshot's slot (a cgroup's, or 0).
     slot: usize,
     /// The CPU whose reading goes at a position, for targets counted per CPU; None: the
@@ -28,7 +28,7 @@ pub(super) struct Shared {
     events: u64,
     /// The counter's CPUs (per-CPU targets), or every online CPU (tasks).
     cpus: Vec<u32>,
-    places: Vec<Place>,
+    places: Vec<SnapshotPlace>,
 }
 
 impl Shared {
@@ -148,8 +148,12 @@ fn ambiguous(e: &crate::event::Event) -> bool {
 }
 
 /// The shared targets that stand for the counter's, and where each one's readings go.
-fn targets_of(setup: &Setup, sh: &SharedSetup, targets: &[Scope]) -> (Vec<Target>, Vec<Place>) {
-    let whole = |slot, position| Place {
+fn targets_of(
+    setup: &Setup,
+    sh: &SharedSetup,
+    targets: &[Scope],
+) -> (Vec<Target>, Vec<SnapshotPlace>) {
+    let whole = |slot, position| SnapshotPlace {
         slot,
         per_cpu: false,
         position,
@@ -193,7 +197,7 @@ fn targets_of(setup: &Setup, sh: &SharedSetup, targets: &[Scope]) -> (Vec<Target
             })
             .unzip();
     }
-    let per_cpu = |slot| Place {
+    let per_cpu = |slot| SnapshotPlace {
         slot,
         per_cpu: true,
         position: 0,
