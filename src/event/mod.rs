@@ -24,7 +24,7 @@ use anyhow::{anyhow, bail, Result};
 
 use hybrid::Origin;
 
-pub use catalog::{entries, matches, Entry, Kind};
+pub use catalog::{entries, matches, Category, Entry};
 pub use hybrid::Hybrid;
 pub use pmu::{name_order as pmu_name_order, Pmu};
 pub use symbols::{
