@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bperf::event::{Attr, TYPE_SOFTWARE};
-use bperf::sys::perf_event::{self, Role, Target};
+use bperf::sys::perf_event::{self, Role, Scope};
 
 /// The task-clock counter of this process (none if the kernel refuses), and its reading
 /// when it joined its cgroup.
@@ -123,8 +123,8 @@ fn open_task_clock() -> Option<OwnedFd> {
         ..Attr::default()
     };
     // A CPU counter's flags (enabled, not inherited), opened on this thread.
-    let attr = perf_event::counting_attr(&task_clock, Target::Cpu(0), Role::Single);
-    perf_event::open_with_fallback(attr, Target::Task(0), None, None).ok()
+    let attr = perf_event::counting_attr(&task_clock, Scope::Cpu(0), Role::Single);
+    perf_event::open_with_fallback(attr, Scope::Task(0), None, None).ok()
 }
 
 /// The time this thread has run over its whole life, exec and what came before it

@@ -6,21 +6,21 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use crate::cli::ListArgs;
-use crate::event::{self, Entry, Kind, Sources, Tool};
+use crate::event::{self, Category, Entry, Sources, Tool};
 use crate::metrics;
 use crate::output::people::{self, Column};
 use crate::sys::{perf_event, sysfs::Sysfs};
 
 /// perf list's category words and the kind of event each selects (metric and
 /// metricgroup select no event: they select the metrics and their groups).
-fn category(word: &str) -> Option<Option<Kind>> {
+fn category(word: &str) -> Option<Option<Category>> {
     Some(match word {
-        "hw" | "hardware" => Some(Kind::Hardware),
-        "sw" | "software" => Some(Kind::Software),
-        "tool" => Some(Kind::Tool),
-        "cache" | "hwcache" => Some(Kind::Cache),
-        "tracepoint" => Some(Kind::Tracepoint),
-        "pmu" => Some(Kind::Pmu),
+        "hw" | "hardware" => Some(Category::Hardware),
+        "sw" | "software" => Some(Category::Software),
+        "tool" => Some(Category::Tool),
+        "cache" | "hwcache" => Some(Category::Cache),
+        "tracepoint" => Some(Category::Tracepoint),
+        "pmu" => Some(Category::Pmu),
         "metric" | "metricgroup" => None,
         _ => return None,
     })
@@ -29,7 +29,8 @@ fn category(word: &str) -> Option<Option<Kind>> {
 /// Whether `e` is selected by the filter words: a category, or a name or glob; no words
 /// select everything. As perf, the software category takes the tool events along.
 fn selected(e: &Entry, words: &[String]) -> bool {
-    let software = |w: &str| e.kind == Kind::Tool && category(w) == Some(Some(Kind::Software));
+    let software =
+        |w: &str| e.kind == Category::Tool && category(w) == Some(Some(Category::Software));
     words.is_empty()
         || words.iter().any(|w| match category(w) {
             Some(kind) => kind == Some(e.kind) || software(w),
@@ -57,7 +58,7 @@ pub fn run(a: &ListArgs) -> Result<i32> {
     // As perf: by kind, then by name (the tool events in perf's own order).
     let mut entries = entries;
     entries.sort_by(|x, y| {
-        let name = |e: &Entry| (e.kind != Kind::Tool).then(|| e.name.clone());
+        let name = |e: &Entry| (e.kind != Category::Tool).then(|| e.name.clone());
         (x.kind, name(x)).cmp(&(y.kind, name(y)))
     });
     let mut out: Box<dyn Write> = match &a.output {
@@ -109,12 +110,14 @@ pub fn run(a: &ListArgs) -> Result<i32> {
 /// perf's mem: breakpoints.
 fn raw_dump(words: &[String], sysfs: &Sysfs) -> Vec<String> {
     let entries = event::entries(sysfs, true);
-    let section = |kind: Kind, glob: Option<&str>| -> Vec<String> {
+    let section = |kind: Category, glob: Option<&str>| -> Vec<String> {
         let mut names: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.kind == kind)
             .filter(|e| glob.is_none_or(|g| raw_names(e).any(|n| glob_matches(g, n))))
-            .filter(|e| kind >= Kind::Pmu || kind == Kind::Tool || perf_event::probe(&e.attr))
+            .filter(|e| {
+                kind >= Category::Pmu || kind == Category::Tool || perf_event::probe(&e.attr)
+            })
             .collect();
         // Tracepoints by system, then name (`fib` before `fib6`).
         names.sort_by(|x, y| x.name.split(':').cmp(y.name.split(':')));
@@ -126,46 +129,46 @@ fn raw_dump(words: &[String], sysfs: &Sysfs) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if words.is_empty() {
         for kind in [
-            Kind::Hardware,
-            Kind::Software,
-            Kind::Tool,
-            Kind::Cache,
-            Kind::Pmu,
+            Category::Hardware,
+            Category::Software,
+            Category::Tool,
+            Category::Cache,
+            Category::Pmu,
         ] {
             out.extend(section(kind, None));
         }
         out.push("rNNN".into());
         out.extend(raw_pmu_syntaxes(sysfs));
-        out.extend(section(Kind::Tracepoint, None));
+        out.extend(section(Category::Tracepoint, None));
         out.extend(raw_metrics(None, true, true));
     }
     for word in words {
         match word.as_str() {
-            "tracepoint" => out.extend(section(Kind::Tracepoint, None)),
-            "hw" | "hardware" => out.extend(section(Kind::Hardware, None)),
+            "tracepoint" => out.extend(section(Category::Tracepoint, None)),
+            "hw" | "hardware" => out.extend(section(Category::Hardware, None)),
             "sw" | "software" => {
-                out.extend(section(Kind::Software, None));
-                out.extend(section(Kind::Tool, None));
+                out.extend(section(Category::Software, None));
+                out.extend(section(Category::Tool, None));
             }
-            "tool" => out.extend(section(Kind::Tool, None)),
-            "cache" | "hwcache" => out.extend(section(Kind::Cache, None)),
-            "pmu" => out.extend(section(Kind::Pmu, None)),
+            "tool" => out.extend(section(Category::Tool, None)),
+            "cache" | "hwcache" => out.extend(section(Category::Cache, None)),
+            "pmu" => out.extend(section(Category::Pmu, None)),
             "sdt" => {}
             "metric" | "metrics" => out.extend(raw_metrics(None, true, false)),
             "metricgroup" | "metricgroups" => out.extend(raw_metrics(None, false, true)),
             glob if glob.contains(':') => {
-                out.extend(section(Kind::Tracepoint, Some(glob)));
+                out.extend(section(Category::Tracepoint, Some(glob)));
                 out.extend(raw_metrics(Some(glob), true, true));
             }
             word => {
                 let glob = format!("*{word}*");
                 for kind in [
-                    Kind::Hardware,
-                    Kind::Software,
-                    Kind::Tool,
-                    Kind::Cache,
-                    Kind::Pmu,
-                    Kind::Tracepoint,
+                    Category::Hardware,
+                    Category::Software,
+                    Category::Tool,
+                    Category::Cache,
+                    Category::Pmu,
+                    Category::Tracepoint,
                 ] {
                     out.extend(section(kind, Some(&glob)));
                 }
@@ -280,7 +283,7 @@ fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def])
     let total = entries.len() + metrics.len();
     for (i, e) in entries.iter().enumerate() {
         let mut fields = Vec::new();
-        if e.kind == Kind::Tool {
+        if e.kind == Category::Tool {
             fields.push("\t\"Topic\": \"tool\"".to_string());
         }
         fields.push(format!("\t\"EventName\": {}", q(&e.name)));
@@ -288,7 +291,7 @@ fn write_json(out: &mut dyn Write, entries: &[Entry], metrics: &[&metrics::Def])
             fields.push(format!("\t\"EventAlias\": {}", q(alias)));
         }
         fields.push(format!("\t\"EventType\": {}", q(e.kind.label())));
-        if e.kind == Kind::Tracepoint {
+        if e.kind == Category::Tracepoint {
             fields.push(format!(
                 "\t\"Encoding\": {}",
                 q(&format!("tracepoint/config={:#x}/", e.attr.config))
@@ -338,9 +341,9 @@ fn write_lines(out: &mut dyn Write, entries: &[Entry]) -> Result<()> {
         // Kinds apart by a blank line; the tool events under perf's heading, which
         // nothing follows apart.
         let new_kind = last != Some(e.kind);
-        if new_kind && e.kind == Kind::Tool {
+        if new_kind && e.kind == Category::Tool {
             writeln!(out, "\ntool:")?;
-        } else if new_kind && last.is_some() && last != Some(Kind::Tool) {
+        } else if new_kind && last.is_some() && last != Some(Category::Tool) {
             writeln!(out)?;
         }
         last = Some(e.kind);
@@ -386,7 +389,7 @@ fn write_own(out: &mut dyn Write, words: &[String]) -> Result<()> {
 /// Whether this kernel refuses to open the event. Tracepoints are not opened just to
 /// list them (there are thousands); tool events are not the kernel's.
 fn refused(e: &Entry) -> bool {
-    !matches!(e.kind, Kind::Tracepoint | Kind::Tool) && !perf_event::probe(&e.attr)
+    !matches!(e.kind, Category::Tracepoint | Category::Tool) && !perf_event::probe(&e.attr)
 }
 
 /// `--details`: a table for people, one row per event with its encoding (bperf's own:
@@ -452,10 +455,10 @@ fn write_formats(out: &mut dyn Write, sysfs: &Sysfs) -> Result<()> {
     Ok(())
 }
 
-/// One line as perf prints it: `  name OR alias   [Kind]` (a tool event's name alone),
+/// One line as perf prints it: `  name OR alias   [Category]` (a tool event's name alone),
 /// and ours: `<not supported>` when this kernel refuses to open it.
 fn line(e: &Entry, refused: bool) -> String {
-    if e.kind == Kind::Tool {
+    if e.kind == Category::Tool {
         return format!("  {}", e.name);
     }
     let names = std::iter::once(e.name.as_str())
@@ -488,7 +491,7 @@ mod tests {
         let cs = Entry {
             name: "context-switches".into(),
             aliases: vec!["cs".into()],
-            kind: Kind::Software,
+            kind: Category::Software,
             attr: Attr {
                 type_: 1,
                 config: 3,
@@ -508,7 +511,7 @@ mod tests {
         let cache = Entry {
             name: "L1-dcache-load-misses".into(),
             aliases: vec![],
-            kind: Kind::Cache,
+            kind: Category::Cache,
             attr: Attr {
                 type_: 3,
                 config: 0x10000,
@@ -526,7 +529,7 @@ mod tests {
         let e = Entry {
             name: "context-switches".into(),
             aliases: vec!["cs".into()],
-            kind: Kind::Software,
+            kind: Category::Software,
             attr: Attr::default(),
         };
         assert_eq!(

@@ -31,7 +31,7 @@ unsafe impl plain::Plain for runq_wait {}
 unsafe impl plain::Plain for runq_pair {}
 
 /// What the run-queue program counts.
-pub struct Config<'a> {
+pub struct RunqConfig<'a> {
     /// Monitored cgroup ids; slot i counts cgroups[i].
     pub cgroups: &'a [u64],
     /// Slots for cgroups, at least cgroups.len() (more when cgroups come and go).
@@ -167,7 +167,7 @@ pub struct Runq<'obj> {
 
 impl<'obj> Runq<'obj> {
     /// Loads the program for `config`, fills its cgroup map and attaches it.
-    pub fn load(config: &Config, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+    pub fn load(config: &RunqConfig, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
         let nr_slots = config.nr_slots.max(config.cgroups.len()).max(1);
         let mut open = RunqSkelBuilder::default()
             .open(storage)

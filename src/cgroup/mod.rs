@@ -425,9 +425,9 @@ garbage
     }
 
     /// A tree of names, ids counting from 1 in order.
-    struct Fake(Hierarchy, Vec<&'static str>);
+    struct NameTree(Hierarchy, Vec<&'static str>);
 
-    impl Tree for Fake {
+    impl Tree for NameTree {
         fn hierarchy(&self) -> &Hierarchy {
             &self.0
         }
@@ -449,7 +449,7 @@ garbage
     }
 
     fn names(items: &[&str]) -> Result<Vec<String>> {
-        let tree = Fake(
+        let tree = NameTree(
             Hierarchy {
                 mount: "/mnt".into(),
                 v1: false,

@@ -13,7 +13,7 @@ use crate::bpf::prog_profile::{LoadError, Profiler, MAX_EVENTS};
 use crate::event::Event;
 use crate::reading::Reading;
 use crate::sys::bpf_prog::{self, Prog, RunStats, StatsEnabled};
-use crate::sys::perf_event::{self, Role, Target};
+use crate::sys::perf_event::{self, Role, Scope};
 
 /// Why the events of a program are not counted, when the kernel refuses trampolines.
 pub(crate) const NO_TRAMPOLINES: &str =
@@ -32,7 +32,7 @@ pub(crate) struct ProgCounts {
 }
 
 /// One target program and what counts inside it.
-struct Counted<'obj> {
+struct ProfiledProg<'obj> {
     // Dropped first: the pair is detached before its perf events close.
     profiler: Option<Profiler<'obj>>,
     prog: Prog,
@@ -41,7 +41,7 @@ struct Counted<'obj> {
 
 /// The counter: the programs, the perf events their profilers read, BPF stats enabled.
 pub(crate) struct ProgCounter<'obj> {
-    progs: Vec<Counted<'obj>>,
+    progs: Vec<ProfiledProg<'obj>>,
     /// Which events opened (on every CPU asked for).
     opened: Vec<bool>,
     _fds: Vec<OwnedFd>,
@@ -110,7 +110,7 @@ impl<'obj> ProgCounter<'obj> {
             };
             let baseline = bpf_prog::run_stats(prog.fd.as_fd())
                 .with_context(|| format!("reading BPF program {}'s statistics", prog.id))?;
-            counted.push(Counted {
+            counted.push(ProfiledProg {
                 profiler,
                 prog,
                 baseline,
@@ -160,14 +160,14 @@ fn open_events(events: &[Event], cpus: &[u32]) -> (EventFds, Vec<bool>) {
     let mut fds = Vec::new();
     let mut opened = Vec::new();
     for (i, ev) in events.iter().enumerate() {
-        let attr = |cpu| perf_event::counting_attr(&ev.attr, Target::Cpu(cpu), Role::Single);
+        let attr = |cpu| perf_event::counting_attr(&ev.attr, Scope::Cpu(cpu), Role::Single);
         let one: std::io::Result<Vec<_>> = match ev.tool {
             // perf's tool events are perf's own times, not counters a program can read.
             Some(_) => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
             None => cpus
                 .iter()
                 .map(|&cpu| {
-                    perf_event::open_with_fallback(attr(cpu), Target::Cpu(cpu), None, None)
+                    perf_event::open_with_fallback(attr(cpu), Scope::Cpu(cpu), None, None)
                         .map(|fd| (i, cpu, fd))
                 })
                 .collect(),

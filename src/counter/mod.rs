@@ -18,7 +18,7 @@ mod shared_counts;
 use crate::bpf::{self, Bpf, ReadMasks, MAX_EVENTS};
 use crate::event::{Attr, Event, Tool, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use crate::reading::Snapshot;
-use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
+use crate::sys::{self, perf_event, perf_event::Role, perf_event::Scope};
 
 /// What counting in a mode takes when the kernel says no.
 fn privilege_hint(setup: &Setup) -> &'static str {
@@ -328,13 +328,13 @@ impl<'obj> Counter<'obj> {
 }
 
 /// What the counter's perf events are opened on: the task, each thread, or each CPU.
-fn targets_of(setup: &Setup) -> Vec<Target> {
+fn targets_of(setup: &Setup) -> Vec<Scope> {
     match setup.task {
-        Some(pid) => vec![Target::Task(pid)],
+        Some(pid) => vec![Scope::Task(pid)],
         None if !setup.threads.is_empty() => {
-            setup.threads.iter().map(|&t| Target::Thread(t)).collect()
+            setup.threads.iter().map(|&t| Scope::Thread(t)).collect()
         }
-        None => setup.cpus.iter().map(|&c| Target::Cpu(c)).collect(),
+        None => setup.cpus.iter().map(|&c| Scope::Cpu(c)).collect(),
     }
 }
 
@@ -383,7 +383,7 @@ fn own_events(setup: &Setup) -> bpf::OwnEventMasks {
 /// the shared instance cannot count is marked unsupported.
 fn join_shared(
     setup: &Setup,
-    targets: &[Target],
+    targets: &[Scope],
     supported: &mut [bool],
 ) -> Result<Option<shared_counts::Shared>> {
     let Some(sh) = &setup.shared else {
@@ -440,7 +440,7 @@ enum OpenError {
 /// Opens every event on every CPU, except those in the `rq_switches` mask, which the BPF
 /// side counts without a perf event. An event the machine cannot count is marked
 /// unsupported and the rest go on; a permission error stops everything.
-fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Opened, OpenError> {
+fn open_events(setup: &Setup, targets: &[Scope], rq_switches: u64) -> Result<Opened, OpenError> {
     let shared = setup.shared.as_ref().map_or(0, |s| s.events);
     let (events, trace) = (setup.events, setup.trace);
     let mut o = Opened {
@@ -491,7 +491,7 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
                 // A thread that ended since it was listed counts nothing.
                 Err(e)
                     if e.raw_os_error() == Some(libc::ESRCH)
-                        && matches!(target, Target::Thread(_)) =>
+                        && matches!(target, Scope::Thread(_)) =>
                 {
                     per_cpu.push(None)
                 }
@@ -521,10 +521,10 @@ fn open_events(setup: &Setup, targets: &[Target], rq_switches: u64) -> Result<Op
 
 /// Whether the counter opens `ev` on `target`: a hybrid event on its core PMU's CPUs
 /// only (elsewhere it reads as never counted); anything on a task or thread.
-pub(crate) fn opens_on(ev: &Event, target: Target) -> bool {
+pub(crate) fn opens_on(ev: &Event, target: Scope) -> bool {
     match target {
-        Target::Cpu(cpu) => ev.counts_on(cpu),
-        Target::Task(_) | Target::Thread(_) => true,
+        Scope::Cpu(cpu) => ev.counts_on(cpu),
+        Scope::Task(_) | Scope::Thread(_) => true,
     }
 }
 
@@ -533,7 +533,7 @@ pub(crate) fn opens_on(ev: &Event, target: Target) -> bool {
 /// true in the result says so.
 fn open_one(
     ev: &Event,
-    target: Target,
+    target: Scope,
     role: Role,
     group: Option<&OwnedFd>,
     setup: &Setup,
@@ -550,7 +550,7 @@ fn open_one(
     match perf_event::open_with_fallback(attr, target, group, trace) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES)
-                && matches!(target, Target::Task(_))
+                && matches!(target, Scope::Task(_))
                 && !ev.attr.exclude_kernel
                 && !ev.attr.exclude_user
                 && sys::paranoid() > 1 =>
@@ -588,8 +588,8 @@ fn open_one(
 
 /// Starts the groups opened on CPUs or threads, which start disabled (see
 /// perf_event::counting_attr).
-fn enable_cpu_groups(events: &[Event], targets: &[Target], fds: &Fds) -> Result<()> {
-    if targets.iter().any(|t| matches!(t, Target::Task(_))) {
+fn enable_cpu_groups(events: &[Event], targets: &[Scope], fds: &Fds) -> Result<()> {
+    if targets.iter().any(|t| matches!(t, Scope::Task(_))) {
         return Ok(());
     }
     for (i, ev) in events.iter().enumerate() {
@@ -778,7 +778,7 @@ mod tests {
         let events =
             crate::event::parse_events("cycles,cs,{cpu_core/instructions/,cs},r1a", &sysfs)
                 .unwrap();
-        let cpus: Vec<Target> = (0..24).map(Target::Cpu).collect();
+        let cpus: Vec<Scope> = (0..24).map(Scope::Cpu).collect();
         let plan: Vec<String> = events
             .iter()
             .map(|e| {
@@ -786,7 +786,7 @@ mod tests {
                     .iter()
                     .filter(|&&t| opens_on(e, t))
                     .map(|t| match t {
-                        Target::Cpu(c) => *c,
+                        Scope::Cpu(c) => *c,
                         _ => unreachable!(),
                     })
                     .collect();
@@ -804,7 +804,7 @@ mod tests {
                 "cpu_core/r1a/ 0-15",
             ]
         );
-        assert!(events.iter().all(|e| opens_on(e, Target::Task(1))));
+        assert!(events.iter().all(|e| opens_on(e, Scope::Task(1))));
     }
 
     /// An event restricted to some CPUs (as a hybrid event is to its core PMU's) reads

@@ -7,13 +7,13 @@ use std::os::fd::OwnedFd;
 use anyhow::{Context, Result};
 
 use super::{open_one, privilege_hint, ReadPath, Setup, SharedSetup};
-use crate::bpf::shared::{EventKey, Membership, Request, Target as SharedTarget};
+use crate::bpf::shared::{EventKey, JoinRequest, Membership, Target};
 use crate::bpf::{self, ReadMasks};
 use crate::reading::{Reading, Snapshot};
-use crate::sys::{self, perf_event, perf_event::Role, perf_event::Target};
+use crate::sys::{self, perf_event, perf_event::Role, perf_event::Scope};
 
 /// Where one shared target's readings go in the counter's snapshot.
-struct Place {
+struct SnapshotPlace {
     /// The snapshot's slot (a cgroup's, or 0).
     slot: usize,
     /// The CPU whose reading goes at a position, for targets counted per CPU; None: the
@@ -28,12 +28,12 @@ pub(super) struct Shared {
     events: u64,
     /// The counter's CPUs (per-CPU targets), or every online CPU (tasks).
     cpus: Vec<u32>,
-    places: Vec<Place>,
+    places: Vec<SnapshotPlace>,
 }
 
 impl Shared {
     /// Joins the shared counters with the events of `sh` for the targets of `setup`.
-    pub(super) fn join(setup: &Setup, sh: &SharedSetup, targets: &[Target]) -> Result<Shared> {
+    pub(super) fn join(setup: &Setup, sh: &SharedSetup, targets: &[Scope]) -> Result<Shared> {
         let (shared_targets, places) = targets_of(setup, sh, targets);
         let path = ReadPath::of_this_kernel();
         let picked: Vec<usize> = (0..setup.events.len())
@@ -53,7 +53,7 @@ impl Shared {
             .iter()
             .map(|&i| {
                 let ev = &setup.events[i];
-                let attr = perf_event::counting_attr(&ev.attr, Target::Cpu(0), Role::Single);
+                let attr = perf_event::counting_attr(&ev.attr, Scope::Cpu(0), Role::Single);
                 EventKey {
                     attr: perf_event::attr_bytes(&attr).to_vec(),
                     read: path.masks(std::slice::from_ref(ev)),
@@ -85,7 +85,7 @@ impl Shared {
             slice_ring: None,
             tasks: &[],
         };
-        let membership = Membership::join(Request {
+        let membership = Membership::join(JoinRequest {
             dir: sh.dir,
             events: &keys,
             targets: &shared_targets,
@@ -151,16 +151,16 @@ fn ambiguous(e: &crate::event::Event) -> bool {
 fn targets_of(
     setup: &Setup,
     sh: &SharedSetup,
-    targets: &[Target],
-) -> (Vec<SharedTarget>, Vec<Place>) {
-    let whole = |slot, position| Place {
+    targets: &[Scope],
+) -> (Vec<Target>, Vec<SnapshotPlace>) {
+    let whole = |slot, position| SnapshotPlace {
         slot,
         per_cpu: false,
         position,
     };
     let inherit = setup.inherit;
     if let Some(pid) = setup.task {
-        let t = SharedTarget::Process {
+        let t = Target::Process {
             pid: pid as u32,
             inherit,
         };
@@ -173,7 +173,7 @@ fn targets_of(
             .iter()
             .map(|&pid| {
                 let pos = setup.threads.iter().position(|&t| t == pid).unwrap_or(0);
-                let t = SharedTarget::Process {
+                let t = Target::Process {
                     pid: pid as u32,
                     inherit,
                 };
@@ -186,8 +186,8 @@ fn targets_of(
             .iter()
             .enumerate()
             .filter_map(|(pos, t)| match *t {
-                Target::Thread(tid) => Some((
-                    SharedTarget::Thread {
+                Scope::Thread(tid) => Some((
+                    Target::Thread {
                         tid: tid as u32,
                         inherit,
                     },
@@ -197,19 +197,19 @@ fn targets_of(
             })
             .unzip();
     }
-    let per_cpu = |slot| Place {
+    let per_cpu = |slot| SnapshotPlace {
         slot,
         per_cpu: true,
         position: 0,
     };
     if setup.cgroups.is_empty() {
-        return (vec![SharedTarget::Cpus], vec![per_cpu(0)]);
+        return (vec![Target::Cpus], vec![per_cpu(0)]);
     }
     setup
         .cgroups
         .iter()
         .enumerate()
-        .map(|(slot, &id)| (SharedTarget::Cgroup(id), per_cpu(slot)))
+        .map(|(slot, &id)| (Target::Cgroup(id), per_cpu(slot)))
         .unzip()
 }
 
@@ -219,7 +219,7 @@ fn open_on_cpus(setup: &Setup, i: usize, cpus: &[u32]) -> Result<Option<Vec<(u32
     let ev = &setup.events[i];
     let mut fds = Vec::with_capacity(cpus.len());
     for &cpu in cpus.iter().filter(|&&c| ev.counts_on(c)) {
-        match open_one(ev, Target::Cpu(cpu), Role::Single, None, setup) {
+        match open_one(ev, Scope::Cpu(cpu), Role::Single, None, setup) {
             Ok((fd, _)) => fds.push((cpu, fd)),
             Err(e) if perf_event::is_unsupported(&e) => return Ok(None),
             Err(e) if perf_event::is_permission(&e) => {

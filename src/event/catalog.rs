@@ -3,7 +3,7 @@
 use super::{symbols, Attr, Sources};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub enum Category {
     // In the order perf lists them.
     Hardware,
     Software,
@@ -14,15 +14,15 @@ pub enum Kind {
     Tracepoint,
 }
 
-impl Kind {
+impl Category {
     pub fn label(self) -> &'static str {
         match self {
-            Kind::Hardware => "Hardware event",
-            Kind::Software => "Software event",
-            Kind::Tool => "Tool event",
-            Kind::Cache => "Hardware cache event",
-            Kind::Pmu => "Kernel PMU event",
-            Kind::Tracepoint => "Tracepoint event",
+            Category::Hardware => "Hardware event",
+            Category::Software => "Software event",
+            Category::Tool => "Tool event",
+            Category::Cache => "Hardware cache event",
+            Category::Pmu => "Kernel PMU event",
+            Category::Tracepoint => "Tracepoint event",
         }
     }
 }
@@ -32,11 +32,11 @@ impl Kind {
 pub struct Entry {
     pub name: String,
     pub aliases: Vec<String>,
-    pub kind: Kind,
+    pub kind: Category,
     pub attr: Attr,
 }
 
-fn entry(kind: Kind, names: &[&str], attr: Attr) -> Entry {
+fn entry(kind: Category, names: &[&str], attr: Attr) -> Entry {
     Entry {
         name: names[0].to_string(),
         aliases: names[1..].iter().map(|s| s.to_string()).collect(),
@@ -57,28 +57,28 @@ pub fn entries(sysfs: &dyn Sources, tracepoints: bool) -> Vec<Entry> {
     let mut out = vec![];
     for (c, names) in symbols::HARDWARE {
         out.push(entry(
-            Kind::Hardware,
+            Category::Hardware,
             names,
             attr(symbols::TYPE_HARDWARE, *c),
         ));
     }
     for (c, names) in symbols::SOFTWARE {
         out.push(entry(
-            Kind::Software,
+            Category::Software,
             names,
             attr(symbols::TYPE_SOFTWARE, *c),
         ));
     }
     for tool in super::Tool::ALL {
         out.push(entry(
-            Kind::Tool,
+            Category::Tool,
             &[tool.name()],
             attr(symbols::TYPE_SOFTWARE, super::DUMMY),
         ));
     }
     for (name, c) in symbols::cache_event_names() {
         out.push(entry(
-            Kind::Cache,
+            Category::Cache,
             &[&name],
             attr(symbols::TYPE_HW_CACHE, c),
         ));
@@ -90,7 +90,7 @@ pub fn entries(sysfs: &dyn Sources, tracepoints: bool) -> Vec<Entry> {
             };
             let name = format!("{}/{alias}/", pmu.name);
             out.push(entry(
-                Kind::Pmu,
+                Category::Pmu,
                 &[&name],
                 Attr {
                     exclude_guest: true,
@@ -103,7 +103,7 @@ pub fn entries(sysfs: &dyn Sources, tracepoints: bool) -> Vec<Entry> {
         let mut tps = vec![];
         for (s, e, id) in sysfs.tracepoints() {
             tps.push(entry(
-                Kind::Tracepoint,
+                Category::Tracepoint,
                 &[&format!("{s}:{e}")],
                 attr(symbols::TYPE_TRACEPOINT, id),
             ));
@@ -142,13 +142,13 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         );
         let all = entries(&crate::test_fixtures::sysfs_at(root), true);
-        let has = |n: &str, k: Kind| all.iter().any(|e| e.name == n && e.kind == k);
-        assert!(has("cpu-cycles", Kind::Hardware));
-        assert!(has("context-switches", Kind::Software));
-        assert!(has("L1-dcache-load-misses", Kind::Cache));
-        assert!(has("msr/tsc/", Kind::Pmu));
-        assert!(has("cpu/mem-loads/", Kind::Pmu));
-        assert!(has("sched:sched_switch", Kind::Tracepoint));
+        let has = |n: &str, k: Category| all.iter().any(|e| e.name == n && e.kind == k);
+        assert!(has("cpu-cycles", Category::Hardware));
+        assert!(has("context-switches", Category::Software));
+        assert!(has("L1-dcache-load-misses", Category::Cache));
+        assert!(has("msr/tsc/", Category::Pmu));
+        assert!(has("cpu/mem-loads/", Category::Pmu));
+        assert!(has("sched:sched_switch", Category::Tracepoint));
         assert!(!all
             .iter()
             .any(|e| e.name.contains(".unit") || e.name.contains(".scale")));

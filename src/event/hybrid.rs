@@ -18,7 +18,7 @@
 
 use anyhow::Result;
 
-use super::{Attr, Event, Pmu, Sources, Variant, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
+use super::{Attr, Event, Expansion, Pmu, Sources, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
 
 /// Where a hybrid machine counts an event: on one of its core PMUs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,11 +76,11 @@ pub(super) enum Origin {
 /// The events `written` stands for (see the module's comment); `named`: its name comes
 /// from a `name=` term, which perf prints as it is.
 pub(super) fn per_core_pmu(
-    written: Variant,
+    written: Expansion,
     named: bool,
     origin: &Origin,
     sources: &dyn Sources,
-) -> Result<Vec<Variant>> {
+) -> Result<Vec<Expansion>> {
     let legacy = matches!(written.attr.type_, TYPE_HARDWARE | TYPE_HW_CACHE);
     let cores = sources.core_pmus();
     if cores.len() < 2 {
@@ -89,7 +89,7 @@ pub(super) fn per_core_pmu(
     let extended = || sources.extended_type();
     let on = |p: &Pmu, attr: Attr, name: &str| {
         let renamed = !named && !name.starts_with(&p.name);
-        Variant {
+        Expansion {
             name: match renamed {
                 true => self::name(&p.name, name),
                 false => name.to_string(),

@@ -24,7 +24,7 @@ use anyhow::{anyhow, bail, Result};
 
 use hybrid::Origin;
 
-pub use catalog::{entries, matches, Entry, Kind};
+pub use catalog::{entries, matches, Category, Entry};
 pub use hybrid::Hybrid;
 pub use pmu::{name_order as pmu_name_order, Pmu};
 pub use symbols::{
@@ -395,7 +395,7 @@ pub fn parse(list: &str, sysfs: &dyn Sources) -> Result<Parsed> {
                             None => v.attr,
                         };
                         let bpf = state.bpf || mods.is_some_and(|m| m.contains('b'));
-                        group.push(Variant { attr, ..v }.event(Some(leader), bpf));
+                        group.push(Expansion { attr, ..v }.event(Some(leader), bpf));
                     }
                 }
                 events.extend(group);
@@ -408,7 +408,7 @@ pub fn parse(list: &str, sysfs: &dyn Sources) -> Result<Parsed> {
 
 /// One event a written event stands for (one of several on a hybrid machine).
 #[derive(Clone, Debug)]
-struct Variant {
+struct Expansion {
     name: String,
     attr: Attr,
     hybrid: Option<Hybrid>,
@@ -416,7 +416,7 @@ struct Variant {
     tool: Option<Tool>,
 }
 
-impl Variant {
+impl Expansion {
     fn event(self, leader: Option<usize>, bpf: bool) -> Event {
         Event {
             name: self.name,
@@ -612,7 +612,7 @@ impl Mods {
 
 /// Parses one event: what it stands for (its printed name and attr, one per core PMU
 /// on a hybrid machine), and its modifier state (which group modifiers build on).
-fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
+fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Expansion>, Mods)> {
     let (body, mods, named, origin) = resolve(s, sysfs)?;
     // b alone changes how the event is counted, not what: the attr is an unmodified one.
     let state = match mods {
@@ -625,7 +625,7 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
             .apply(m)
             .map_err(|e| anyhow!("bad modifier in event '{s}': {e}"))?,
     };
-    let written = Variant {
+    let written = Expansion {
         name: named.clone().unwrap_or_else(|| s.to_string()),
         attr: body,
         hybrid: None,
@@ -638,7 +638,7 @@ fn parse_event(s: &str, sysfs: &dyn Sources) -> Result<(Vec<Variant>, Mods)> {
     let variants = hybrid::per_core_pmu(written, named.is_some(), &origin, sysfs)
         .map_err(|e| anyhow!("event '{s}': {e}"))?
         .into_iter()
-        .map(|v| Variant {
+        .map(|v| Expansion {
             attr: state.attr(v.attr, true),
             ..v
         })

@@ -13,17 +13,17 @@ pub enum Word {
 
 /// A named format field: its value is spread over these bit ranges, low bits first.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Format {
+pub struct FormatField {
     pub name: String,
     pub word: Word,
     /// Inclusive (low, high) bit ranges.
     pub ranges: Vec<(u32, u32)>,
 }
 
-impl Format {
+impl FormatField {
     /// Parses a sysfs format file's content: `config:0-7`, `config1:0-63`,
     /// `config:0-7,32-35`, `config:21`.
-    pub fn parse(name: &str, spec: &str) -> Result<Format> {
+    pub fn parse(name: &str, spec: &str) -> Result<FormatField> {
         let spec = spec.trim();
         let (word, bits) = spec
             .split_once(':')
@@ -48,7 +48,7 @@ impl Format {
             }
             ranges.push((lo, hi));
         }
-        Ok(Format {
+        Ok(FormatField {
             name: name.to_string(),
             word,
             ranges,
@@ -107,7 +107,7 @@ impl Format {
 pub struct Pmu {
     pub name: String,
     pub type_: u32,
-    pub formats: Vec<Format>,
+    pub formats: Vec<FormatField>,
     /// Named events: (alias, its terms as written in sysfs, e.g. `event=0x3c`).
     pub aliases: Vec<(String, String)>,
     /// A core PMU, one that counts the CPUs' own events: `cpu`, or one with a `cpus`
@@ -132,7 +132,7 @@ impl Pmu {
             .with_context(|| format!("PMU {name}: type '{}' is not a number", type_file.trim()))?;
         let formats = formats
             .iter()
-            .map(|(f, spec)| Format::parse(f, spec))
+            .map(|(f, spec)| FormatField::parse(f, spec))
             .collect::<Result<_>>()?;
         let mut aliases: Vec<(String, String)> = events
             .iter()
@@ -151,7 +151,7 @@ impl Pmu {
         })
     }
 
-    pub fn format(&self, name: &str) -> Option<&Format> {
+    pub fn format(&self, name: &str) -> Option<&FormatField> {
         self.formats.iter().find(|f| f.name == name)
     }
 
@@ -317,7 +317,7 @@ fn encode_into(pmu: &Pmu, terms: &str, e: &mut Encoded, depth: u32) -> Result<()
 
 /// Sets format field `f` of `pmu` to `v` in the attr words. A field overrides the bits
 /// it covers, so later terms win, as in perf.
-fn set_field(pmu: &Pmu, f: &Format, v: u64, words: &mut [u64; 3]) -> Result<()> {
+fn set_field(pmu: &Pmu, f: &FormatField, v: u64, words: &mut [u64; 3]) -> Result<()> {
     let bits = f.encode(v).map_err(|max| {
         anyhow!(
             "value {v:#x} too big for format field '{}' of PMU '{}' (maximum {max:#x})",
@@ -346,13 +346,13 @@ mod tests {
             name: "cpu".into(),
             type_: 4,
             formats: vec![
-                Format::parse("event", "config:0-7").unwrap(),
-                Format::parse("umask", "config:8-15").unwrap(),
-                Format::parse("edge", "config:18").unwrap(),
-                Format::parse("inv", "config:23").unwrap(),
-                Format::parse("cmask", "config:24-31").unwrap(),
-                Format::parse("ldlat", "config1:0-15").unwrap(),
-                Format::parse("split", "config:0-3,32-35").unwrap(),
+                FormatField::parse("event", "config:0-7").unwrap(),
+                FormatField::parse("umask", "config:8-15").unwrap(),
+                FormatField::parse("edge", "config:18").unwrap(),
+                FormatField::parse("inv", "config:23").unwrap(),
+                FormatField::parse("cmask", "config:24-31").unwrap(),
+                FormatField::parse("ldlat", "config1:0-15").unwrap(),
+                FormatField::parse("split", "config:0-3,32-35").unwrap(),
             ],
             aliases: vec![("cpu-cycles".into(), "event=0x3c".into())],
             core: true,
@@ -362,26 +362,26 @@ mod tests {
 
     #[test]
     fn format_files_parse() {
-        let f = Format::parse("x", "config:0-7,32-35\n").unwrap();
+        let f = FormatField::parse("x", "config:0-7,32-35\n").unwrap();
         assert_eq!(f.ranges, vec![(0, 7), (32, 35)]);
         assert_eq!(f.describe(), "config:0-7,32-35");
         assert_eq!(
-            Format::parse("e", "config:18").unwrap().describe(),
+            FormatField::parse("e", "config:18").unwrap().describe(),
             "config:18"
         );
         assert_eq!(f.width(), 12);
-        assert!(Format::parse("x", "config3:0-7").is_err());
-        assert!(Format::parse("x", "config:9-3").is_err());
-        assert!(Format::parse("x", "config:0-64").is_err());
+        assert!(FormatField::parse("x", "config3:0-7").is_err());
+        assert!(FormatField::parse("x", "config:9-3").is_err());
+        assert!(FormatField::parse("x", "config:0-64").is_err());
     }
 
     #[test]
     fn values_spread_over_ranges() {
-        let f = Format::parse("split", "config:0-3,32-35").unwrap();
+        let f = FormatField::parse("split", "config:0-3,32-35").unwrap();
         assert_eq!(f.width(), 8);
         assert_eq!(f.encode(0xab), Ok(0xa_0000_000b));
         assert_eq!(f.encode(0x100), Err(0xff));
-        let full = Format::parse("all", "config:0-63").unwrap();
+        let full = FormatField::parse("all", "config:0-63").unwrap();
         assert_eq!(full.encode(u64::MAX), Ok(u64::MAX));
     }
 

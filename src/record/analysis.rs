@@ -241,7 +241,7 @@ struct SlotNames {
 
 /// One row of a breakdown: its key values, and the slices that have them.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Group {
+pub struct BreakdownRow {
     pub key: Vec<String>,
     pub slices: u64,
     /// Time the slices lasted, ns.
@@ -250,9 +250,9 @@ pub struct Group {
     pub counts: Vec<u64>,
 }
 
-impl Group {
-    fn new(key: Vec<String>, nr_events: usize) -> Group {
-        Group {
+impl BreakdownRow {
+    fn new(key: Vec<String>, nr_events: usize) -> BreakdownRow {
+        BreakdownRow {
             key,
             slices: 0,
             time: 0,
@@ -268,7 +268,7 @@ impl Group {
             .unwrap_or(self.time)
     }
 
-    fn merge(&mut self, o: &Group) {
+    fn merge(&mut self, o: &BreakdownRow) {
         self.slices = self.slices.saturating_add(o.slices);
         self.time = self.time.saturating_add(o.time);
         for (c, d) in self.counts.iter_mut().zip(&o.counts) {
@@ -291,7 +291,7 @@ pub(crate) struct Breakdown {
     /// The event the groups are ranked by.
     rank: Option<usize>,
     /// By the keys' raw values, in the keys' order (unused places 0).
-    groups: FxHashMap<[u128; 5], Group>,
+    groups: FxHashMap<[u128; 5], BreakdownRow>,
     /// Per CPU, the group of the cut slice that goes on in the next slice there: not yet
     /// counted as a slice, since the next one may be its other part.
     open: FxHashMap<u32, [u128; 5]>,
@@ -330,17 +330,17 @@ impl Breakdown {
         }
     }
 
-    fn group(&mut self, raw: [u128; 5]) -> &mut Group {
+    fn group(&mut self, raw: [u128; 5]) -> &mut BreakdownRow {
         let nr_events = self.nr_events;
         self.groups
             .entry(raw)
-            .or_insert_with(|| Group::new(Vec::new(), nr_events))
+            .or_insert_with(|| BreakdownRow::new(Vec::new(), nr_events))
     }
 
     /// The groups, the one that counted most of the ranking event first, their cgroups
     /// named as `h` (with every cgroup of the recording) names them. Groups whose keys
     /// print the same (two cgroups of one name) are one.
-    pub fn groups(mut self, h: &Header) -> Vec<Group> {
+    pub fn groups(mut self, h: &Header) -> Vec<BreakdownRow> {
         // A cut slice the recording ended in is a slice too.
         for cut in std::mem::take(&mut self.open).into_values() {
             self.group(cut).slices += 1;
@@ -349,7 +349,7 @@ impl Breakdown {
             cgroups: slot_names(h),
             containers: slot_containers(h),
         };
-        let mut by_text: HashMap<Vec<String>, Group> = HashMap::new();
+        let mut by_text: HashMap<Vec<String>, BreakdownRow> = HashMap::new();
         for (raw, g) in self.groups {
             let key: Vec<String> = self
                 .keys
@@ -359,10 +359,10 @@ impl Breakdown {
                 .collect();
             by_text
                 .entry(key.clone())
-                .or_insert_with(|| Group::new(key, self.nr_events))
+                .or_insert_with(|| BreakdownRow::new(key, self.nr_events))
                 .merge(&g);
         }
-        let mut out: Vec<Group> = by_text.into_values().collect();
+        let mut out: Vec<BreakdownRow> = by_text.into_values().collect();
         let rank = self.rank;
         out.sort_by(|a, b| {
             b.rank(rank)

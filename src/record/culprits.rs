@@ -24,7 +24,7 @@ const MAX_PAIRS: usize = 1 << 18;
 
 /// A slice that ran on a CPU: when, and its slot.
 #[derive(Clone, Copy, Debug)]
-struct Run {
+struct RanSlice {
     start: u64,
     end: u64,
     slot: usize,
@@ -43,7 +43,7 @@ pub(crate) struct Culprits {
     /// The events' positions in each slice's deltas.
     wait: Option<usize>,
     preemptions: Option<usize>,
-    runs: HashMap<u32, VecDeque<Run>>,
+    runs: HashMap<u32, VecDeque<RanSlice>>,
     preempted: HashMap<u32, Preempted>,
     waits: Waits,
 }
@@ -84,7 +84,7 @@ impl Culprits {
         if runs.len() == RUNS_KEPT {
             runs.pop_front();
         }
-        runs.push_back(Run {
+        runs.push_back(RanSlice {
             start: s.start,
             end,
             slot,
@@ -137,7 +137,7 @@ impl Culprits {
 
 /// The wait [`from`, `to`) split among `runs` (oldest first): each run's slot and the
 /// part of the wait it covers, newest first, and what none covers.
-fn split(runs: &VecDeque<Run>, from: u64, to: u64) -> (Vec<(usize, u64)>, u64) {
+fn split(runs: &VecDeque<RanSlice>, from: u64, to: u64) -> (Vec<(usize, u64)>, u64) {
     let mut shares = Vec::new();
     let mut covered = 0;
     for r in runs.iter().rev() {

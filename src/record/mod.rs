@@ -189,12 +189,12 @@ fn write_change(out: &mut bperf_data::Writer<Output>, c: &CgroupChange) -> io::R
 }
 
 /// A file being written, and how many bytes went into it.
-struct Counted {
+struct CountingFile {
     file: File,
     bytes: u64,
 }
 
-impl Write for Counted {
+impl Write for CountingFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
         self.bytes += n as u64;
@@ -207,7 +207,7 @@ impl Write for Counted {
 }
 
 /// Where the recording goes, buffered.
-type Output = BufWriter<Counted>;
+type Output = BufWriter<CountingFile>;
 
 /// Opens `path` for the recording (see data_file::create: an earlier recording is
 /// kept as `path`.old, a device, FIFO or `-` written into). A FIFO waits for its
@@ -222,7 +222,7 @@ fn create_output(
     let file = session::create_output(path, wakes, |wake| later.push(wake))?;
     later.into_iter().for_each(|w| drop(tx.send(w)));
     Ok(file
-        .map(|file| BufWriter::with_capacity(1 << 20, Counted { file, bytes: 0 }))
+        .map(|file| BufWriter::with_capacity(1 << 20, CountingFile { file, bytes: 0 }))
         .map_err(|gave_up| {
             eprintln!("bperf: {gave_up}");
             gave_up.status
@@ -632,7 +632,7 @@ fn say_written(path: &Path, bytes: u64, slices: u64, lost: u64) {
 }
 
 /// A recording being read, one slice at a time; its errors name the file.
-pub struct Input {
+pub struct Recording {
     reader: bperf_data::Reader<Box<dyn Read>>,
     path: PathBuf,
 }
@@ -642,7 +642,7 @@ const READ_BUFFER: usize = 1 << 20;
 
 /// The recording in `path` (`-`: standard input), its header read, or one line saying
 /// why it cannot be read.
-pub fn open(path: &Path) -> Result<Input> {
+pub fn open(path: &Path) -> Result<Recording> {
     let (input, size): (Box<dyn Read>, Option<u64>) = match path.as_os_str() == "-" {
         true => (Box::new(io::stdin().lock()), None),
         false => {
@@ -654,7 +654,7 @@ pub fn open(path: &Path) -> Result<Input> {
     let input = Box::new(io::BufReader::with_capacity(READ_BUFFER, input));
     let reader = bperf_data::Reader::new(input as Box<dyn Read>, size)
         .with_context(|| path.display().to_string())?;
-    Ok(Input {
+    Ok(Recording {
         reader,
         path: path.to_path_buf(),
     })
@@ -662,7 +662,7 @@ pub fn open(path: &Path) -> Result<Input> {
 
 /// The recording in `path` opened for another pass: it must be a file, not a pipe (or a
 /// device). What is not there, or a directory, is said by `open`.
-pub(crate) fn open_again(path: &Path) -> Result<Input> {
+pub(crate) fn open_again(path: &Path) -> Result<Recording> {
     let stream = path.as_os_str() == "-"
         || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
     if stream {
@@ -675,7 +675,7 @@ pub(crate) fn open_again(path: &Path) -> Result<Input> {
     open(path)
 }
 
-impl Input {
+impl Recording {
     pub fn header(&self) -> &bperf_data::Header {
         self.reader.header()
     }

@@ -60,7 +60,7 @@ const MIN_BIN: u64 = 10_000;
 
 /// A metric of a cgroup drawn as a counter track.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Metric {
+enum TrackMetric {
     /// Event i per second.
     Rate(usize),
     /// Event i (a clock, ns) per ns: the CPUs kept busy.
@@ -69,22 +69,22 @@ enum Metric {
     Ipc(usize, usize),
 }
 
-impl Metric {
+impl TrackMetric {
     fn label(&self, events: &[String]) -> String {
         match *self {
-            Metric::Rate(i) => format!("{} /s", events[i]),
-            Metric::Cpus(i) => format!("{} (CPUs)", events[i]),
-            Metric::Ipc(..) => "IPC".into(),
+            TrackMetric::Rate(i) => format!("{} /s", events[i]),
+            TrackMetric::Cpus(i) => format!("{} (CPUs)", events[i]),
+            TrackMetric::Ipc(..) => "IPC".into(),
         }
     }
 
     /// Its value in a bin of `width` ns that counted `counts`.
     fn value(&self, counts: &[f64], width: u64) -> f64 {
         match *self {
-            Metric::Rate(i) => counts[i] * 1e9 / width as f64,
-            Metric::Cpus(i) => counts[i] / width as f64,
-            Metric::Ipc(ins, cyc) if counts[cyc] > 0.0 => counts[ins] / counts[cyc],
-            Metric::Ipc(..) => 0.0,
+            TrackMetric::Rate(i) => counts[i] * 1e9 / width as f64,
+            TrackMetric::Cpus(i) => counts[i] / width as f64,
+            TrackMetric::Ipc(ins, cyc) if counts[cyc] > 0.0 => counts[ins] / counts[cyc],
+            TrackMetric::Ipc(..) => 0.0,
         }
     }
 }
@@ -97,15 +97,15 @@ fn find(events: &[String], name: &str) -> Option<usize> {
 }
 
 /// Each event's counter, and IPC when both cycles and instructions are recorded.
-fn metrics(events: &[String]) -> Vec<Metric> {
-    let mut out: Vec<Metric> = (0..events.len())
+fn metrics(events: &[String]) -> Vec<TrackMetric> {
+    let mut out: Vec<TrackMetric> = (0..events.len())
         .map(|i| match events[i].split(':').next() {
-            Some("task-clock" | "cpu-clock") => Metric::Cpus(i),
-            _ => Metric::Rate(i),
+            Some("task-clock" | "cpu-clock") => TrackMetric::Cpus(i),
+            _ => TrackMetric::Rate(i),
         })
         .collect();
     if let (Some(i), Some(c)) = (find(events, "instructions"), find(events, "cycles")) {
-        out.push(Metric::Ipc(i, c));
+        out.push(TrackMetric::Ipc(i, c));
     }
     out
 }
@@ -291,7 +291,7 @@ pub(crate) struct PerfettoTrace<W: Write> {
     names: Vec<String>,
     events: Vec<String>,
     args: Args,
-    metrics: Vec<Metric>,
+    metrics: Vec<TrackMetric>,
     interned: Interned,
     bins: Bins,
     /// Each CPU's track, and where its last slice ended: a slice never begins before
@@ -375,9 +375,9 @@ impl<W: Write> PerfettoTrace<W> {
                 );
                 track.counter = Some(CounterDescriptor {
                     unit_name: Some(match metric {
-                        Metric::Rate(_) => "/s".into(),
-                        Metric::Cpus(_) => "CPUs".into(),
-                        Metric::Ipc(..) => "IPC".into(),
+                        TrackMetric::Rate(_) => "/s".into(),
+                        TrackMetric::Cpus(_) => "CPUs".into(),
+                        TrackMetric::Ipc(..) => "IPC".into(),
                     }),
                     ..CounterDescriptor::default()
                 });

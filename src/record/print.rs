@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value as Json};
 
-use super::analysis::{self, Breakdown, Distributions, Group, Key, SliceTotals};
+use super::analysis::{self, Breakdown, BreakdownRow, Distributions, Key, SliceTotals};
 use super::bperf_data::{End, Header};
 use super::culprits::Culprits;
 use super::perfetto::PerfettoTrace;
@@ -311,7 +311,7 @@ struct Table {
     rows: Vec<Vec<String>>,
 }
 
-fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<Group>) -> Table {
+fn breakdown_table(h: &Header, keys: &[Key], groups: Vec<BreakdownRow>) -> Table {
     let rank = analysis::ranking_event(h);
     let all = groups
         .iter()

@@ -15,15 +15,15 @@ pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum ExpositionFormat {
     Text,
     OpenMetrics,
 }
 
-impl Format {
+impl ExpositionFormat {
     /// The format a scraper asks for in its Accept header: OpenMetrics when it lists it,
     /// as Prometheus does; the classic text format otherwise.
-    pub(crate) fn from_accept(accept: Option<&str>) -> Format {
+    pub(crate) fn from_accept(accept: Option<&str>) -> ExpositionFormat {
         let asks = |a: &str| {
             a.split(',').any(|part| {
                 let mut params = part.split(';').map(str::trim);
@@ -32,27 +32,27 @@ impl Format {
             })
         };
         match accept.is_some_and(asks) {
-            true => Format::OpenMetrics,
-            false => Format::Text,
+            true => ExpositionFormat::OpenMetrics,
+            false => ExpositionFormat::Text,
         }
     }
 
     pub(crate) fn content_type(self) -> &'static str {
         match self {
-            Format::Text => TEXT_CONTENT_TYPE,
-            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+            ExpositionFormat::Text => TEXT_CONTENT_TYPE,
+            ExpositionFormat::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
         }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum FamilyType {
     Counter,
     Gauge,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
+pub enum SampleValue {
     Int(u64),
     Float(f64),
 }
@@ -61,7 +61,7 @@ pub enum Value {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     pub labels: Vec<(&'static str, String)>,
-    pub value: Value,
+    pub value: SampleValue,
 }
 
 /// A metric and its series. `name` is without the `_total` that counters get.
@@ -69,18 +69,18 @@ pub struct Sample {
 pub struct Family {
     pub name: &'static str,
     pub help: &'static str,
-    pub kind: Kind,
+    pub kind: FamilyType,
     pub samples: Vec<Sample>,
 }
 
 /// `families` in `format`, or why the encoder refused them (one line). A family
 /// without series is written as nothing, in both formats: the text encoder refuses one
 /// ("MetricFamily has no metrics"), and a scraper learns nothing from its HELP alone.
-pub(crate) fn encode(families: &[Family], format: Format) -> Result<String, String> {
+pub(crate) fn encode(families: &[Family], format: ExpositionFormat) -> Result<String, String> {
     let nonempty: Vec<&Family> = families.iter().filter(|f| !f.samples.is_empty()).collect();
     match format {
-        Format::Text => encode_text(&nonempty),
-        Format::OpenMetrics => encode_openmetrics(&nonempty),
+        ExpositionFormat::Text => encode_text(&nonempty),
+        ExpositionFormat::OpenMetrics => encode_openmetrics(&nonempty),
     }
 }
 
@@ -96,14 +96,14 @@ fn encode_text(families: &[&Family]) -> Result<String, String> {
 fn to_proto(f: &Family) -> proto::MetricFamily {
     let mut mf = proto::MetricFamily::default();
     let name = match f.kind {
-        Kind::Counter => format!("{}_total", f.name),
-        Kind::Gauge => f.name.to_string(),
+        FamilyType::Counter => format!("{}_total", f.name),
+        FamilyType::Gauge => f.name.to_string(),
     };
     mf.set_name(name);
     mf.set_help(f.help.to_string());
     mf.set_field_type(match f.kind {
-        Kind::Counter => proto::MetricType::COUNTER,
-        Kind::Gauge => proto::MetricType::GAUGE,
+        FamilyType::Counter => proto::MetricType::COUNTER,
+        FamilyType::Gauge => proto::MetricType::GAUGE,
     });
     let metrics = f
         .samples
@@ -120,17 +120,17 @@ fn to_proto(f: &Family) -> proto::MetricFamily {
                 })
                 .collect();
             let value = match s.value {
-                Value::Int(v) => v as f64,
-                Value::Float(v) => v,
+                SampleValue::Int(v) => v as f64,
+                SampleValue::Float(v) => v,
             };
             let mut m = proto::Metric::from_label(labels);
             match f.kind {
-                Kind::Counter => {
+                FamilyType::Counter => {
                     let mut c = proto::Counter::default();
                     c.set_value(value);
                     m.set_counter(c);
                 }
-                Kind::Gauge => {
+                FamilyType::Gauge => {
                     let mut g = proto::Gauge::default();
                     g.set_value(value);
                     m.set_gauge(g);
@@ -151,8 +151,8 @@ impl prometheus_client::collector::Collector for Collected {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in &self.0 {
             let kind = match f.kind {
-                Kind::Counter => MetricType::Counter,
-                Kind::Gauge => MetricType::Gauge,
+                FamilyType::Counter => MetricType::Counter,
+                FamilyType::Gauge => MetricType::Gauge,
             };
             let mut metric = encoder.encode_descriptor(f.name, f.help, None, kind)?;
             if let [one] = f.samples.as_slice() {
@@ -169,14 +169,18 @@ impl prometheus_client::collector::Collector for Collected {
     }
 }
 
-fn encode_value(kind: Kind, value: Value, series: MetricEncoder) -> Result<(), std::fmt::Error> {
+fn encode_value(
+    kind: FamilyType,
+    value: SampleValue,
+    series: MetricEncoder,
+) -> Result<(), std::fmt::Error> {
     match (kind, value) {
-        (Kind::Counter, Value::Int(v)) => ConstCounter::new(v).encode(series),
-        (Kind::Counter, Value::Float(v)) => ConstCounter::new(v).encode(series),
-        (Kind::Gauge, Value::Int(v)) => {
+        (FamilyType::Counter, SampleValue::Int(v)) => ConstCounter::new(v).encode(series),
+        (FamilyType::Counter, SampleValue::Float(v)) => ConstCounter::new(v).encode(series),
+        (FamilyType::Gauge, SampleValue::Int(v)) => {
             ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(series)
         }
-        (Kind::Gauge, Value::Float(v)) => ConstGauge::new(v).encode(series),
+        (FamilyType::Gauge, SampleValue::Float(v)) => ConstGauge::new(v).encode(series),
     }
 }
 
@@ -199,19 +203,19 @@ mod tests {
             Family {
                 name: "bperf_count",
                 help: "Events counted.",
-                kind: Kind::Counter,
+                kind: FamilyType::Counter,
                 samples: vec![Sample {
                     labels: vec![("event", "task-clock".into()), ("cgroup", "a\"b\\c".into())],
-                    value: Value::Int(12345678901),
+                    value: SampleValue::Int(12345678901),
                 }],
             },
             Family {
                 name: "bperf_cgroups",
                 help: "Cgroups counted.",
-                kind: Kind::Gauge,
+                kind: FamilyType::Gauge,
                 samples: vec![Sample {
                     labels: vec![],
-                    value: Value::Int(3),
+                    value: SampleValue::Int(3),
                 }],
             },
         ]
@@ -219,7 +223,7 @@ mod tests {
 
     #[test]
     fn the_text_format_names_counters_with_total() {
-        let t = encode(&sample(), Format::Text).unwrap();
+        let t = encode(&sample(), ExpositionFormat::Text).unwrap();
         assert!(t.contains("# TYPE bperf_count_total counter\n"), "{t}");
         assert!(
             t.contains(
@@ -236,7 +240,7 @@ mod tests {
 
     #[test]
     fn openmetrics_ends_with_eof() {
-        let t = encode(&sample(), Format::OpenMetrics).unwrap();
+        let t = encode(&sample(), ExpositionFormat::OpenMetrics).unwrap();
         assert!(t.contains("# TYPE bperf_count counter\n"), "{t}");
         assert!(t.contains("bperf_count_total{event=\"task-clock\","), "{t}");
         assert!(t.contains("\nbperf_cgroups 3\n"), "{t}");
@@ -249,26 +253,32 @@ mod tests {
     fn an_empty_family_is_written_as_nothing() {
         let mut families = sample();
         families[0].samples.clear();
-        families[1].samples[0].value = Value::Int(0);
-        for format in [Format::Text, Format::OpenMetrics] {
+        families[1].samples[0].value = SampleValue::Int(0);
+        for format in [ExpositionFormat::Text, ExpositionFormat::OpenMetrics] {
             let t = encode(&families, format).unwrap();
             assert!(!t.contains("bperf_count"), "{t}");
             assert!(t.contains("\nbperf_cgroups 0\n"), "{t}");
         }
-        let none = encode(&[], Format::OpenMetrics).unwrap();
+        let none = encode(&[], ExpositionFormat::OpenMetrics).unwrap();
         assert_eq!(none, "# EOF\n");
-        assert_eq!(encode(&[], Format::Text).unwrap(), "");
+        assert_eq!(encode(&[], ExpositionFormat::Text).unwrap(), "");
     }
 
     #[test]
     fn the_accept_header_picks_the_format() {
         let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert_eq!(Format::from_accept(Some(prometheus)), Format::OpenMetrics);
-        assert_eq!(Format::from_accept(Some("*/*")), Format::Text);
-        assert_eq!(Format::from_accept(None), Format::Text);
         assert_eq!(
-            Format::from_accept(Some("application/openmetrics-text; q=0, text/plain")),
-            Format::Text
+            ExpositionFormat::from_accept(Some(prometheus)),
+            ExpositionFormat::OpenMetrics
+        );
+        assert_eq!(
+            ExpositionFormat::from_accept(Some("*/*")),
+            ExpositionFormat::Text
+        );
+        assert_eq!(ExpositionFormat::from_accept(None), ExpositionFormat::Text);
+        assert_eq!(
+            ExpositionFormat::from_accept(Some("application/openmetrics-text; q=0, text/plain")),
+            ExpositionFormat::Text
         );
     }
 }

@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
-use super::{Format, Scrape, Wake};
+use super::{ExpositionFormat, Scrape, Wake};
 use crate::UsageError;
 
 /// How long a scrape waits for the counting thread before it is answered 503.
@@ -199,7 +199,7 @@ async fn answer(req: Request<Incoming>, tx: mpsc::Sender<Wake>) -> Result<Answer
 
 /// The metrics, from the counting thread, in the format and encoding the scraper asks.
 async fn scrape(req: &Request<Incoming>, tx: &mpsc::Sender<Wake>) -> Answer {
-    let format = Format::from_accept(header_value(req, header::ACCEPT));
+    let format = ExpositionFormat::from_accept(header_value(req, header::ACCEPT));
     let encoding = Encoding::accepted(header_value(req, header::ACCEPT_ENCODING));
     let (reply, answer) = oneshot::channel();
     let text_of = match tx.send(Wake::Request(Scrape(format, reply))) {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use signal_hook::consts::SIGHUP;
 
-pub use exposition::{Family, Format, Kind, Sample, Value};
+pub use exposition::{ExpositionFormat, Family, FamilyType, Sample, SampleValue};
 
 use crate::bpf::runq::Runq;
 use crate::cgroup::Cgroup;
@@ -38,7 +38,7 @@ pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 /// A scrape: the metrics in this format, sent back to the HTTP server's task that waits
 /// for them (or why they could not be encoded).
 pub struct Scrape(
-    pub Format,
+    pub ExpositionFormat,
     pub tokio::sync::oneshot::Sender<Result<String, String>>,
 );
 
@@ -180,8 +180,8 @@ impl Exporter<'_, '_> {
                     // A failed write counts as shown too: removed cgroups do not wait
                     // for a disk that may never come back.
                     self.unseen.textfile = false;
-                    let written =
-                        exposition::encode(&self.families()?, Format::Text).and_then(|text| {
+                    let written = exposition::encode(&self.families()?, ExpositionFormat::Text)
+                        .and_then(|text| {
                             write_atomically(path, &text).map_err(|e| format!("{e:#}"))
                         });
                     if let Some(say) = textfile_failure.note(written, path) {
@@ -231,7 +231,7 @@ impl Exporter<'_, '_> {
                 .collect(),
         };
         let counter = &self.counter;
-        let counted = Counted {
+        let counted = Exported {
             events: &self.plan.events,
             cpus: &self.plan.cpus,
             supported: &|e| counter.supported(e),
@@ -286,16 +286,16 @@ fn gauge(name: &'static str, help: &'static str, v: u64) -> Family {
     Family {
         name,
         help,
-        kind: Kind::Gauge,
+        kind: FamilyType::Gauge,
         samples: vec![Sample {
             labels: Vec::new(),
-            value: Value::Int(v),
+            value: SampleValue::Int(v),
         }],
     }
 }
 
 /// What was counted, and how to export it.
-pub struct Counted<'a> {
+pub struct Exported<'a> {
     pub events: &'a [Event],
     pub cpus: &'a [u32],
     pub supported: &'a dyn Fn(usize) -> bool,
@@ -303,7 +303,7 @@ pub struct Counted<'a> {
     pub per_cpu: bool,
 }
 
-impl Counted<'_> {
+impl Exported<'_> {
     /// The count, enabled and running time of every event the machine counts, for each
     /// row (slot, cgroup label) of `snap`.
     pub fn families(&self, rows: &[Row], snap: &Snapshot) -> Vec<Family> {
@@ -323,9 +323,9 @@ impl Counted<'_> {
                         labels: labels.clone(),
                         value,
                     };
-                    count.push(sample(Value::Int(r.counter)));
-                    enabled.push(sample(Value::Float(r.enabled as f64 / 1e9)));
-                    running.push(sample(Value::Float(r.running as f64 / 1e9)));
+                    count.push(sample(SampleValue::Int(r.counter)));
+                    enabled.push(sample(SampleValue::Float(r.enabled as f64 / 1e9)));
+                    running.push(sample(SampleValue::Float(r.running as f64 / 1e9)));
                 }
             }
         }
@@ -333,19 +333,19 @@ impl Counted<'_> {
             Family {
                 name: "bperf_count",
                 help: "Events counted since bperf started (task-clock and cpu-clock in ns), not scaled for multiplexing.",
-                kind: Kind::Counter,
+                kind: FamilyType::Counter,
                 samples: count,
             },
             Family {
                 name: "bperf_enabled_seconds",
                 help: "Time the event was enabled while counting for the series.",
-                kind: Kind::Counter,
+                kind: FamilyType::Counter,
                 samples: enabled,
             },
             Family {
                 name: "bperf_running_seconds",
                 help: "Time the event was on the PMU while counting for the series (less than enabled when multiplexed).",
-                kind: Kind::Counter,
+                kind: FamilyType::Counter,
                 samples: running,
             },
         ]
@@ -390,7 +390,7 @@ mod tests {
             (0, vec![("cgroup", "/".to_string())]),
             (1, vec![("cgroup", "a/b".to_string())]),
         ];
-        let counted = Counted {
+        let counted = Exported {
             events: &events,
             cpus: &[0, 3],
             supported: &supported,
@@ -403,16 +403,16 @@ mod tests {
             ab.labels,
             vec![("event", "task-clock".into()), ("cgroup", "a/b".into())]
         );
-        assert_eq!(ab.value, Value::Int(12));
-        assert_eq!(f[1].samples[2].value, Value::Float(4.0));
-        assert_eq!(f[2].samples[2].value, Value::Float(2.0));
-        let per_cpu = Counted {
+        assert_eq!(ab.value, SampleValue::Int(12));
+        assert_eq!(f[1].samples[2].value, SampleValue::Float(4.0));
+        assert_eq!(f[2].samples[2].value, SampleValue::Float(2.0));
+        let per_cpu = Exported {
             per_cpu: true,
             ..counted
         };
         let f = per_cpu.families(&rows, &snap);
         assert_eq!(f[0].samples.len(), 8);
         assert_eq!(f[0].samples[5].labels[2], ("cpu", "3".into()));
-        assert_eq!(f[0].samples[5].value, Value::Int(7));
+        assert_eq!(f[0].samples[5].value, SampleValue::Int(7));
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::bpf::runq::{Waits, OTHER};
 
-use super::{Family, Kind, Row, Sample, Value};
+use super::{Family, FamilyType, Row, Sample, SampleValue};
 
 /// The run-queue families for `rows` (slot, labels), from `waits`.
 pub fn families(rows: &[Row], waits: &Waits) -> Vec<Family> {
@@ -57,7 +57,7 @@ fn family(name: &'static str, help: &'static str, samples: Vec<Sample>) -> Famil
     Family {
         name,
         help,
-        kind: Kind::Counter,
+        kind: FamilyType::Counter,
         samples,
     }
 }
@@ -65,14 +65,14 @@ fn family(name: &'static str, help: &'static str, samples: Vec<Sample>) -> Famil
 fn seconds(labels: Vec<(&'static str, String)>, ns: u64) -> Sample {
     Sample {
         labels,
-        value: Value::Float(ns as f64 / 1e9),
+        value: SampleValue::Float(ns as f64 / 1e9),
     }
 }
 
 fn count(labels: Vec<(&'static str, String)>, n: u64) -> Sample {
     Sample {
         labels,
-        value: Value::Int(n),
+        value: SampleValue::Int(n),
     }
 }
 
@@ -139,8 +139,8 @@ mod tests {
                 "bperf_preempted_by"
             ]
         );
-        assert_eq!(f[0].samples[0].value, Value::Float(3.0));
-        assert_eq!(f[1].samples[1].value, Value::Int(1));
+        assert_eq!(f[0].samples[0].value, SampleValue::Float(3.0));
+        assert_eq!(f[1].samples[1].value, SampleValue::Int(1));
         let behind = &f[2].samples;
         assert_eq!(
             behind.len(),
@@ -155,10 +155,14 @@ mod tests {
                 ("by_container", "web".into())
             ]
         );
-        assert_eq!(behind[0].value, Value::Float(2.0));
+        assert_eq!(behind[0].value, SampleValue::Float(2.0));
         assert_eq!(behind[1].labels[1], ("by_cgroup", OTHER.into()));
-        assert_eq!(behind[1].value, Value::Float(1.0));
-        assert_eq!(f[3].samples[1].value, Value::Int(2));
-        assert_eq!(behind[2].value, Value::Float(1.0), "b: all of it /other");
+        assert_eq!(behind[1].value, SampleValue::Float(1.0));
+        assert_eq!(f[3].samples[1].value, SampleValue::Int(2));
+        assert_eq!(
+            behind[2].value,
+            SampleValue::Float(1.0),
+            "b: all of it /other"
+        );
     }
 }

@@ -29,7 +29,7 @@ const GIVE_UP: Duration = Duration::from_secs(10);
 const QUEUE: usize = 64;
 
 /// One container cgroup: what its path says, and its labels as last looked up.
-struct Entry {
+struct KnownContainer {
     container: Container,
     labels: Labels,
     /// A runtime named it (else its labels hold the short id only).
@@ -50,7 +50,7 @@ struct Answer {
 
 /// The labels of a session's container cgroups, by cgroup id.
 pub struct ContainerNames {
-    by_cgroup: HashMap<u64, Entry>,
+    by_cgroup: HashMap<u64, KnownContainer>,
     /// Container ids to the look-up thread; its answers back.
     lookups: SyncSender<String>,
     answers: Receiver<Answer>,
@@ -93,7 +93,7 @@ impl ContainerNames {
                 continue;
             }
             let labels = Labels::of(&c, None);
-            let entry = Entry {
+            let entry = KnownContainer {
                 container: c,
                 labels,
                 named: false,
@@ -241,12 +241,12 @@ mod tests {
     /// answered, and these bounds are only there so that a broken build ends.
     const WAIT: Duration = Duration::from_secs(30);
 
-    struct Fake {
+    struct FakeSource {
         asked: Arc<AtomicUsize>,
         answer: Result<Vec<ContainerInfo>, SourceError>,
     }
 
-    impl Source for Fake {
+    impl Source for FakeSource {
         fn describe(&self) -> String {
             "fake.sock".into()
         }
@@ -268,7 +268,7 @@ mod tests {
         answer: Result<Vec<ContainerInfo>, SourceError>,
     ) -> (ContainerNames, Arc<AtomicUsize>) {
         let asked = Arc::new(AtomicUsize::new(0));
-        let fake = Fake {
+        let fake = FakeSource {
             asked: asked.clone(),
             answer,
         };

@@ -38,7 +38,7 @@ pub(crate) struct RunqCounts<'obj> {
 pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Runq<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
-    let config = runq::Config {
+    let config = runq::RunqConfig {
         cgroups: &ids,
         nr_slots,
         cgroup_v1: plan.cgroup_v1,

@@ -168,7 +168,7 @@ fn value_of(supported: bool, reading: Reading) -> Value {
 
 /// How the kernel took an event, as perf reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Status {
+pub(super) enum EventStatus {
     Counted,
     /// The kernel refused to open it: `<not supported>`.
     Refused,
@@ -186,11 +186,11 @@ pub(super) fn event_status(
     plan: &Plan,
     counter: &Counter,
     version: PerfVersion,
-) -> Result<Vec<Status>> {
-    let mut status: Vec<Status> = (0..plan.events.len())
+) -> Result<Vec<EventStatus>> {
+    let mut status: Vec<EventStatus> = (0..plan.events.len())
         .map(|e| match counter.supported(e) {
-            true => Status::Counted,
-            false => Status::Refused,
+            true => EventStatus::Counted,
+            false => EventStatus::Refused,
         })
         .collect();
     let mut refused_leader = None;
@@ -200,15 +200,15 @@ pub(super) fn event_status(
                 && cgroup_of(plan, m).is_some()
                 && cgroup_of(plan, m) != cgroup_of(plan, leader)
             {
-                status[m] = Status::Refused;
+                status[m] = EventStatus::Refused;
             }
         }
         let lost = match status[leader] {
-            Status::Refused => Status::Refused,
-            _ if members.iter().any(|&m| status[m] == Status::Refused) => Status::Unread,
+            EventStatus::Refused => EventStatus::Refused,
+            _ if members.iter().any(|&m| status[m] == EventStatus::Refused) => EventStatus::Unread,
             _ => continue,
         };
-        if lost == Status::Refused {
+        if lost == EventStatus::Refused {
             let name = &plan.events[leader].name;
             if version == PerfVersion::V6_12 {
                 return Err(anyhow::anyhow!("The {name} event is not supported."));
@@ -216,12 +216,12 @@ pub(super) fn event_status(
             refused_leader.get_or_insert(leader);
         }
         for &m in &members {
-            if status[m] == Status::Counted {
+            if status[m] == EventStatus::Counted {
                 status[m] = lost;
             }
         }
     }
-    let none_counted = !status.is_empty() && status.iter().all(|s| *s == Status::Refused);
+    let none_counted = !status.is_empty() && status.iter().all(|s| *s == EventStatus::Refused);
     if version == PerfVersion::V7_2 && none_counted {
         return Err(nothing_counted(plan, counter, &status, refused_leader).into());
     }
@@ -236,11 +236,11 @@ pub(super) fn event_status(
 fn nothing_counted(
     plan: &Plan,
     counter: &Counter,
-    status: &[Status],
+    status: &[EventStatus],
     refused_leader: Option<usize>,
 ) -> NoSupportedEvents {
     use crate::event::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
-    let named = refused_leader.or_else(|| status.iter().position(|s| *s == Status::Refused));
+    let named = refused_leader.or_else(|| status.iter().position(|s| *s == EventStatus::Refused));
     let last_errno = (0..status.len())
         .rev()
         .find_map(|e| counter.refused_with(e));

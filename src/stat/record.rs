@@ -114,10 +114,10 @@ impl RecordedRows {
     /// What a recording says before its counts: command line, events, CPUs, modes.
     fn header(&self, plan: &Plan, a: &Settled) -> Result<crate::perfdata::StatFile> {
         use crate::perfdata::{RecordedEvent, StatFile};
-        use crate::sys::perf_event::{recorded_attr, Target};
+        use crate::sys::perf_event::{recorded_attr, Scope};
         let target = match plan.task_mode {
-            true => Target::Task(0),
-            false => Target::Cpu(0),
+            true => Scope::Task(0),
+            false => Scope::Cpu(0),
         };
         let events = self.0.iter().enumerate().map(|(i, (event, _))| {
             let e = &plan.events[*event];

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::Signal;
 
-use super::lines::{self, event_status, Status};
+use super::lines::{self, event_status, EventStatus};
 use super::record::PipeRecord;
 use super::rules::Settled;
 use super::tool::ToolTimes;
@@ -127,7 +127,7 @@ pub(super) struct Run<'a, 'obj> {
     /// bperf's own events: the run-queue program.
     runq: Option<RunqCounts<'obj>>,
     /// How the kernel took each event.
-    status: Vec<Status>,
+    status: Vec<EventStatus>,
     /// --control's acknowledgements.
     ack: Option<&'a mut std::fs::File>,
     /// The output's name, for errors.
@@ -158,7 +158,7 @@ impl Run<'_, '_> {
     /// `<not supported>`, those of groups perf cannot read `<not counted>`.
     fn lines_of(&self, snap: &Snapshot, per_cpu_only: bool) -> Vec<Line> {
         let status = &self.status;
-        let supported = |e: usize| status[e] != Status::Refused;
+        let supported = |e: usize| status[e] != EventStatus::Refused;
         let mut lines = match per_cpu_only {
             true => lines::cpu_lines(self.plan, snap, &supported),
             false => lines::lines(
@@ -171,7 +171,7 @@ impl Run<'_, '_> {
         };
         for l in lines
             .iter_mut()
-            .filter(|l| status[l.event] == Status::Unread)
+            .filter(|l| status[l.event] == EventStatus::Unread)
         {
             l.value = Value::Counted(Reading::default());
             // Nothing was read, on any CPU of its group.
@@ -184,7 +184,11 @@ impl Run<'_, '_> {
 
     /// -v's lines about a read (Report::counts_read).
     fn say_read(&mut self, lines: &[Line]) -> Result<()> {
-        let unread: Vec<bool> = self.status.iter().map(|s| *s != Status::Counted).collect();
+        let unread: Vec<bool> = self
+            .status
+            .iter()
+            .map(|s| *s != EventStatus::Counted)
+            .collect();
         self.report
             .counts_read(&self.plan.events, lines, &unread)
             .with_context(|| format!("cannot write to {}", self.output))
@@ -569,7 +573,7 @@ fn say_refused(
     a: &Settled,
     plan: &Plan,
     counter: &Counter,
-    status: &Result<Vec<Status>>,
+    status: &Result<Vec<EventStatus>>,
     report: &mut Report<Box<dyn Write>>,
     output: &str,
 ) -> Result<()> {
@@ -583,7 +587,7 @@ fn say_refused(
     let refused = |i| {
         status
             .as_ref()
-            .map_or(!counter.supported(i), |s| s[i] == Status::Refused)
+            .map_or(!counter.supported(i), |s| s[i] == EventStatus::Refused)
     };
     let copies = match a.cgroups.for_each.is_empty() {
         false => plan.cgroups.len().max(1),

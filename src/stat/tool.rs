@@ -9,7 +9,7 @@ use crate::reading::{Reading, Snapshot};
 use crate::sys::{self, process};
 
 /// Whose user and system times the tool events count, one per place in a snapshot.
-enum Source {
+enum TimesSource {
     /// The command, at place 0: its own times while it runs, its rusage once reaped.
     Command(libc::pid_t),
     /// -p, -t: each thread's (its process's, as /proc/TID/stat gives them).
@@ -23,7 +23,7 @@ pub(crate) struct ToolTimes {
     /// Each tool event's index among the events.
     events: Vec<(usize, Tool)>,
     start: Instant,
-    source: Source,
+    source: TimesSource,
     /// The user and system times at the start, per place.
     base: Vec<(u64, u64)>,
     /// The command's user and system times, once it was reaped.
@@ -48,9 +48,9 @@ impl ToolTimes {
             return None;
         }
         let source = match task {
-            Some(pid) => Source::Command(pid),
-            None if !threads.is_empty() => Source::Threads(threads.to_vec()),
-            None => Source::Cpus(cpus.to_vec()),
+            Some(pid) => TimesSource::Command(pid),
+            None if !threads.is_empty() => TimesSource::Threads(threads.to_vec()),
+            None => TimesSource::Cpus(cpus.to_vec()),
         };
         let mut times = ToolTimes {
             events,
@@ -60,7 +60,7 @@ impl ToolTimes {
             ended: None,
         };
         // The command has not run yet: its times count from 0, as perf's do.
-        if !matches!(times.source, Source::Command(_)) {
+        if !matches!(times.source, TimesSource::Command(_)) {
             times.base = times.now();
         }
         Some(times)
@@ -69,15 +69,15 @@ impl ToolTimes {
     /// The user and system times so far, per place.
     fn now(&self) -> Vec<(u64, u64)> {
         match &self.source {
-            Source::Command(pid) => vec![self
+            TimesSource::Command(pid) => vec![self
                 .ended
                 .or_else(|| process::cpu_times(*pid))
                 .unwrap_or_default()],
-            Source::Threads(ids) => ids
+            TimesSource::Threads(ids) => ids
                 .iter()
                 .map(|&id| process::cpu_times(id).unwrap_or_default())
                 .collect(),
-            Source::Cpus(cpus) => sys::cpu_times(cpus),
+            TimesSource::Cpus(cpus) => sys::cpu_times(cpus),
         }
     }
 

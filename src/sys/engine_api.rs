@@ -154,7 +154,7 @@ pub(crate) fn exchange(
         Some(SendRequestResult::RecvResponse(c)) => c,
         _ => return Err("the request wants a body".into()),
     };
-    let mut input = Input::default();
+    let mut input = Received::default();
     let (status, call) = read_head(conn, call, &mut input)?;
     let body = match call {
         Some(RecvResponseResult::RecvBody(c)) => read_body(conn, c, &mut input, limit)?,
@@ -168,12 +168,12 @@ pub(crate) fn exchange(
 
 /// Bytes read from the connection and not yet taken by the protocol.
 #[derive(Default)]
-struct Input {
+struct Received {
     buf: Vec<u8>,
     eof: bool,
 }
 
-impl Input {
+impl Received {
     /// Reads more from `conn` (at most 64 KiB at a time).
     fn fill(&mut self, conn: &mut impl Read) -> Result<(), String> {
         let mut chunk = [0u8; 64 << 10];
@@ -191,7 +191,7 @@ impl Input {
 fn read_head(
     conn: &mut impl Read,
     mut call: Call<ureq_proto::client::state::RecvResponse>,
-    input: &mut Input,
+    input: &mut Received,
 ) -> Result<(http::StatusCode, Option<RecvResponseResult>), String> {
     loop {
         let (used, response) = call
@@ -214,7 +214,7 @@ fn read_head(
 fn read_body(
     conn: &mut impl Read,
     mut call: Call<ureq_proto::client::state::RecvBody>,
-    input: &mut Input,
+    input: &mut Received,
     limit: usize,
 ) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();

@@ -16,7 +16,7 @@ use crate::reading::Reading;
 /// Where a counter counts: every task on one CPU, or one task and its future children
 /// on any CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum Scope {
     Cpu(u32),
     /// A command bperf started, counted from its exec.
     Task(libc::pid_t),
@@ -36,7 +36,7 @@ pub enum Role {
 /// `target` and `role` need it: a task is counted from its next exec, with its
 /// children; a group leader on a CPU starts disabled, so that its members join before it
 /// is scheduled, and [`enable`] starts it once they have.
-pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
+pub fn counting_attr(a: &Attr, target: Scope, role: Role) -> perf_event_attr {
     let mut attr = perf_event_attr {
         type_: a.type_,
         // The size perf 6.12 passes: the kernel reads no further, and -vv dumps match.
@@ -57,21 +57,21 @@ pub fn counting_attr(a: &Attr, target: Target, role: Role) -> perf_event_attr {
     attr.set_exclude_guest(a.exclude_guest.into());
     attr.set_precise_ip(u64::from(a.precise_ip & 3));
     match target {
-        Target::Task(_) => {
+        Scope::Task(_) => {
             attr.set_inherit(1);
             if role != Role::Member {
                 attr.set_disabled(1);
                 attr.set_enable_on_exec(1);
             }
         }
-        Target::Thread(_) => {
+        Scope::Thread(_) => {
             attr.set_inherit(1);
             if role == Role::Leader {
                 attr.set_disabled(1);
             }
         }
-        Target::Cpu(_) if role == Role::Leader => attr.set_disabled(1),
-        Target::Cpu(_) => {}
+        Scope::Cpu(_) if role == Role::Leader => attr.set_disabled(1),
+        Scope::Cpu(_) => {}
     }
     attr
 }
@@ -85,7 +85,7 @@ pub(crate) fn attr_bytes(attr: &perf_event_attr) -> &[u8] {
 
 /// The attr perf stat record writes for `a` counted on `target`: the counting attr
 /// with the sample identifier set, as the attr's first `size` bytes.
-pub(crate) fn recorded_attr(a: &Attr, target: Target) -> Vec<u8> {
+pub(crate) fn recorded_attr(a: &Attr, target: Scope) -> Vec<u8> {
     let mut attr = counting_attr(a, target, Role::Single);
     attr.sample_type = PERF_SAMPLE_IDENTIFIER as u64;
     let size = (attr.size as usize).min(std::mem::size_of::<perf_event_attr>());
@@ -118,14 +118,14 @@ pub fn enable(leader: &OwnedFd) -> io::Result<()> {
 /// it again; a PMU that rejects the guest/host bits is asked again without them.
 pub fn probe(attr: &Attr) -> bool {
     // The flags of a CPU's counter: no inherit, enabled.
-    let mut raw = counting_attr(attr, Target::Cpu(0), Role::Single);
-    if open_with_fallback(raw, Target::Task(0), None, None).is_ok() {
+    let mut raw = counting_attr(attr, Scope::Cpu(0), Role::Single);
+    if open_with_fallback(raw, Scope::Task(0), None, None).is_ok() {
         return true;
     }
     // Under perf_event_paranoid 2 a user may count only user space: an event that opens
     // without the kernel's part is supported for that user too (perf asks again alike).
     raw.set_exclude_kernel(1);
-    open_with_fallback(raw, Target::Task(0), None, None).is_ok()
+    open_with_fallback(raw, Scope::Task(0), None, None).is_ok()
 }
 
 /// What the child of [`user_counts_itself`] exits with.
@@ -225,7 +225,7 @@ unsafe fn count_itself_unprivileged(attr: &mut perf_event_attr) -> i32 {
 /// attempt is printed in perf's `-vv` layout.
 pub fn open_with_fallback(
     mut attr: perf_event_attr,
-    target: Target,
+    target: Scope,
     group: Option<&OwnedFd>,
     trace: Option<&dyn Fn(&str)>,
 ) -> io::Result<OwnedFd> {
@@ -256,12 +256,12 @@ pub fn open_with_fallback(
 /// Opens a counting event. `group` is the leader's fd for a group member.
 pub fn open(
     attr: &mut perf_event_attr,
-    target: Target,
+    target: Scope,
     group: Option<&OwnedFd>,
 ) -> io::Result<OwnedFd> {
     let (pid, cpu) = match target {
-        Target::Cpu(c) => (-1, c as libc::c_int),
-        Target::Task(p) | Target::Thread(p) => (p, -1),
+        Scope::Cpu(c) => (-1, c as libc::c_int),
+        Scope::Task(p) | Scope::Thread(p) => (p, -1),
     };
     let group_fd = group.map_or(-1, |g| g.as_raw_fd());
     let flags = PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
@@ -371,10 +371,10 @@ pub(crate) fn describe(a: &perf_event_attr) -> String {
 }
 
 /// perf's `-vv` line for one perf_event_open call.
-pub(crate) fn describe_open(target: Target, group: i32, result: &io::Result<OwnedFd>) -> String {
+pub(crate) fn describe_open(target: Scope, group: i32, result: &io::Result<OwnedFd>) -> String {
     let (pid, cpu) = match target {
-        Target::Cpu(c) => (-1, c as i64),
-        Target::Task(p) | Target::Thread(p) => (p, -1),
+        Scope::Cpu(c) => (-1, c as i64),
+        Scope::Task(p) | Scope::Thread(p) => (p, -1),
     };
     let head = format!(
         "sys_perf_event_open: pid {pid}  cpu {cpu}  group_fd {group}  flags {PERF_FLAG_FD_CLOEXEC:#x}"
@@ -401,7 +401,7 @@ mod tests {
                 exclude_guest: true,
                 ..Attr::default()
             },
-            Target::Task(42),
+            Scope::Task(42),
             Role::Single,
         );
         let want = "\
@@ -432,7 +432,7 @@ perf_event_attr:
                 config1: 0x3,
                 ..Attr::default()
             },
-            Target::Cpu(0),
+            Scope::Cpu(0),
             Role::Single,
         );
         let d = describe(&attr);
@@ -467,7 +467,7 @@ perf_event_attr:
             precise_ip: 2,
             ..Attr::default()
         };
-        let cpu = counting_attr(&a, Target::Cpu(0), Role::Single);
+        let cpu = counting_attr(&a, Scope::Cpu(0), Role::Single);
         assert_eq!(
             (cpu.exclude_user(), cpu.exclude_host(), cpu.precise_ip()),
             (1, 1, 2)
@@ -478,11 +478,11 @@ perf_event_attr:
             (0, 0),
             "per-CPU counters start enabled, not inherited"
         );
-        let leader = counting_attr(&a, Target::Cpu(0), Role::Leader);
+        let leader = counting_attr(&a, Scope::Cpu(0), Role::Leader);
         assert_eq!(leader.disabled(), 1);
-        let member = counting_attr(&a, Target::Task(1), Role::Member);
+        let member = counting_attr(&a, Scope::Task(1), Role::Member);
         assert_eq!((member.inherit(), member.disabled()), (1, 0));
-        let task = counting_attr(&a, Target::Task(1), Role::Single);
+        let task = counting_attr(&a, Scope::Task(1), Role::Single);
         assert_eq!((task.disabled(), task.enable_on_exec()), (1, 1));
     }
 }

@@ -28,7 +28,7 @@ use model::Model;
 const CULPRITS_SHOWN: usize = 3;
 
 /// What wakes top besides the counting session's wakes: the terminal's input.
-pub type Wake = session::Wake<screen::Input>;
+pub type Wake = session::Wake<screen::TermEvent>;
 
 pub fn run(a: &TopArgs) -> Result<i32> {
     if !a.batch && !std::io::stdout().is_terminal() {
@@ -225,8 +225,8 @@ impl Top<'_, '_> {
     }
 
     /// The header's facts: the window, CPUs and cgroups.
-    pub fn header(&self) -> text::Header {
-        text::Header {
+    pub fn header(&self) -> text::ScreenHeader {
+        text::ScreenHeader {
             window: self.window,
             cpus: self.plan.cpus.len(),
             cgroups: self.model.nr_rows(),

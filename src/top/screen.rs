@@ -35,7 +35,7 @@ use crate::output::metric::Kind;
 use crate::session;
 
 /// The terminal's input, read on a thread of its own.
-pub enum Input {
+pub enum TermEvent {
     Key(KeyEvent),
     /// The terminal changed size (columns, rows): drawn again at once.
     Resize(u16, u16),
@@ -117,8 +117,8 @@ fn resume(terminal: &mut Terminal<CrosstermBackend<Stdout>>) -> Result<()> {
 fn read_input(tx: mpsc::Sender<Wake>) {
     std::thread::spawn(move || loop {
         let input = match event::read() {
-            Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Input::Key(k),
-            Ok(Event::Resize(w, h)) => Input::Resize(w, h),
+            Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => TermEvent::Key(k),
+            Ok(Event::Resize(w, h)) => TermEvent::Resize(w, h),
             Ok(_) => continue,
             Err(_) => return,
         };
@@ -200,12 +200,12 @@ pub fn run(
             Some(Wake::Signal(SIGTSTP)) => suspend(&mut terminal)?,
             Some(Wake::Signal(SIGCONT)) => resume(&mut terminal)?,
             Some(Wake::Signal(_)) => return Ok(0),
-            Some(Wake::Request(Input::Key(k))) => match key(k, top, &mut view) {
+            Some(Wake::Request(TermEvent::Key(k))) => match key(k, top, &mut view) {
                 Then::Quit => return Ok(0),
                 Then::Suspend => suspend(&mut terminal)?,
                 Then::Draw => {}
             },
-            Some(Wake::Request(Input::Resize(w, h))) => {
+            Some(Wake::Request(TermEvent::Resize(w, h))) => {
                 terminal
                     .resize(Rect::new(0, 0, w, h))
                     .context("cannot resize")?;
@@ -300,7 +300,13 @@ fn fold(code: KeyCode, top: &mut Top, view: &mut View) {
 }
 
 /// The whole screen: header, table, sparkline, keys.
-fn draw(f: &mut Frame, model: &Model, header: &text::Header, view: &mut View, kinds: &[Kind]) {
+fn draw(
+    f: &mut Frame,
+    model: &Model,
+    header: &text::ScreenHeader,
+    view: &mut View,
+    kinds: &[Kind],
+) {
     let behind_lines = u16::from(model.culprits.is_some());
     let [top_line, table, spark, behind, footer] = Layout::vertical([
         Constraint::Length(1),
@@ -612,7 +618,7 @@ mod tests {
     /// The whole screen drawn on a terminal of `width` x `height`, line by line.
     fn screen(model: &Model, kinds: &[Kind], width: u16, height: u16) -> Vec<String> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-        let header = text::Header {
+        let header = text::ScreenHeader {
             window: Duration::from_secs(1),
             cpus: 2,
             cgroups: model.nr_rows(),

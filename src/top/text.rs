@@ -9,7 +9,7 @@ use crate::output::people::escape_controls;
 
 /// What the header says besides the time.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Header {
+pub struct ScreenHeader {
     /// The wall time the last refresh covered.
     pub window: Duration,
     pub cpus: usize,
@@ -18,7 +18,7 @@ pub struct Header {
     pub left_out: usize,
 }
 
-impl Header {
+impl ScreenHeader {
     /// `bperf top 19:34:13  0.501 s  2 CPUs  7 cgroups`.
     pub fn line(&self) -> String {
         let mut s = format!(
@@ -128,7 +128,7 @@ pub fn head(title: &str, sorted: bool, descending: bool) -> String {
 /// cgroup's whole path, drawn into the tree as `ps f` draws its forest (each level four
 /// columns deeper, ` \_ ` before a nested row's path), and the name column goes where
 /// it would only repeat that path (without containers): the path stays the last field.
-pub fn page(header: &Header, model: &Model, kinds: &[Kind]) -> String {
+pub fn page(header: &ScreenHeader, model: &Model, kinds: &[Kind]) -> String {
     let shown = model.shown();
     let layout = PageLayout::new(model, &shown);
     let mut s = header.line() + "\n";
@@ -239,8 +239,8 @@ mod tests {
     use super::*;
 
     /// A page's header: `window`, 2 CPUs, `cgroups`, none left out.
-    fn header(window: Duration, cgroups: usize) -> Header {
-        Header {
+    fn header(window: Duration, cgroups: usize) -> ScreenHeader {
+        ScreenHeader {
             window,
             cpus: 2,
             cgroups,

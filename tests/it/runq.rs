@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 use std::os::unix::fs::MetadataExt;
 use std::process::Child;
 
-use bperf::bpf::runq::{Config, Runq, Waits};
+use bperf::bpf::runq::{Runq, RunqConfig, Waits};
 use common::{pinned, report_field, TestCgroup};
 
 /// The reports of a finished workload (one line per process).
@@ -29,7 +29,7 @@ fn cgroup_id(cg: &TestCgroup) -> u64 {
 /// Loads the program for `cgroups` (slots in that order), runs `work`, reads.
 fn counted(cgroups: &[&TestCgroup], work: impl FnOnce()) -> Waits {
     let ids: Vec<u64> = cgroups.iter().map(|c| cgroup_id(c)).collect();
-    let config = Config {
+    let config = RunqConfig {
         cgroups: &ids,
         nr_slots: ids.len(),
         cgroup_v1: false,

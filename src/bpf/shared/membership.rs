@@ -38,7 +38,7 @@ pub type OpenEvent<'a> = dyn FnMut(usize) -> Result<Option<Vec<(u32, OwnedFd)>>>
 /// What a session asks for: its events, its targets, how a new event is opened on
 /// every CPU (None where the machine cannot count it), and how the instance is loaded
 /// if there is none.
-pub struct Request<'a> {
+pub struct JoinRequest<'a> {
     pub dir: &'a Path,
     pub events: &'a [EventKey],
     pub targets: &'a [Target],
@@ -52,7 +52,7 @@ impl Membership {
     /// Joins the shared counters (creating them if this is the first session), registers
     /// the request's events and targets, and flushes every CPU so that what is counted
     /// from now on is current.
-    pub fn join(req: Request) -> Result<Membership> {
+    pub fn join(req: JoinRequest) -> Result<Membership> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
         let lock = lock(parent, true, true)?.expect("mounted");
@@ -126,7 +126,7 @@ fn distinct<T: std::hash::Hash + Eq>(items: impl Iterator<Item = T>) -> usize {
 fn register(
     inst: &Instance,
     reg: &mut Registry,
-    req: Request,
+    req: JoinRequest,
 ) -> Result<(usize, Vec<Option<usize>>, Vec<usize>)> {
     let counts_cgroups = req.targets.iter().any(|t| matches!(t, Target::Cgroup(_)));
     if counts_cgroups && reg.cgroup_v1 != req.config.cgroup_v1 as u32 {

@@ -27,7 +27,7 @@ mod registry;
 pub(super) use instance::{proc_bytes, size_maps, size_task_maps};
 pub use keeper::{keep, KEEPER_ARG};
 pub use lock::{check_dir, STOP_ASKED};
-pub use membership::{Membership, OpenEvent, Request};
+pub use membership::{JoinRequest, Membership, OpenEvent};
 
 use super::ReadMasks;
 

@@ -332,14 +332,14 @@ pub struct TaskClock(std::os::fd::OwnedFd);
 impl TaskClock {
     /// Counts thread `tid` from now.
     pub fn of(tid: u32) -> TaskClock {
-        use bperf::sys::perf_event::{self, Role, Target};
+        use bperf::sys::perf_event::{self, Role, Scope};
         let task_clock = bperf::event::Attr {
             type_: bperf::event::TYPE_SOFTWARE,
             config: 1, // PERF_COUNT_SW_TASK_CLOCK
             ..Default::default()
         };
-        let attr = perf_event::counting_attr(&task_clock, Target::Cpu(0), Role::Single);
-        let fd = perf_event::open_with_fallback(attr, Target::Thread(tid as i32), None, None)
+        let attr = perf_event::counting_attr(&task_clock, Scope::Cpu(0), Role::Single);
+        let fd = perf_event::open_with_fallback(attr, Scope::Thread(tid as i32), None, None)
             .unwrap_or_else(|e| panic!("task-clock of thread {tid}: {e}"));
         TaskClock(fd)
     }
