@@ -19,6 +19,8 @@
 //! thing; then `ivcs=I run_delay_ns=D`: its involuntary switches (getrusage, whole life) and
 //! the time this thread waited runnable (/proc/thread-self/schedstat, whole life). task-clock is the clock perf and bperf count with; the
 //! scheduler's own accounting, cpu.stat included, leaves out time stolen by the host.
+//! With `--stop-at-end` among its arguments, it stops itself (SIGSTOP) after its report,
+//! until continued.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -196,7 +198,9 @@ fn report(mode: &str) {
 
 fn main() {
     let _ = TASK_CLOCK.set(open_task_clock());
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let stop_at_end = args.iter().any(|a| a == "--stop-at-end");
+    args.retain(|a| a != "--stop-at-end");
     let arg = |i: usize| args.get(i).map(String::as_str);
     match arg(0) {
         Some("spin") => {
@@ -266,4 +270,10 @@ fn main() {
         }
     }
     report(arg(0).unwrap_or(""));
+    // A test whose count must end before this process's exit stops it here, after its
+    // report, and continues it once done.
+    if stop_at_end {
+        // SAFETY: raise(3) of a signal whose default action stops this process.
+        unsafe { libc::raise(libc::SIGSTOP) };
+    }
 }

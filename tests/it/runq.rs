@@ -18,6 +18,18 @@ fn reports(child: Child) -> String {
     common::stderr(&out)
 }
 
+/// The workload's report line, read from its stderr as it prints it (it then stops).
+fn report_line(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let err = child
+        .stderr
+        .as_mut()
+        .expect("the workload's stderr is piped");
+    let mut lines = std::io::BufReader::new(err).lines();
+    let found = lines.find_map(|l| l.ok().filter(|l| l.starts_with("pid=")));
+    found.expect("the workload's report")
+}
+
 fn sum_field(reports: &str, name: &str) -> f64 {
     reports.lines().map(|l| report_field(l, name)).sum()
 }
@@ -150,17 +162,25 @@ fn stat_counts_each_cgroups_wait_and_its_culprits() {
     let events = "bperf/runq-wait/,bperf/preemptions/";
     let args = ["-e", events, "--for-each-cgroup", &each, "--culprits", "3"];
     let (child, rx, _) = common::start_stat(&args, std::time::Duration::from_secs(20));
-    let spinners = [
-        pinned(&cgroups[0], 1, &["spin", "1500"]),
-        pinned(&cgroups[1], 1, &["spin", "1500"]),
-        pinned(&cgroups[2], 0, &["spin", "1500"]),
+    // Each spinner stops itself after its report, so that its exit (which takes tens
+    // of milliseconds of waits and preemptions under emulation) comes after the count.
+    let spin = ["spin", "1500", "--stop-at-end"];
+    let mut spinners = [
+        pinned(&cgroups[0], 1, &spin),
+        pinned(&cgroups[1], 1, &spin),
+        pinned(&cgroups[2], 0, &spin),
     ];
-    let reported: Vec<String> = spinners.into_iter().map(reports).collect();
+    let reported: Vec<String> = spinners.iter_mut().map(report_line).collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: plain kill(2) of our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{out:?}");
+    for spinner in spinners {
+        // SAFETY: plain kill(2) of our own child, stopped.
+        unsafe { libc::kill(spinner.id() as i32, libc::SIGCONT) };
+        reports(spinner);
+    }
     let lines: Vec<String> = rx.into_iter().collect();
     let text = lines.join("\n");
     let culprit = |l: &&String| l.split(',').nth(1) == Some("culprit");
