@@ -78,18 +78,14 @@ fn csv_name(name: &str, sep: &str) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{Footer, Format, Line};
+    use super::super::{Format, Line};
     use crate::output::fixtures::*;
 
     #[test]
     fn csv_fields_in_perfs_order() {
         let ev = events();
         let l = lines(Some("web"));
-        let footer = Footer {
-            elapsed: Duration::from_secs(1),
-            elapsed_error: None,
-            rusage: None,
-        };
+        let footer = one_second();
         let out = render(opts(Format::Csv(",".into())), |r| {
             r.summary(&ev, &l, &footer).unwrap()
         });

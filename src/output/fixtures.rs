@@ -94,22 +94,16 @@ pub(super) fn container_summary(name: &str, format: Format) -> String {
         container: Some(name.into()),
         ..counted(1, 75_000, 1_000_000_000, Some("docker/3474383178be"), None)
     }];
-    let footer = Footer {
-        elapsed: Duration::from_secs(1),
-        elapsed_error: None,
-        rusage: None,
-    };
-    render(opts(format), |r| r.summary(&events(), &l, &footer).unwrap())
+    render(opts(format), |r| {
+        r.summary(&events(), &l, &one_second()).unwrap()
+    })
 }
 
 pub(super) fn cgroup_summary(cgroup: &str, format: Format) -> String {
     let l = vec![counted(1, 75_000, 1_000_000_000, Some(cgroup), None)];
-    let footer = Footer {
-        elapsed: Duration::from_secs(1),
-        elapsed_error: None,
-        rusage: None,
-    };
-    render(opts(format), |r| r.summary(&events(), &l, &footer).unwrap())
+    render(opts(format), |r| {
+        r.summary(&events(), &l, &one_second()).unwrap()
+    })
 }
 
 pub(super) fn named(names: &str, events: &[usize]) -> Vec<Use> {
@@ -122,6 +116,13 @@ pub(super) fn named(names: &str, events: &[usize]) -> Vec<Use> {
             events: events.to_vec(),
         })
         .collect()
+}
+
+pub(super) fn one_second() -> Footer {
+    Footer {
+        elapsed: Duration::from_secs(1),
+        ..Footer::default()
+    }
 }
 
 pub(super) fn half_second() -> Footer {

@@ -117,18 +117,14 @@ fn json_metric(m: &Metric, version: PerfVersion) -> Vec<String> {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{Footer, Format};
+    use super::super::Format;
     use crate::output::fixtures::*;
 
     #[test]
     fn json_lines_with_perfs_keys() {
         let ev = events();
         let l = lines(Some("web"));
-        let footer = Footer {
-            elapsed: Duration::from_secs(1),
-            elapsed_error: None,
-            rusage: None,
-        };
+        let footer = one_second();
         let out = render(opts(Format::Json), |r| r.summary(&ev, &l, &footer).unwrap());
         let first = out.lines().next().unwrap();
         assert_eq!(

@@ -137,11 +137,7 @@ mod tests {
     fn table_summary_system_wide() {
         let ev = events();
         let l = lines(None);
-        let footer = Footer {
-            elapsed: Duration::from_millis(500),
-            elapsed_error: None,
-            rusage: None,
-        };
+        let footer = half_second();
         let out = render(opts(Format::Table), |r| {
             r.summary(&ev, &l, &footer).unwrap()
         });
