@@ -90,6 +90,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
         kernel(f),
         bpf_loop(f),
         read_path(f),
+        runq_waits(f),
         trampolines(f),
         ring_buffer(f),
         task_storage(f),
@@ -179,6 +180,21 @@ fn read_path(f: &Facts) -> Check {
         (true, false) => check("read path", Status::Ok, "counters read with plain loads (bpf_rdonly_cast); context-switches through the read helper (no CONFIG_FAIR_GROUP_SCHED)"),
         (false, _) => check("read path", Status::Warn, "counters read through bpf_perf_event_read_value (no bpf_rdonly_cast kfunc): each switch costs more")
             .fix("Linux >= 6.2"),
+    }
+}
+
+/// How the run-queue series (serve --runq, stat's and record's bperf/runq-wait/) time
+/// a wait: from the task's own sched_info at the switch, or from wake-up programs.
+fn runq_waits(f: &Facts) -> Check {
+    if !f.btf {
+        return without_btf("run-queue waits");
+    }
+    match (f.kernel.sched_info, f.kernel.cfs_rq_rq) {
+        (true, true) => check("run-queue waits", Status::Ok, "read from each task's sched_info at the switch: no wake-up programs"),
+        (false, _) => check("run-queue waits", Status::Warn, "timed from wake-up programs (no CONFIG_SCHED_INFO): the run-queue series cost more")
+            .fix("a kernel with CONFIG_SCHED_INFO (CONFIG_SCHEDSTATS or CONFIG_TASK_DELAY_ACCT)"),
+        (true, false) => check("run-queue waits", Status::Warn, "timed from wake-up programs (no CONFIG_FAIR_GROUP_SCHED, the way to the run queue's clock): the run-queue series cost more")
+            .fix("a kernel with CONFIG_FAIR_GROUP_SCHED"),
     }
 }
 
@@ -670,6 +686,7 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
             kernel: KernelFeatures {
                 rdonly_cast: true,
                 cfs_rq_rq: true,
+                sched_info: true,
             },
             pmus: ["breakpoint", "msr", "software", "tracepoint", "uprobe"]
                 .map(String::from)
@@ -812,6 +829,17 @@ cpu\t3\t1\t1\nperf_event\t0\t50\t1\n";
         assert_eq!(named(&checks, "bpf_loop").status, Status::Fail);
         assert_eq!(named(&checks, "read path").status, Status::Warn);
         assert_eq!(exit_status(&checks), 1);
+    }
+
+    #[test]
+    fn run_queue_waits_say_whether_wake_up_programs_time_them() {
+        let mut f = this_machine();
+        assert_eq!(checks_named(&f, "run-queue waits").status, Status::Ok);
+        f.kernel.sched_info = false;
+        let c = checks_named(&f, "run-queue waits");
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.detail.contains("CONFIG_SCHED_INFO"), "{}", c.detail);
+        assert_eq!(exit_status(&checks(&f)), 0);
     }
 
     #[test]

@@ -62,6 +62,10 @@ const volatile __u64 rq_switches = 0;
 const volatile __u64 runq_wait = 0;
 const volatile __u64 preemptions = 0;
 #define COUNTS_RUNQ (runq_wait | preemptions)
+/* bperf's own events: a wait is read at the switch-in from the task's own
+ * sched_info.last_queued against its run queue's clock (what the scheduler adds to its
+ * run_delay right after the tracepoint), not timed from wake-ups in wait_since. */
+const volatile bool waits_from_sched_info = false;
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
 /* Tasks taken as untrusted pointers (see untrusted()): where the kernel has bpf_rdonly_cast. */
@@ -933,18 +937,37 @@ static __always_inline void take_preemption(struct cpu_state *st, bool preempt, 
 	if (!COUNTS_RUNQ || !prev->pid || !(preempt || still_runnable(prev)))
 		return;
 	st->preempted++;
-	wait_from(prev->pid, bpf_ktime_get_ns());
+	if (!waits_from_sched_info)
+		wait_from(prev->pid, bpf_ktime_get_ns());
+}
+
+/* bperf's own events, as @next gets this CPU (run queue @rq): the wait the scheduler is
+ * about to add to its run_delay. */
+static __always_inline void end_queued_wait(struct cpu_state *st, struct task_struct *next,
+					    struct rq *rq)
+{
+	__u64 since;
+
+	if (!bpf_core_field_exists(next->sched_info.last_queued) || !rq)
+		return;
+	since = next->sched_info.last_queued;
+	if (since && rq->clock > since)
+		st->waited += rq->clock - since;
 }
 
 /* bperf's own events, as @next gets this CPU: its wait ends, counted after the switch is
  * settled, so that it goes to @next's slice. */
-static __always_inline void end_wait(struct cpu_state *st, struct task_struct *next)
+static __always_inline void end_wait(struct cpu_state *st, struct task_struct *next, struct rq *rq)
 {
 	__u32 tid = next->pid;
 	__u64 *since, now;
 
 	if (!COUNTS_RUNQ || !tid)
 		return;
+	if (waits_from_sched_info) {
+		end_queued_wait(st, next, rq);
+		return;
+	}
 	since = bpf_map_lookup_elem(&wait_since, &tid);
 	if (!since || !*since)
 		return;
@@ -967,7 +990,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev_task
 	take_switches(st, rq);
 	take_preemption(st, preempt, prev);
 	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now, bounded);
-	end_wait(st, next);
+	end_wait(st, next, rq);
 	return 0;
 }
 

@@ -86,10 +86,12 @@ struct sched_entity {
 	struct cfs_rq *cfs_rq;
 };
 
-/* CONFIG_SCHED_INFO: last_arrival is the run queue clock when the task last started
- * running on a CPU. */
+/* CONFIG_SCHED_INFO, in run queue clock: last_arrival is when the task last started
+ * running on a CPU, last_queued when it last became runnable on a run queue while not
+ * running (0 once it runs). */
 struct sched_info {
 	__u64 last_arrival;
+	__u64 last_queued;
 };
 
 struct task_struct {

@@ -376,6 +376,7 @@ fn own_events(setup: &Setup) -> bpf::OwnEventMasks {
     bpf::OwnEventMasks {
         runq_wait: tool(Tool::RunqWait),
         preemptions: tool(Tool::Preemptions),
+        from_sched_info: bpf::waits_from_sched_info(),
     }
 }
 

@@ -140,6 +140,9 @@ pub struct KernelFeatures {
     /// A task's run queue can be reached through its sched_entity (struct cfs_rq has
     /// `rq`: CONFIG_FAIR_GROUP_SCHED).
     pub cfs_rq_rq: bool,
+    /// Each task keeps since when it waits on a run queue (struct sched_info has
+    /// `last_queued`: CONFIG_SCHED_INFO).
+    pub sched_info: bool,
 }
 
 impl KernelFeatures {
@@ -158,6 +161,7 @@ impl KernelFeatures {
         KernelFeatures {
             rdonly_cast: btf.type_by_name::<Func>("bpf_rdonly_cast").is_some(),
             cfs_rq_rq: has_member("cfs_rq", "rq"),
+            sched_info: has_member("sched_info", "last_queued"),
         }
     }
 }
