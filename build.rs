@@ -1,5 +1,5 @@
 //! Compiles the BPF programs and generates their Rust skeletons into OUT_DIR:
-//! src/bpf/bperf.bpf.c (the counters), src/bpf/prog_profile.bpf.c (counting inside a BPF
+//! src/bpf/bperf.bpf.c (the counters), src/bpf/bpf_prog.bpf.c (counting inside a BPF
 //! program, stat -b), src/bpf/runq.bpf.c (run-queue wait by culprit, serve --runq) and
 //! tests/bpf/prog_target.bpf.c (stat -b's test targets); and the Rust types of the part
 //! of Perfetto's trace format that report writes (proto/perfetto_trace.proto, through
@@ -21,9 +21,9 @@ const PROGRAMS: [(&str, &str, &[&str]); 4] = [
         ],
     ),
     (
-        "src/bpf/prog_profile.bpf.c",
-        "prog_profile.skel.rs",
-        &["src/bpf/prog_profile.h", "src/bpf/types.h"],
+        "src/bpf/bpf_prog.bpf.c",
+        "bpf_prog.skel.rs",
+        &["src/bpf/bpf_prog.h", "src/bpf/types.h"],
     ),
     (
         "src/bpf/runq.bpf.c",

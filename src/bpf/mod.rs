@@ -2,8 +2,8 @@
 //! programs, and flushes and reads the per-cgroup counts it keeps. With src/sys/, the
 //! only code that talks to the kernel.
 
+pub mod bpf_prog;
 pub mod probe;
-pub mod prog_profile;
 pub mod runq;
 pub mod shared;
 pub(crate) mod slice_ring;

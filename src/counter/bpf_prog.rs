@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use anyhow::{Context, Result};
 use libbpf_rs::OpenObject;
 
-use crate::bpf::prog_profile::{LoadError, Profiler, MAX_EVENTS};
+use crate::bpf::bpf_prog::{LoadError, Profiler, MAX_EVENTS};
 use crate::event::Event;
 use crate::reading::Reading;
 use crate::sys::bpf_prog::{self, Prog, RunStats, StatsEnabled};

@@ -7,7 +7,6 @@
 //! says what is printed when: headers, intervals, the summary and its footer.
 
 mod csv;
-pub mod culprits;
 #[cfg(test)]
 mod fixtures;
 mod json;
@@ -16,6 +15,7 @@ pub mod metric;
 mod metric_only;
 pub mod people;
 mod report;
+pub mod runq;
 mod table;
 
 pub use line::{Line, Place, Value};

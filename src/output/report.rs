@@ -331,7 +331,7 @@ impl<W: Write> Report<W> {
             .iter()
             .filter(not_counted)
             .any(|l| leads_group(l.event));
-        // perf 7.2 no longer gives this advice.
+        // perf 6.12 gives this advice, perf 7.2 does not.
         let advised = self.opts.version == PerfVersion::V6_12;
         if advised && leader_not_counted && mixes_pmus(events) {
             writeln!(

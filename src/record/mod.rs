@@ -21,9 +21,9 @@
 
 pub(crate) mod analysis;
 pub mod bperf_data;
-mod culprits;
 pub mod perfetto;
 mod print;
+mod runq;
 pub mod timeline;
 
 use std::cell::RefCell;

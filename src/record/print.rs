@@ -10,8 +10,8 @@ use serde_json::{Map, Value as Json};
 
 use super::analysis::{self, Breakdown, BreakdownRow, Distributions, Key, SliceTotals};
 use super::bperf_data::{End, Header};
-use super::culprits::Culprits;
 use super::perfetto::PerfettoTrace;
+use super::runq::Culprits;
 use super::timeline::{Picture, Span, Trace};
 use crate::cli::ReportArgs;
 use crate::data_file::{WholeFile, STDOUT};
@@ -112,7 +112,7 @@ fn print_culprits(
         .map(|(slot, cgroup)| (slot, cgroup.unwrap_or_else(|| "-".into())))
         .collect();
     let rows = crate::session::runq::top_culprits(&rows, &culprits.waits(), top);
-    for line in crate::output::culprits::lines(&rows, format, None) {
+    for line in crate::output::runq::lines(&rows, format, None) {
         writeln!(out, "{line}")?;
     }
     Ok(())

@@ -58,8 +58,8 @@ pub(crate) fn wait_until<R>(
 }
 
 /// Sends SIGINT, SIGTERM and SIGHUP to the counting loop as wakes, instead of letting
-/// them end bperf before it prints. signal-hook says which signal came (ctrlc, used
-/// before, does not), for perf's exit status.
+/// them end bperf before it prints. signal-hook says which signal came (ctrlc does
+/// not), for perf's exit status.
 pub(crate) fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
     let mut signals =
         Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;

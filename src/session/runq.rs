@@ -11,7 +11,7 @@ use libbpf_rs::OpenObject;
 
 use crate::bpf::runq::{self, Runq, Wait, Waits, OTHER};
 use crate::event::Tool;
-use crate::output::culprits::Culprit;
+use crate::output::runq::Culprit;
 use crate::reading::{Reading, Snapshot};
 use crate::session::plan::Plan;
 use crate::session::slots::Changes;

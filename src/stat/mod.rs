@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::cli::StatArgs;
-use crate::output::{culprits, Format, Options, Report};
+use crate::output::{runq, Format, Options, Report};
 use crate::session::plan::{self, PlanEvents};
 use crate::session::{forward_signals, Plan};
 use crate::sys;
@@ -99,7 +99,7 @@ pub fn run(a: &StatArgs, record: bool) -> Result<i32> {
     }
     if let Some(last) = measured.last() {
         let format = &runs.report.opts.format;
-        runs.report.opts.extra_lines = culprits::lines(&last.culprits, format, None);
+        runs.report.opts.extra_lines = runq::lines(&last.culprits, format, None);
     }
     let code = print_runs(&plan, &mut runs.report, &runs.output, &measured)?;
     match (&a.recording, measured.last(), &mut runs.pipe) {

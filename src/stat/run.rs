@@ -17,7 +17,7 @@ use super::record::PipeRecord;
 use super::rules::Settled;
 use super::tool::ToolTimes;
 use crate::counter::Counter;
-use crate::output::culprits::{self, Culprit};
+use crate::output::runq::{self, Culprit};
 use crate::output::{Line, Place, Report, Value};
 use crate::perf_version::PerfVersion;
 use crate::reading::{Reading, Snapshot};
@@ -202,8 +202,7 @@ impl Run<'_, '_> {
         let ts = self.start.elapsed();
         self.say_read(&lines)?;
         let culprits = self.culprits(false)?;
-        self.report.opts.extra_lines =
-            culprits::lines(&culprits, &self.report.opts.format, Some(ts));
+        self.report.opts.extra_lines = runq::lines(&culprits, &self.report.opts.format, Some(ts));
         self.report
             .interval(ts, &self.plan.events, &lines)
             .with_context(|| format!("cannot write to {}", self.output))?;

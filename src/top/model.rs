@@ -244,11 +244,7 @@ impl Model {
 
     /// Whom each row's cgroup waited behind over a refresh of `wall_ns`: `culprits`,
     /// as session::runq gives them (by the rows' names).
-    pub(crate) fn set_culprits(
-        &mut self,
-        culprits: &[crate::output::culprits::Culprit],
-        wall_ns: f64,
-    ) {
+    pub(crate) fn set_culprits(&mut self, culprits: &[crate::output::runq::Culprit], wall_ns: f64) {
         let mut by_row: HashMap<String, Vec<(String, f64)>> = HashMap::default();
         for c in culprits.iter().filter(|_| wall_ns > 0.0) {
             let share = c.wait_ns as f64 / wall_ns;

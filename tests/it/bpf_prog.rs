@@ -361,7 +361,7 @@ fn ctrl_c_ends_counting_and_unloads_everything() {
         std::thread::sleep(Duration::from_millis(50));
         if bpftool_programs()
             .iter()
-            .any(|(_, n)| n.starts_with("prog_profile_ex"))
+            .any(|(_, n)| n.starts_with("bpf_prog_exit"))
         {
             break;
         }

@@ -289,8 +289,8 @@ fn spinners_run(err: &str, name: &str) -> (f64, f64, f64) {
 
 /// Per-cgroup task-clock within this many percent of the run time the kernel's scheduler
 /// gave the cgroup's tasks once in it (/proc/PID/schedstat), for bperf and perf alike:
-/// each spinner's exit after its last schedstat reading is the cgroup's too (measured
-/// over ten runs on a loaded two-CPU VM: +0.05% to +0.51%, bperf and perf alike).
+/// each spinner's exit after its last schedstat reading is the cgroup's too (on a
+/// loaded two-CPU VM, +0.05% to +0.51%, bperf and perf alike).
 const V1_TOLERANCE_PCT: f64 = 1.5;
 
 /// Whether `counted` task-clock agrees with the schedstat run time `run` (ns), given
@@ -303,7 +303,7 @@ fn agrees_with_schedstat(counted: f64, run: f64, unaccounted: f64) -> bool {
 
 /// Context switches counted for a cgroup against those its tasks had (getrusage, which
 /// includes the few of each spinner's shell before it moved): no fewer than theirs less
-/// one per task, and not many more (measured: 2 fewer to 7 more, of 35 to 145).
+/// one per task, and not many more (2 fewer to 7 more, of 35 to 145).
 fn agrees_with_rusage(counted: f64, rusage: f64, tasks: f64) -> bool {
     counted >= rusage - tasks && counted <= rusage * 1.2 + 2.0 * tasks
 }

@@ -15,7 +15,7 @@ use std::process::Command;
 use common::parity::{perf_612, perf_72};
 use common::*;
 
-/// The stat and list tests of perf 7.2's suite (issue 35 names them).
+/// The stat and list tests of perf 7.2's suite.
 const TESTS_72: &[&str] = &[
     "stat.sh",
     "stat+std_output.sh",

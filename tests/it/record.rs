@@ -461,12 +461,11 @@ fn slices_span(path: &std::path::Path, name: &str) -> (String, u64, u64) {
 /// `bperf record` killed by SIGKILL after 3 s of a spinner in a cgroup, without and
 /// with -z: report reads every slice but those of at most the last second (the slices
 /// reach to within a second of the kill and span all but a second of the time counted:
-/// the first starts at the first switch after the counters open, 56 ms after they did
-/// in one run), says in one line
-/// what it dropped, exits 0 (as perf report does on a killed perf record's file), and
-/// its task-clock agrees with the cgroup's cpu.stat over the span of the slices read
-/// (sampled every 5 ms meanwhile and interpolated at the span's ends: the slices are
-/// timed on CLOCK_MONOTONIC with BPERF_READ_HELPER=1).
+/// the first starts at the first switch after the counters open, tens of ms after they
+/// do), says in one line what it dropped, exits 0 (as perf report does on a killed perf
+/// record's file), and its task-clock agrees with the cgroup's cpu.stat over the span
+/// of the slices read (sampled every 5 ms meanwhile and interpolated at the span's
+/// ends: the slices are timed on CLOCK_MONOTONIC with BPERF_READ_HELPER=1).
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_killed_recording_keeps_all_but_its_last_second() {
@@ -605,8 +604,8 @@ fn files_that_are_not_whole_are_refused_in_one_line() {
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
 }
 
-/// Slices in the large recording: 240 MB of file, where report used to hold about 190
-/// bytes a slice (380 MB) and --timeline x.json about 4 kB a slice.
+/// Slices in the large recording: 240 MB of file; holding them would take about 190
+/// bytes a slice (380 MB), and --timeline x.json's about 4 kB a slice.
 const LARGE_SLICES: u64 = 2_000_000;
 /// The most a report of it may take: its memory must not grow with the slices.
 const REPORT_RSS_LIMIT_KB: i64 = 64 << 10;
@@ -653,14 +652,14 @@ fn report_memory_does_not_grow_with_the_slices() {
     assert!(within(ms, ns as f64 / 1e6, 0.01), "{ms} ms for {ns} ns");
 }
 
-/// Events in the header of the wide recording: where report held one list of every
-/// other event for each event (1.1 GB at 8,000).
+/// Events in the header of the wide recording: one list of every other event for each
+/// event would take 1.1 GB at 8,000.
 const WIDE_EVENTS: usize = 8000;
 /// What report may hold per byte of a recording beyond what one of two events takes:
 /// no length in a file makes it allocate more than the file holds (docs/record.md), in
 /// proportion; each event name (`e123`, 6 bytes with its quotes and comma) and each
 /// zero total (`[0,0,0],`, 8 bytes) becomes an event, a line and their text, tens of
-/// bytes each (49 per byte measured here, where a list per event took 1,500).
+/// bytes each (49 a byte here; a list per event would take 1,500).
 const RSS_PER_FILE_BYTE: i64 = 100;
 
 /// report's memory grows with the events of a header as the file does, not with their
@@ -994,8 +993,8 @@ fn tasks_task_clock_ns(csv: &str) -> f64 {
 fn record_a_process_by_pid() {
     let _s = serial();
     let cg = TestCgroup::new("rec-pid");
-    // Long enough for bperf to start while it sleeps (1.5 s was not always, emulated;
-    // 5 s was not on 5.10).
+    // Long enough for bperf to start while it sleeps: under emulation its start can
+    // take more than 5 s (5.10).
     let sleep_ms: u64 = if emulated() { 15000 } else { 1500 };
     let spinner = std::process::Command::new(workload())
         .args(["spin", "1500", &cg.procs(), &sleep_ms.to_string()])
@@ -1241,11 +1240,11 @@ fn a_gone_process_is_refused_as_perf_refuses_it() {
     assert_eq!(codes[0], codes[1], "stat -p {pid}: bperf, perf");
 }
 
-/// bperf's own events recorded (issue 39): two spinners on one CPU and one on the
-/// other, each in a cgroup of its own. Each cgroup's bperf/runq-wait/ summed from the
-/// slices agrees with its task's run_delay and bperf/preemptions/ with its involuntary
-/// switches; report --culprits puts each of the pair's wait behind the other, and none
-/// of the lone spinner's behind either.
+/// bperf's own events recorded: two spinners on one CPU and one on the other, each in a
+/// cgroup of its own. Each cgroup's bperf/runq-wait/ summed from the slices agrees with
+/// its task's run_delay and bperf/preemptions/ with its involuntary switches; report
+/// --culprits puts each of the pair's wait behind the other, and none of the lone
+/// spinner's behind either.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn recorded_waits_add_up_to_run_delay_and_name_their_culprits() {

@@ -1,6 +1,6 @@
-//! Run-queue wait and preemptions by culprit (issue 39), against the kernel's own
-//! accounting: schedstat's run_delay and getrusage's involuntary switches, which the
-//! workload processes report as they exit.
+//! Run-queue wait and preemptions by culprit, against the kernel's own accounting:
+//! schedstat's run_delay and getrusage's involuntary switches, which the workload
+//! processes report as they exit.
 
 use crate::common;
 

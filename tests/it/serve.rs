@@ -932,7 +932,7 @@ fn prometheus_scrapes_who_waited_behind_whom() {
 
 /// A cgroup whose name is not UTF-8 is exported, as one made while serving is, its
 /// label's value the name with the byte written `\xff` (the exposition's own escape
-/// doubles the backslash); bperf used to leave it and its subtree out, saying nothing.
+/// doubles the backslash), its subtree exported too.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_cgroup_whose_name_is_not_utf8_is_exported() {

@@ -847,10 +847,10 @@ fn a_script_for_perf_runs_on_bperf() {
     );
 }
 
-/// perf stat command lines where bperf once printed otherwise than perf 6.12 (issue 23's
-/// classes), each compared whole: exit status, standard error, standard output and the
-/// -o file. In the arguments, `{A}` and `{B}` stand for two test cgroups in which
-/// something runs on every CPU, `{OUT}` for an output file.
+/// perf stat command lines, by the ways bperf's output could part from perf 6.12's
+/// (numbered below), each compared whole: exit status, standard error, standard output
+/// and the -o file. In the arguments, `{A}` and `{B}` stand for two test cgroups in
+/// which something runs on every CPU, `{OUT}` for an output file.
 const PARITY_CASES: &[(&str, &[&str])] = &[
     // 1: -C without -a: the header names the CPUs as written.
     ("cpu-list", &["-C", "0", "-e", "cs", "--", "sleep", "0.05"]),

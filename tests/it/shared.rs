@@ -116,9 +116,8 @@ fn a_command_and_its_children_count_as_the_kernel_says() {
     let ours = csv_value(&err, "task-clock", None) * 1e6;
     // On a real machine, the children's own task-clock: the shell's own few
     // milliseconds, and the children's start and exit, are in ours only. Under
-    // emulation those take hundreds of ms (ours was 1.35 to 3.3 times the children's
-    // own clock in the 6.1 and 6.12 guests): there the kernel's accounting of the shell
-    // and its cgroup is the oracle.
+    // emulation those take hundreds of ms (ours is 1.35 to 3.3 times the children's own
+    // clock): there the kernel's accounting of the shell and its cgroup is the oracle.
     let oracles = Oracles {
         own,
         kernel,

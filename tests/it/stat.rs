@@ -248,9 +248,9 @@ fn self_moving_processes_are_charged_in_full() {
     );
     // The spinners' own task-clock (ms) since they joined their cgroups: the oracle on a
     // real machine, where what follows (their exit) takes microseconds. Under emulation
-    // an exit took 10 to 420 ms of CPU in its cgroup (the 6.1 guest, 8 runs: cpu.stat 1.03
-    // to 2.3 times the spinners' own clock, bperf within 2% of cpu.stat), which their own
-    // clock cannot see: there the cgroups' cpu.stat is the oracle.
+    // an exit takes 10 to 420 ms of CPU in its cgroup (cpu.stat 1.03 to 2.3 times the
+    // spinners' own clock, bperf within 2% of cpu.stat), which their own clock cannot
+    // see: there the cgroups' cpu.stat is the oracle.
     let own = own_task_clock_ns(&stderr, &["spin"]) / 1e6;
     let agrees = match emulated() {
         false => within(va + vb, own, 2.0),
@@ -455,7 +455,7 @@ fn nothing_left_behind_after_any_exit() {
 /// A cgroup whose name is not UTF-8 (a byte 0xff, an ESC) is counted with its subtree,
 /// its name's bytes written `\xff`, `\x1b` in the CSV and the table (`\xff` as text
 /// in JSON, whose own escapes take the ESC), and a task in its child is charged what
-/// the child's cpu.stat says. bperf used to leave both out, saying nothing.
+/// the child's cpu.stat says.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn a_cgroup_whose_name_is_not_utf8_is_counted() {

@@ -132,8 +132,8 @@ pub(super) fn v3_file(raw: &[Vec<u8>], zstd: Option<i32>, end: bool) -> Vec<u8> 
     chunked_file(raw, zstd, usize::MAX, end)
 }
 
-/// A version 2 file as bperf wrote it before chunks (d7f036e): the header, then
-/// every block, through one zstd stream (with its checksum) at `zstd`.
+/// A version 2 file, without chunks: the header, then every block, through one zstd
+/// stream (with its checksum) at `zstd`.
 pub(super) fn v2_file(raw: &[Vec<u8>], zstd: Option<i32>) -> Vec<u8> {
     let h = header();
     let mut json = header_json(&h);

@@ -92,8 +92,8 @@ const CGROUP_ENDED: u8 = 5;
 /// Version 3's.
 const CHUNK: u8 = 6;
 /// A chunk is written once its blocks take this many bytes (about 25,000 slices), or
-/// with -z ZSTD_CHUNK_BYTES (frames of 256 KiB took 9.3 bytes a synthetic slice where
-/// frames of 1 MiB took 7.1 and one stream 6.1: tests/it/bperf_data.rs).
+/// with -z ZSTD_CHUNK_BYTES (a synthetic slice takes 9.3 bytes in frames of 256 KiB,
+/// 7.1 in frames of 1 MiB and 6.1 in one stream: tests/it/bperf_data.rs).
 pub(crate) const CHUNK_BYTES: usize = 256 << 10;
 pub(crate) const ZSTD_CHUNK_BYTES: usize = 1 << 20;
 /// The largest block of a cgroup that appeared: its name and path are at most a path's

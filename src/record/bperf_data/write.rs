@@ -106,9 +106,9 @@ impl<W: Write> Writer<W> {
             }
             Some(level) => {
                 // A stream's frame, its size not given: zstd then compresses with the
-                // parameters of a stream of unknown length, as version 2 did, where
-                // one compressed with the chunk's length (zstd::bulk) took 9.0 bytes a
-                // synthetic slice instead of 6.1 (tests/it/bperf_data.rs).
+                // parameters of a stream of unknown length, as version 2's one stream
+                // is; compressed with the chunk's length (zstd::bulk), a synthetic
+                // slice takes 9.0 bytes instead of 6.1 (tests/it/bperf_data.rs).
                 let mut z = zstd::stream::write::Encoder::new(Vec::new(), level)?;
                 z.include_checksum(true)?;
                 z.write_all(&self.chunk)?;

@@ -53,8 +53,8 @@ pub fn damaged_copy(good: &[u8], seed: u64, index: u64) -> Vec<u8> {
     bytes
 }
 
-/// The most address space a reader may use on a damaged file (the bound on any
-/// one allocation, plus room for the program itself).
+/// The most address space a reader may use on a damaged file (a bound on any one
+/// allocation, plus room for the program itself).
 pub const ADDRESS_SPACE_LIMIT: u64 = 320 << 20;
 
 /// Runs `cmd` under prlimit's address-space limit and a time limit of `secs` seconds: an

@@ -591,13 +591,11 @@ pub fn clock_tolerance() -> f64 {
 /// Under emulation, bperf's clocks and cpu.stat part by more than on a real machine: each
 /// places a switch at its own instant (cpu.stat where the scheduler reads its clock,
 /// bperf's read helper at the sched_switch tracepoint, after the outgoing task was
-/// dequeued and the next one picked), and what lies between takes microseconds there.
-/// Measured in the 6.1 guest with every counter read through the read helper, a
-/// ping-pong's cgroup over 20000 round trips: -0.9% to +4.0% of cpu.stat in 5 runs.
-/// And when the host is busy, the guest's clocks part further while its thread waits for
-/// a host CPU: one CI run of the serial guests counted +5.4% (5.10, record -p), +7.9%
-/// (7.2, record of a command's child) and +5.1% (6.12, hostile's removed cgroup) over
-/// the tasks' own accounts, where the run before it passed every guest.
+/// dequeued and the next one picked), and what lies between takes microseconds there:
+/// with every counter read through the read helper, a ping-pong's cgroup over 20,000
+/// round trips counts -0.9% to +4.0% of cpu.stat. When the host is busy, the guest's
+/// clocks part further while its thread waits for a host CPU: up to 8% over the tasks'
+/// own accounts.
 pub const TCG_CLOCK_TOLERANCE: f64 = 10.0;
 
 /// How far (%) a cgroup's run-queue wait or preemptions, as bperf counts them, may be
@@ -635,8 +633,8 @@ pub fn agrees_with_cpu_stat(ours: f64, kernel: f64, unaccounted: f64) -> bool {
 
 /// How far apart cpu.stat and a perf clock read at the switch tracepoint may place one
 /// context switch: the scheduler starts and ends a task's time where it reads its
-/// clock, bperf where the tracepoint fires. 63 to 80 ns a switch measured on this kind
-/// of machine (GenuineIntel-6-CF), bperf below cpu.stat, over 20,000 pipe round trips.
+/// clock, bperf where the tracepoint fires: on this kind of machine (GenuineIntel-6-CF)
+/// bperf counts 63 to 80 ns a switch below cpu.stat over 20,000 pipe round trips.
 pub const SWITCH_SKEW_NS: f64 = 100.0;
 
 /// agrees_with_cpu_stat for a cgroup whose tasks switched `switches` times: below

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What prog_profile.bpf.c shares with its loader, prog_profile.rs. */
-#ifndef PROG_PROFILE_H
-#define PROG_PROFILE_H
+/* What bpf_prog.bpf.c shares with its loader, bpf_prog.rs. */
+#ifndef BPF_PROG_H
+#define BPF_PROG_H
 
 /* Most events counted inside one target program. */
 #define PROFILE_MAX_EVENTS 16

@@ -10,7 +10,7 @@
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
-#include "prog_profile.h"
+#include "bpf_prog.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -55,7 +55,7 @@ static __always_inline void read_all(struct profile_readings *out)
 }
 
 SEC("fentry/target")
-int prog_profile_entry(void *ctx)
+int bpf_prog_entry(void *ctx)
 {
 	__u32 zero = 0;
 	struct profile_readings *before = bpf_map_lookup_elem(&at_entry, &zero);
@@ -66,7 +66,7 @@ int prog_profile_entry(void *ctx)
 }
 
 SEC("fexit/target")
-int prog_profile_exit(void *ctx)
+int bpf_prog_exit(void *ctx)
 {
 	struct profile_readings after = {};
 	__u32 zero = 0;

@@ -1,4 +1,4 @@
-//! The loader of prog_profile.bpf.c (beside this file): an fentry and an fexit program
+//! The loader of bpf_prog.bpf.c (beside this file): an fentry and an fexit program
 //! on one target BPF program, counting events inside it (bperf stat -b).
 
 mod skel {
@@ -11,7 +11,7 @@ mod skel {
         non_camel_case_types,
         non_snake_case
     )]
-    include!(concat!(env!("OUT_DIR"), "/prog_profile.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/bpf_prog.skel.rs"));
 }
 
 use std::mem::MaybeUninit;
@@ -23,13 +23,13 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
 use crate::reading::Reading;
 use skel::types::profile_readings;
-use skel::{ProgProfileSkel, ProgProfileSkelBuilder};
+use skel::{BpfProgSkel, BpfProgSkelBuilder};
 
 const fn array_len<T, const N: usize>(_field: fn(&profile_readings) -> &[T; N]) -> usize {
     N
 }
 
-/// Most events counted inside one program (PROFILE_MAX_EVENTS in prog_profile.h).
+/// Most events counted inside one program (PROFILE_MAX_EVENTS in bpf_prog.h).
 pub(crate) const MAX_EVENTS: usize = array_len(|r| &r.v);
 
 /// Why the profiler is not counting a program.
@@ -44,7 +44,7 @@ pub(crate) enum LoadError {
 /// The fentry/fexit pair on one target program, loaded and attached. Dropping it
 /// detaches and unloads both.
 pub(crate) struct Profiler<'obj> {
-    skel: ProgProfileSkel<'obj>,
+    skel: BpfProgSkel<'obj>,
     nr_events: usize,
 }
 
@@ -67,7 +67,7 @@ impl<'obj> Profiler<'obj> {
         let nr_cpus = libbpf_rs::num_possible_cpus()
             .context("counting possible CPUs")
             .map_err(other)?;
-        let mut open = ProgProfileSkelBuilder::default()
+        let mut open = BpfProgSkelBuilder::default()
             .open(storage)
             .context("opening the BPF program profiler")
             .map_err(other)?;
@@ -82,8 +82,8 @@ impl<'obj> Profiler<'obj> {
         let mut setup = || -> Result<()> {
             open.maps.events.set_max_entries(slots)?;
             for prog in [
-                &mut open.progs.prog_profile_entry,
-                &mut open.progs.prog_profile_exit,
+                &mut open.progs.bpf_prog_entry,
+                &mut open.progs.bpf_prog_exit,
             ] {
                 prog.set_attach_target(target.as_raw_fd(), Some(func.to_string()))?;
             }
@@ -137,11 +137,7 @@ impl<'obj> Profiler<'obj> {
 }
 
 /// Puts each (event, CPU) perf event at event * nr_cpus + cpu in the event array.
-fn fill_events(
-    skel: &ProgProfileSkel,
-    nr_cpus: usize,
-    fds: &[(usize, u32, BorrowedFd)],
-) -> Result<()> {
+fn fill_events(skel: &BpfProgSkel, nr_cpus: usize, fds: &[(usize, u32, BorrowedFd)]) -> Result<()> {
     for &(event, cpu, fd) in fds {
         let key = (event * nr_cpus + cpu as usize) as u32;
         let val = fd.as_raw_fd() as u32;
