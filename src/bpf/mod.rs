@@ -211,8 +211,8 @@ pub(crate) fn as_linux_5_10() -> bool {
     std::env::var_os("BPERF_LINUX_5_10").is_some_and(|v| v == "1")
 }
 
-/// Are run-queue waits read from the tasks' own sched_info at the switch? Where the
-/// kernel keeps it (CONFIG_SCHED_INFO) and the run queue's clock, which it is kept in,
+/// Are a recording's run-queue waits (bperf/runq-wait/) read from the tasks' own
+/// sched_info at the switch? Where the kernel keeps it (CONFIG_SCHED_INFO) and the run queue's clock, which it is kept in,
 /// can be reached (CONFIG_FAIR_GROUP_SCHED); unless BPERF_RUNQ_WAKEUPS=1 asks for the
 /// wake-up programs of kernels without it, so that the tests and the benchmark run
 /// that way here too.

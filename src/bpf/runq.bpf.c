@@ -4,22 +4,16 @@
  * the CPU instead (the culprit). Loaded only when asked for (serve --runq): without it
  * nothing here runs.
  *
- * A task waits from when it becomes runnable (woken, or switched out while still
- * runnable: a preemption, sched_switch with preempt set or the task still TASK_RUNNING,
- * as the kernel counts nr_involuntary_switches) until it is switched in: schedstat's
- * run_delay. Where the kernel keeps it (CONFIG_SCHED_INFO and a way to the run queue:
- * from_sched_info), the wait is read at the switch-in from the task's own
- * sched_info.last_queued against its run queue's clock, the difference the scheduler
- * itself adds to run_delay right after the tracepoint; nothing else runs and no task is
- * remembered. Elsewhere wake-ups (sched_wakeup, sched_wakeup_new) and preemptions start
- * a wait in a map by thread id, timed with bpf_ktime_get_ns().
- *
- * The wait is charged to the task's cgroup and its monitored ancestors, and split among
- * the culprits: the cgroups whose tasks ran on the CPU while it waited, as far back as
- * the CPU's last RUNQ_RUNS runs go. What lies before them goes to the oldest of those
- * runs (from wake-ups: for a preempted task, to the cgroup of the task that preempted
- * it, and a task that moved cgroups while it waited is charged in its old one). A
- * preemption's culprit is the preemptor's cgroup.
+ * A task starts waiting when it is woken (sched_wakeup, sched_wakeup_new) or switched
+ * out while still runnable (a preemption: sched_switch with preempt set or the task still
+ * TASK_RUNNING, as the kernel counts nr_involuntary_switches), and stops when it is
+ * switched in: schedstat's run_delay, timed with bpf_ktime_get_ns(). The wait is charged
+ * to the cgroup the task was in when it started waiting, and to its monitored
+ * ancestors, and split among the culprits: the cgroups whose tasks ran on the CPU
+ * while it waited, as far back as the CPU's last RUNQ_RUNS runs go. What lies before
+ * them goes to the cgroup of the task that preempted it (next of the switch-out), or
+ * for a woken task to the oldest of those runs. A preemption's culprit is the
+ * preemptor's cgroup.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -35,9 +29,6 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by userspace before load: the perf_event controller is on a cgroup v1 hierarchy. */
 const volatile bool use_v1 = false;
-/* Set by userspace before load: waits are read from the tasks' sched_info at the
- * switch, and the wake-up programs are not attached. */
-const volatile bool from_sched_info = false;
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {
@@ -255,41 +246,6 @@ static __always_inline void stop_waiting(struct task_struct *next, struct runq_r
 	w->since = 0;
 }
 
-/* The clock of @task's run queue, the one sched_info keeps; 0 if it has none. */
-static __always_inline __u64 rq_clock_of(struct task_struct *task)
-{
-	struct cfs_rq *cfs;
-
-	if (!bpf_core_field_exists(((struct cfs_rq *)0)->rq))
-		return 0;
-	cfs = task->se.cfs_rq;
-	return cfs && cfs->rq ? cfs->rq->clock : 0;
-}
-
-/* The clock of this CPU's run queue at a switch, through whichever of its two tasks
- * has a way to it (the idle task may have none). */
-static __always_inline __u64 switch_clock(struct task_struct *prev, struct task_struct *next)
-{
-	__u64 now = rq_clock_of(next);
-
-	return now ? now : rq_clock_of(prev);
-}
-
-/* @next gets the CPU at @now (its run queue's clock): the wait the scheduler is about to
- * add to its run_delay, from its sched_info, split among the runs it waited behind. */
-static __always_inline void end_queued_wait(struct task_struct *next, struct runq_runs *runs, __u64 now)
-{
-	struct runq_waiting w = { .culprit = NO_SLOT };
-	struct cgroup *cg;
-
-	if (!bpf_core_field_exists(next->sched_info.last_queued))
-		return;
-	w.since = next->sched_info.last_queued;
-	cg = task_cgroup(next->cgroups);
-	if (w.since && now > w.since && cg)
-		split_wait(runs, &w, w.since, now, cg, 0);
-}
-
 /* The slot of the cgroup of @task; NO_SLOT for the idle task or none monitored. */
 static __always_inline __u32 slot_of(struct task_struct *task)
 {
@@ -299,24 +255,21 @@ static __always_inline __u32 slot_of(struct task_struct *task)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	__u64 now = from_sched_info ? switch_clock(prev, next) : bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = prev->pid, zero = 0, next_slot = slot_of(next);
 	struct runq_runs *runs = bpf_map_lookup_elem(&cpu_runs, &zero);
 
-	if (!runs || !now)
+	if (!runs)
 		return 0;
 	if (tid && (preempt || still_runnable(prev))) {
 		struct cgroup *cg = task_cgroup(prev->cgroups);
 
-		if (!from_sched_info)
-			start_waiting(prev, now, true, next_slot);
+		start_waiting(prev, now, true, next_slot);
 		if (cg)
 			charge(cg, next_slot, 0, 1);
 	}
 	/* A task that blocks needs nothing: its wake-up starts its next wait. */
-	if (next->pid && from_sched_info)
-		end_queued_wait(next, runs, now);
-	else if (next->pid)
+	if (next->pid)
 		stop_waiting(next, runs, now);
 	runs->start[runs->next & (RUNQ_RUNS - 1)] = now;
 	runs->slot[runs->next & (RUNQ_RUNS - 1)] = next_slot;

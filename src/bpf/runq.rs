@@ -40,9 +40,6 @@ pub struct RunqConfig<'a> {
     pub cgroup_v1: bool,
     /// Most (waiting cgroup, culprit) pairs kept apart; the rest count as "other".
     pub max_pairs: usize,
-    /// Read each wait from the task's sched_info at the switch (the kernel keeps it:
-    /// KernelFeatures::sched_info) instead of timing it from wake-ups.
-    pub from_sched_info: bool,
 }
 
 /// How many (waiting cgroup, culprit) pairs to keep apart for `nr_slots` cgroups: 16
@@ -181,10 +178,6 @@ impl<'obj> Runq<'obj> {
             .as_deref_mut()
             .expect("the run-queue object has read-only data");
         ro.use_v1 = config.cgroup_v1;
-        ro.from_sched_info = config.from_sched_info;
-        if config.from_sched_info {
-            open.maps.waiting.set_max_entries(1)?;
-        }
         open.maps.cgrp_slot.set_max_entries(nr_slots as u32)?;
         open.maps.totals.set_max_entries(nr_slots as u32)?;
         open.maps
@@ -201,24 +194,22 @@ impl<'obj> Runq<'obj> {
         for (slot, &id) in config.cgroups.iter().enumerate() {
             runq.add_cgroup(id, slot)?;
         }
-        runq.attach(!config.from_sched_info)
+        runq.attach()
     }
 
-    /// Attaches the switch program, and the wake-up programs with `wakeups`.
-    fn attach(mut self, wakeups: bool) -> Result<Self> {
+    fn attach(mut self) -> Result<Self> {
         let p = &self.skel.progs;
-        self._links = vec![p
-            .runq_on_switch
-            .attach()
-            .context("attaching to sched_switch")?];
-        if wakeups {
-            let woken = p.runq_on_wakeup.attach();
-            self._links
-                .push(woken.context("attaching to sched_wakeup")?);
-            let new = p.runq_on_wakeup_new.attach();
-            self._links
-                .push(new.context("attaching to sched_wakeup_new")?);
-        }
+        self._links = vec![
+            p.runq_on_switch
+                .attach()
+                .context("attaching to sched_switch")?,
+            p.runq_on_wakeup
+                .attach()
+                .context("attaching to sched_wakeup")?,
+            p.runq_on_wakeup_new
+                .attach()
+                .context("attaching to sched_wakeup_new")?,
+        ];
         Ok(self)
     }
 

@@ -43,7 +43,6 @@ pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Re
         nr_slots,
         cgroup_v1: plan.cgroup_v1,
         max_pairs: runq::pairs_for(nr_slots),
-        from_sched_info: crate::bpf::waits_from_sched_info(),
     };
     Runq::load(&config, storage)
 }

@@ -38,27 +38,14 @@ fn cgroup_id(cg: &TestCgroup) -> u64 {
     std::fs::metadata(&cg.path).unwrap().ino()
 }
 
-/// The ways the program can time waits here: from the tasks' sched_info where the
-/// kernel keeps it (what bperf uses), and from wake-ups (its fallback elsewhere), here
-/// only: under emulation the fallback, which no guest's kernel needs, is left out.
-fn ways() -> Vec<bool> {
-    let from_sched_info = bperf::bpf::waits_from_sched_info();
-    match from_sched_info && !common::emulated() {
-        true => vec![true, false],
-        false => vec![from_sched_info],
-    }
-}
-
-/// Loads the program for `cgroups` (slots in that order), timing waits from sched_info
-/// or from wake-ups, runs `work`, reads.
-fn counted(cgroups: &[&TestCgroup], from_sched_info: bool, work: impl FnOnce()) -> Waits {
+/// Loads the program for `cgroups` (slots in that order), runs `work`, reads.
+fn counted(cgroups: &[&TestCgroup], work: impl FnOnce()) -> Waits {
     let ids: Vec<u64> = cgroups.iter().map(|c| cgroup_id(c)).collect();
     let config = RunqConfig {
         cgroups: &ids,
         nr_slots: ids.len(),
         cgroup_v1: false,
         max_pairs: 64,
-        from_sched_info,
     };
     let mut storage = MaybeUninit::uninit();
     let runq = Runq::load(&config, &mut storage).expect("loading runq.bpf.c");
@@ -70,20 +57,13 @@ fn counted(cgroups: &[&TestCgroup], from_sched_info: bool, work: impl FnOnce()) 
 #[ignore = "needs root (make test runs it)"]
 fn two_spinners_on_one_cpu_wait_behind_each_other() {
     let _serial = common::serial();
-    for from_sched_info in ways() {
-        eprintln!("waits from sched_info: {from_sched_info}");
-        two_spinners_on_one_cpu(from_sched_info);
-    }
-}
-
-fn two_spinners_on_one_cpu(from_sched_info: bool) {
     let (a, b, c) = (
         TestCgroup::new("rq-a"),
         TestCgroup::new("rq-b"),
         TestCgroup::new("rq-c"),
     );
     let mut delays = [0.0; 3];
-    let waits = counted(&[&a, &b, &c], from_sched_info, || {
+    let waits = counted(&[&a, &b, &c], || {
         let spinners = [
             pinned(&a, 1, &["spin", "2000"]),
             pinned(&b, 1, &["spin", "2000"]),
@@ -128,16 +108,9 @@ fn two_spinners_on_one_cpu(from_sched_info: bool) {
 #[ignore = "needs root (make test runs it)"]
 fn a_ping_pong_and_a_spinner_on_one_cpu() {
     let _serial = common::serial();
-    for from_sched_info in ways() {
-        eprintln!("waits from sched_info: {from_sched_info}");
-        a_ping_pong_and_a_spinner(from_sched_info);
-    }
-}
-
-fn a_ping_pong_and_a_spinner(from_sched_info: bool) {
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
     let (mut pp_report, mut spin_report) = (String::new(), String::new());
-    let waits = counted(&[&pp, &spin], from_sched_info, || {
+    let waits = counted(&[&pp, &spin], || {
         let spinner = pinned(&spin, 1, &["spin", "2000"]);
         let pingpong = pinned(&pp, 1, &["pingpong", "20000"]);
         pp_report = reports(pingpong);
