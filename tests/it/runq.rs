@@ -231,9 +231,12 @@ fn stat_counts_each_cgroups_wait_and_its_culprits() {
             common::within(preempted, ivcs, tolerance),
             "{report}\n{text}"
         );
+        // Under emulation 5% to 9% of a spinner's wait is behind unmonitored tasks
+        // (the guest's kernel threads and bperf's own): 90% there, 95% here.
+        let share = if common::emulated() { 0.90 } else { 0.95 };
         let by_other = behind(names[i], names[1 - i]);
         assert!(
-            by_other >= 0.95 * waited_ms,
+            by_other >= share * waited_ms,
             "{by_other} ms behind the other: {text}"
         );
     }

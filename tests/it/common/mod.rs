@@ -670,11 +670,12 @@ pub fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
     let procs = cg.procs();
     let mut cmd = Command::new(workload());
     cmd.args(args).stderr(Stdio::piped());
-    // SAFETY: the closure runs in the forked child before exec; it only writes a file
-    // and calls sched_setaffinity(2), and allocates nothing the parent shares.
+    // SAFETY: the closure runs in the forked child before exec; it only calls
+    // sched_setaffinity(2) and writes a file, and allocates nothing the parent shares.
+    // Pinned before it joins the cgroup, so that nothing of the cgroup runs (or waits)
+    // on another CPU.
     unsafe {
         cmd.pre_exec(move || {
-            std::fs::write(&procs, "0")?;
             // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
             // sched_setaffinity only write inside it.
             let set = {
@@ -683,10 +684,10 @@ pub fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
                 set
             };
             // SAFETY: pins this (child) process to the set built above.
-            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
+            std::fs::write(&procs, "0")
         })
     };
     cmd.spawn().expect("starting the workload")
