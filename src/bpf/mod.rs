@@ -105,8 +105,7 @@ pub struct OwnEventMasks {
     pub runq_wait: u64,
     /// bperf/preemptions/: the tasks switched out still runnable.
     pub preemptions: u64,
-    /// Waits are read from the tasks' sched_info (waits_from_sched_info), not timed
-    /// from wake-ups.
+    /// Waits are read from the tasks' sched_info, not timed from wake-ups.
     pub from_sched_info: bool,
 }
 
@@ -209,17 +208,6 @@ fn check_kernel() -> Result<()> {
 /// and need a kernel whose kallsyms list its variables: they are not forced.)
 pub(crate) fn as_linux_5_10() -> bool {
     std::env::var_os("BPERF_LINUX_5_10").is_some_and(|v| v == "1")
-}
-
-/// Are a recording's run-queue waits (bperf/runq-wait/) read from the tasks' own
-/// sched_info at the switch? Where the kernel keeps it (CONFIG_SCHED_INFO) and the run queue's clock, which it is kept in,
-/// can be reached (CONFIG_FAIR_GROUP_SCHED); unless BPERF_RUNQ_WAKEUPS=1 asks for the
-/// wake-up programs of kernels without it, so that the tests and the benchmark run
-/// that way here too.
-pub fn waits_from_sched_info() -> bool {
-    let kernel = crate::sys::KernelFeatures::probe();
-    let wakeups = std::env::var_os("BPERF_RUNQ_WAKEUPS").is_some_and(|v| v == "1");
-    kernel.sched_info && kernel.cfs_rq_rq && !wakeups
 }
 
 /// Does the kernel have BPF helper `helper` (probed by loading a program that calls it)?

@@ -355,7 +355,7 @@ fn load_bpf<'obj>(
         live: setup.live_slots.is_some(),
         cgroup_v1: setup.cgroup_v1,
         masks,
-        own_events: own_events(setup),
+        own_events: own_events(setup, path),
         helper_only: path.helper_only,
         plain_loads: path.loads,
         privilege_hint: privilege_hint(setup),
@@ -368,7 +368,7 @@ fn load_bpf<'obj>(
 
 /// bperf's own events that the BPF side counts: a recording's (stat and top fill them in
 /// from the run-queue program, src/session/runq.rs, which also finds their culprits).
-fn own_events(setup: &Setup) -> bpf::OwnEventMasks {
+fn own_events(setup: &Setup, path: &ReadPath) -> bpf::OwnEventMasks {
     if setup.slice_ring.is_none() {
         return bpf::OwnEventMasks::default();
     }
@@ -376,7 +376,7 @@ fn own_events(setup: &Setup) -> bpf::OwnEventMasks {
     bpf::OwnEventMasks {
         runq_wait: tool(Tool::RunqWait),
         preemptions: tool(Tool::Preemptions),
-        from_sched_info: bpf::waits_from_sched_info(),
+        from_sched_info: path.waits_from_sched_info,
     }
 }
 
@@ -672,6 +672,11 @@ struct ReadPath {
     helper_only: bool,
     /// The run queue is reachable from a task (CONFIG_FAIR_GROUP_SCHED).
     run_queue: bool,
+    /// A recording's run-queue waits are read from the tasks' own sched_info at the
+    /// switch: the kernel keeps it (CONFIG_SCHED_INFO) in the run queue's clock, which
+    /// can be reached; unless BPERF_RUNQ_WAKEUPS=1 asks for the wake-up programs of
+    /// kernels without it, so that the tests and the benchmark run that way here too.
+    waits_from_sched_info: bool,
 }
 
 impl ReadPath {
@@ -681,10 +686,12 @@ impl ReadPath {
         let helper_only = std::env::var_os("BPERF_READ_HELPER").is_some_and(|v| v == "1")
             || crate::bpf::Variant::of_this_kernel() == crate::bpf::Variant::Old;
         let kernel = sys::KernelFeatures::probe();
+        let wakeups = std::env::var_os("BPERF_RUNQ_WAKEUPS").is_some_and(|v| v == "1");
         ReadPath {
             loads: !helper_only && kernel.rdonly_cast && !crate::bpf::as_linux_5_10(),
             helper_only,
             run_queue: kernel.cfs_rq_rq,
+            waits_from_sched_info: kernel.sched_info && kernel.cfs_rq_rq && !wakeups,
         }
     }
 
