@@ -977,6 +977,16 @@ fn wait_for_recording(limit: std::time::Duration) -> std::time::Duration {
     t0.elapsed()
 }
 
+/// Waits (up to `limit`) until `path` exists; how long that took.
+fn wait_for_file(path: &std::path::Path, limit: std::time::Duration) -> std::time::Duration {
+    let t0 = std::time::Instant::now();
+    while !path.exists() {
+        assert!(t0.elapsed() < limit, "no {} in {limit:?}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    t0.elapsed()
+}
+
 /// The time (ns) task `pid` has run, as the scheduler counts it (/proc/PID/schedstat).
 fn schedstat_run_ns(pid: u32) -> f64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
@@ -992,25 +1002,23 @@ fn tasks_task_clock_ns(csv: &str) -> f64 {
     line.split(',').next().unwrap().parse::<f64>().unwrap() * 1e6
 }
 
-/// `bperf record -p PID` of a process that sleeps, then spins until it exits: the
-/// recording ends when it does, and the task-clock its slices add up to is its run time
-/// since the recording started, as the scheduler counts it (/proc/PID/schedstat, read
-/// while it sleeps and printed by it as it ends), within 2%; --sort names its command and pid, and the header says whose
-/// counts they are.
+/// `bperf record -p PID` of a process that stops itself, then, continued once bperf
+/// records, spins until it exits: the recording ends when it does, and the task-clock its
+/// slices add up to is its run time since the recording started, as the scheduler counts
+/// it (/proc/PID/schedstat, read while it is stopped, and printed by it as it ends),
+/// within 2%; --sort names its command and pid, and the header says whose counts they are.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn record_a_process_by_pid() {
     let _s = serial();
     let cg = TestCgroup::new("rec-pid");
-    // Long enough for bperf to start while it sleeps: under emulation its start can
-    // take more than 5 s (5.10).
-    let sleep_ms: u64 = if emulated() { 15000 } else { 1500 };
     let spinner = std::process::Command::new(workload())
-        .args(["spin", "1500", &cg.procs(), &sleep_ms.to_string()])
+        .args(["spin", "1500", &cg.procs(), "stop"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let pid = spinner.id();
+    wait_until_stopped(pid);
     let file = TempFile::new("rec-pid.data");
     let record = bperf()
         .args(["record", "-e", "task-clock,context-switches", "-o"])
@@ -1019,10 +1027,14 @@ fn record_a_process_by_pid() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let took = wait_for_recording(std::time::Duration::from_millis(sleep_ms));
-    // It still sleeps: what it ran before (exec and start-up, 100 ms and more under
-    // emulation) is not the recording's.
+    // bperf creates its output once it counts the process: its programs loaded is not
+    // enough (under emulation they load a second and more before it counts).
+    let took = wait_for_file(&file.0, std::time::Duration::from_secs(60));
+    // What it ran before (exec and start-up, 100 ms and more under emulation) is not the
+    // recording's.
     let ran_before = schedstat_run_ns(pid);
+    // SAFETY: plain kill(2) of our own child, stopped and not yet reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     let spun = spinner.wait_with_output().unwrap();
     let o = record.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -1035,7 +1047,7 @@ fn record_a_process_by_pid() {
     assert!(
         within(ours, run_ns, clock_tolerance()),
         "recorded task-clock {ours} ns, schedstat {run_ns} ns since the recording started \
-         ({ran_before} ns before it, which started after {took:?})\n{csv}\n{line}"
+         ({ran_before} ns before it, whose file came after {took:?})\n{csv}\n{line}"
     );
     eprintln!(
         "record -p: {ours} ns recorded, {run_ns} ns schedstat: {:+.3}%",

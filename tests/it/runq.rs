@@ -30,6 +30,29 @@ fn report_line(child: &mut Child) -> String {
     found.expect("the workload's report")
 }
 
+/// The workload's report lines, read from its stderr as its processes print them, up to
+/// that of its process of `mode` (which then stops).
+fn report_lines(child: &mut Child, mode: &str) -> String {
+    use std::io::BufRead;
+    let err = child
+        .stderr
+        .as_mut()
+        .expect("the workload's stderr is piped");
+    let mut found = String::new();
+    for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+        if !line.starts_with("pid=") {
+            continue;
+        }
+        let last = line.contains(&format!(" mode={mode} "));
+        found += &line;
+        found.push('\n');
+        if last {
+            return found;
+        }
+    }
+    panic!("no report of {mode} in {found}");
+}
+
 fn sum_field(reports: &str, name: &str) -> f64 {
     reports.lines().map(|l| report_field(l, name)).sum()
 }
@@ -110,12 +133,22 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
     let _serial = common::serial();
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
     let (mut pp_report, mut spin_report) = (String::new(), String::new());
+    let mut stopped = Vec::new();
+    // Both stop themselves after their reports, so that their exits (tens of
+    // milliseconds of waits under emulation, which their run_delay leaves out) come
+    // after the count.
     let waits = counted(&[&pp, &spin], || {
-        let spinner = pinned(&spin, 1, &["spin", "2000"]);
-        let pingpong = pinned(&pp, 1, &["pingpong", "20000"]);
-        pp_report = reports(pingpong);
-        spin_report = reports(spinner);
+        let mut spinner = pinned(&spin, 1, &["spin", "2000", "--stop-at-end"]);
+        let mut pingpong = pinned(&pp, 1, &["pingpong", "20000", "--stop-at-end"]);
+        pp_report = report_lines(&mut pingpong, "pingpong");
+        spin_report = report_lines(&mut spinner, "spin");
+        stopped = vec![pingpong, spinner];
     });
+    for child in stopped {
+        // SAFETY: plain kill(2) of our own child, stopped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+        reports(child);
+    }
     let said = format!("{waits:?}\nping-pong: {pp_report}\nspinner: {spin_report}");
     let ivcs = sum_field(&pp_report, "ivcs");
     assert!(ivcs > 0.0, "the ping-pong was never preempted: {said}");

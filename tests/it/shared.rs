@@ -184,11 +184,7 @@ fn a_process_counts_through_the_b_modifier() {
         .spawn()
         .unwrap();
     let pid = target.id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !stopped(target.id()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(stopped(target.id()), "the process never stopped itself");
+    wait_until_stopped(target.id());
     let before = cg.usage_ns();
     let unaccounted = unaccounted_ns();
     let mut counting = bperf()
@@ -231,14 +227,6 @@ fn a_process_counts_through_the_b_modifier() {
     oracles.assert_agree(ours, 2e6, &err);
     assert!(csv_value(&err, "page-faults", None) > 0.0, "{err}");
     assert_nothing_left(was_mounted);
-}
-
-/// Whether process `pid` is stopped (state T in /proc/PID/stat).
-fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| Some(s.rsplit_once(") ")?.1.starts_with('T')))
-        .unwrap_or(false)
 }
 
 struct Started {

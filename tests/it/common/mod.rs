@@ -693,6 +693,25 @@ pub fn pinned(cg: &TestCgroup, cpu: usize, args: &[&str]) -> Child {
     cmd.spawn().expect("starting the workload")
 }
 
+/// Waits (up to 30 s) until process `pid` is stopped (state T in /proc/PID/stat), as
+/// the workload stops itself when told to.
+pub fn wait_until_stopped(pid: u32) {
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.rsplit_once(") ")?.1.starts_with('T')))
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !stopped() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} never stopped itself"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Sums the kernel's task-clock (ns) that the workload processes of the given modes
 /// report, each since it joined its cgroup.
 pub fn own_task_clock_ns(stderr: &str, modes: &[&str]) -> f64 {
