@@ -21,6 +21,7 @@
 
 pub(crate) mod analysis;
 pub mod bperf_data;
+pub mod flight;
 pub mod perfetto;
 mod print;
 mod runq;
