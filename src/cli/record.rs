@@ -112,12 +112,27 @@ pub struct RecordArgs {
     )]
     pub compression_level: Option<i32>,
 
+    /// Keep only the newest slices, in memory, within SIZE bytes (e.g. 64M; at least
+    /// 2M), the oldest dropped first; the file gets what is kept when recording ends.
+    #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = flight_size)]
+    pub flight_recorder: Option<usize>,
+
     #[command(flatten)]
     pub verbose: VerboseArg,
 
     /// The command to run while recording (after --).
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// --flight-recorder's SIZE: a size the store can keep within.
+fn flight_size(s: &str) -> Result<usize, String> {
+    use crate::record::flight::{parse_size, SEGMENT_BYTES};
+    let bytes = parse_size(s).ok_or_else(|| format!("'{s}' is not a size (e.g. 64M)"))?;
+    match bytes >= 2 * SEGMENT_BYTES {
+        true => Ok(bytes),
+        false => Err(format!("{s} is less than the 2M a flight recorder needs")),
+    }
 }
 
 impl RecordArgs {

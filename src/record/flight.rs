@@ -6,9 +6,14 @@
 //! segments go while the store holds more than its budget. Each segment keeps the
 //! cgroups alive (by BPF slot) when it began, so that what it holds can be read without
 //! what came before it: a replay starts with them, then gives the records in order.
+//! FlightRecording is `record --flight-recorder`'s: the store of a recording, written
+//! as a whole recording of the span it holds when recording ends.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{self, Write};
+
+use super::bperf_data::{sent_slice, slice_bytes, End, Header, RecordedCgroup, Slice, Writer};
+use crate::reading::Reading;
 
 /// The raw bytes of a segment before it is sealed.
 pub const SEGMENT_BYTES: usize = 1 << 20;
@@ -249,6 +254,192 @@ fn change_record<C>(c: &Change<C>) -> Record<'_, C> {
     match c {
         Change::Began(slot, c) => Record::Began(*slot, c),
         Change::Ended(slot) => Record::Ended(*slot),
+    }
+}
+
+/// A recording that the flight recorder keeps (the newest of its slices, within a
+/// budget) until it is written, as a recording of what it holds.
+pub struct FlightRecording {
+    store: FlightStore<RecordedCgroup>,
+    header: Header,
+    zstd: Option<i32>,
+    slice: Slice,
+    /// The BPF slots of the cgroups alive, by cgroup id.
+    slots: HashMap<u64, usize>,
+}
+
+/// What a window's slices add up to, as a recording's end says it.
+struct Sums {
+    /// By BPF slot: [event][CPU position].
+    totals: Vec<Vec<Vec<Reading>>>,
+    /// Slices per CPU position.
+    sent: Vec<u64>,
+    first: u64,
+    last: u64,
+    slices: u64,
+}
+
+impl Sums {
+    fn zero(h: &Header) -> Vec<Vec<Reading>> {
+        vec![vec![Reading::default(); h.cpus.len()]; h.events.len()]
+    }
+
+    fn restart(&mut self, h: &Header, slot: usize) {
+        if self.totals.len() <= slot {
+            self.totals.resize(slot + 1, Sums::zero(h));
+        }
+        self.totals[slot] = Sums::zero(h);
+    }
+
+    fn add(&mut self, h: &Header, s: &Slice) {
+        let Some(pos) = h.cpus.iter().position(|&c| c == s.cpu) else {
+            return;
+        };
+        if self.totals.len() <= s.slot as usize {
+            self.restart(h, s.slot as usize);
+        }
+        let slot = &mut self.totals[s.slot as usize];
+        for (event, delta) in slot.iter_mut().zip(&s.deltas) {
+            event[pos].add(delta);
+        }
+        self.sent[pos] += 1;
+        self.first = self.first.min(s.start);
+        self.last = self.last.max(s.start + s.length);
+        self.slices += 1;
+    }
+}
+
+impl FlightRecording {
+    /// The flight recorder of a recording whose header is `header` (its cgroups alive
+    /// from the start), within `budget` bytes; its file compressed at `zstd`.
+    pub fn new(budget: usize, header: Header, zstd: Option<i32>) -> Result<Self, TooSmall> {
+        let mut store = FlightStore::new(budget, slice_bytes(header.events.len()))?;
+        let mut slots = HashMap::new();
+        if !header.tasks {
+            for c in &header.cgroups {
+                // A new store's first change cannot fail: nothing is sealed yet.
+                let _ = store.began(c.slot, c.clone());
+                slots.insert(c.id, c.slot);
+            }
+        }
+        Ok(FlightRecording {
+            store,
+            header,
+            zstd,
+            slice: Slice::default(),
+            slots,
+        })
+    }
+
+    /// Keeps a slice as the BPF program sent it (`raw`, perhaps padded); false if it is
+    /// not one of this recording's.
+    pub fn push(&mut self, raw: &[u8]) -> io::Result<bool> {
+        let Some(bytes) = sent_slice(raw, self.header.events.len(), &mut self.slice) else {
+            return Ok(false);
+        };
+        let end = self.slice.start + self.slice.length;
+        self.store.push_slice(bytes, end).map(|_| true)
+    }
+
+    /// From now on, BPF slot `slot` counts cgroup `c`.
+    pub fn began(&mut self, slot: usize, c: &RecordedCgroup) -> io::Result<()> {
+        self.slots.insert(c.id, slot);
+        self.store.began(slot, c.clone())
+    }
+
+    /// Cgroup `id` was removed, its last slice kept.
+    pub fn ended(&mut self, id: u64) -> io::Result<()> {
+        match self.slots.remove(&id) {
+            Some(slot) => self.store.ended(slot),
+            None => Ok(()),
+        }
+    }
+
+    /// The bytes held, and the slices held and dropped.
+    pub fn held(&self) -> (usize, usize, u64) {
+        (self.store.held(), self.store.slices(), self.store.dropped())
+    }
+
+    /// Writes what it holds to `out` as a whole recording: its cgroups as they began
+    /// (those alive at the start of what is held first), its slices, and an end whose
+    /// totals, duration and slices sent are what those slices add up to, over the span
+    /// they cover. The writer, and the slices written.
+    pub fn write<W: Write>(&self, out: W) -> io::Result<(W, u64)> {
+        let h = &self.header;
+        let mut sums = Sums {
+            totals: Vec::new(),
+            sent: vec![0; h.cpus.len()],
+            first: u64::MAX,
+            last: 0,
+            slices: 0,
+        };
+        let mut w = Writer::new(out, &self.file_header(), self.zstd)?;
+        let (mut ids, mut slice, mut failed) = (HashMap::new(), Slice::default(), None);
+        self.store.replay(0, |r| {
+            let done = match r {
+                Record::Alive(slot, c) | Record::Began(slot, c) => {
+                    sums.restart(h, slot);
+                    ids.insert(slot, c.id);
+                    w.began(slot, c)
+                }
+                Record::Slice(raw) => w.write_slice(raw).map(|ours| {
+                    if ours && sent_slice(raw, h.events.len(), &mut slice).is_some() {
+                        sums.add(h, &slice);
+                    }
+                }),
+                Record::Ended(slot) => match ids.remove(&slot) {
+                    Some(id) => w.ended(id, &sums.totals[slot]),
+                    None => Ok(()),
+                },
+            };
+            if let Err(e) = done {
+                failed.get_or_insert(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let end = End {
+            duration_ns: sums.last.saturating_sub(sums.first),
+            lost: vec![0; h.cpus.len()],
+            ring_lost: Vec::new(),
+            totals: w.file_totals(|slot| {
+                let zero = || Sums::zero(h);
+                sums.totals.get(slot).cloned().unwrap_or_else(zero)
+            }),
+            sent: sums.sent.clone(),
+        };
+        Ok((w.finish(&end)?, sums.slices))
+    }
+
+    /// The header of the file it writes: the recording's, its cgroups given as they
+    /// begin, and its start when the span held began (as near as the wall clock now
+    /// says, less the span).
+    fn file_header(&self) -> Header {
+        let span = self.span_ns() as f64 / 1e9;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        Header {
+            cgroups: Vec::new(),
+            started: now - span,
+            ..self.header.clone()
+        }
+    }
+
+    /// The span (ns) of the slices held, from the oldest's start to the newest's end.
+    fn span_ns(&self) -> u64 {
+        let (mut first, mut last, mut s) = (u64::MAX, 0, Slice::default());
+        let n = self.header.events.len();
+        let _ = self.store.replay(0, |r| {
+            if let Record::Slice(raw) = r {
+                if sent_slice(raw, n, &mut s).is_some() {
+                    first = first.min(s.start);
+                    last = last.max(s.start + s.length);
+                }
+            }
+        });
+        last.saturating_sub(first)
     }
 }
 

@@ -108,8 +108,46 @@ pub(crate) fn parse_pages(s: &str, page_size: usize) -> Result<usize> {
 
 /// What the reader thread brings back.
 struct Drained {
-    out: bperf_data::Writer<Output>,
+    out: Sink,
     slices: u64,
+}
+
+/// Where the reader puts the slices and the cgroups' changes: the file, or the flight
+/// recorder, whose content goes to the file (`Output`) when recording ends.
+enum Sink {
+    File(Box<bperf_data::Writer<Output>>),
+    Flight(Box<flight::FlightRecording>, Output),
+}
+
+impl Sink {
+    fn write_slice(&mut self, raw: &[u8]) -> io::Result<bool> {
+        match self {
+            Sink::File(out) => out.write_slice(raw),
+            Sink::Flight(kept, _) => kept.push(raw),
+        }
+    }
+
+    fn change(&mut self, c: &CgroupChange) -> io::Result<()> {
+        match self {
+            Sink::File(out) => write_change(out, c),
+            Sink::Flight(kept, _) => {
+                for (id, _) in &c.ended {
+                    kept.ended(*id)?;
+                }
+                for (slot, cg) in &c.began {
+                    kept.began(*slot, cg)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::File(out) => out.flush(),
+            Sink::Flight(..) => Ok(()),
+        }
+    }
 }
 
 /// Cgroups that came and went, for the reader thread to write between two drains.
@@ -131,7 +169,7 @@ struct ChangeQueue {
 /// written after a drain that began after it came: past every slice sent before it.
 fn drain_ring(
     ring: SliceRing,
-    out: bperf_data::Writer<Output>,
+    out: Sink,
     stop: Arc<AtomicBool>,
     queue: ChangeQueue,
 ) -> Result<Drained> {
@@ -154,7 +192,7 @@ fn drain_ring(
         {
             let (out, _, failed) = &mut *sink.borrow_mut();
             if let Some(c) = change {
-                if let Err(e) = write_change(out, &c) {
+                if let Err(e) = out.change(&c) {
                     failed.get_or_insert(e);
                 }
                 let _ = queue.written.send(());
@@ -388,15 +426,19 @@ fn end_recording(
     let path = output.to_path_buf();
     let finisher = std::thread::spawn(move || -> Result<()> {
         let drained = reader.join().expect("the ring reader does not panic")?;
+        let out = match drained.out {
+            Sink::File(out) => *out,
+            Sink::Flight(kept, output) => return write_kept(&kept, output, &path, &lost),
+        };
         let end = End {
             duration_ns: duration.as_nanos() as u64,
             lost,
             // The program counts every slice the ring had no room for in `lost`.
             ring_lost: Vec::new(),
-            totals: drained.out.file_totals(|slot| slot_of(&totals, slot)),
+            totals: out.file_totals(|slot| slot_of(&totals, slot)),
             sent,
         };
-        let bytes = finish_file(drained.out, &end, &path)?;
+        let bytes = finish_file(out, &end, &path)?;
         say_written(&path, bytes, drained.slices, end.lost_total());
         Ok(())
     });
@@ -466,12 +508,17 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         Ok(output) => output,
         Err(code) => return Ok(code),
     };
-    let out = bperf_data::Writer::new(
-        output,
-        &header(&plan, &supported, a, !tasks.is_empty(), &containers),
-        a.compression_level,
-    )
-    .with_context(|| format!("cannot write to {}", a.output.display()))?;
+    let head = header(&plan, &supported, a, !tasks.is_empty(), &containers);
+    let out = match a.flight_recorder {
+        Some(budget) => {
+            let kept = flight::FlightRecording::new(budget, head, a.compression_level)?;
+            Sink::Flight(Box::new(kept), output)
+        }
+        None => Sink::File(Box::new(
+            bperf_data::Writer::new(output, &head, a.compression_level)
+                .with_context(|| format!("cannot write to {}", a.output.display()))?,
+        )),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let (to_reader, changes) = mpsc::channel();
     let (written, done) = mpsc::channel();
@@ -551,7 +598,7 @@ fn slot_of(totals: &crate::reading::Snapshot, slot: usize) -> Vec<Vec<Reading>> 
 
 fn spawn_reader(
     ring: SliceRing,
-    out: bperf_data::Writer<Output>,
+    out: Sink,
     stop: Arc<AtomicBool>,
     queue: ChangeQueue,
 ) -> JoinHandle<Result<Drained>> {
@@ -607,6 +654,25 @@ fn wait_for_end(
             Err(_) => return Ok(255),
         }
     }
+}
+
+/// Writes what the flight recorder kept to `output` (`path`), and says so: what it
+/// holds, and what it dropped or the ring lost before it.
+fn write_kept(
+    kept: &flight::FlightRecording,
+    output: Output,
+    path: &Path,
+    lost: &[u64],
+) -> Result<()> {
+    let context = || format!("cannot write to {}", path.display());
+    let (mut out, slices) = kept.write(output).with_context(context)?;
+    out.flush().with_context(context)?;
+    let (_, _, dropped) = kept.held();
+    say_written(path, out.get_ref().bytes, slices, lost.iter().sum());
+    eprintln!(
+        "bperf record: the flight recorder kept the newest {slices} slices ({dropped} older ones dropped)"
+    );
+    Ok(())
 }
 
 /// Ends the file with `end`; the bytes written in all.

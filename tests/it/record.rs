@@ -51,6 +51,30 @@ fn report(file: &TempFile, args: &[&str]) -> Output {
     run_ok(bperf().args(["report", "-i"]).arg(&file.0).args(args))
 }
 
+/// Each cgroup's task-clock in `file` (report's sum of its slices) agrees with its
+/// cpu.stat since `before` and with its tasks' own (the workload modes given, whose
+/// reports are in `err`). Report's lines.
+fn task_clock_agrees(
+    file: &TempFile,
+    err: &str,
+    each: &[(&TestCgroup, u64, &[&str])],
+    unaccounted: f64,
+) -> Vec<CsvLine> {
+    let csv = stdout(&report(file, &["-x,"]));
+    let lines = parse_csv(&csv, false);
+    for (cg, before, modes) in each {
+        let own = own_task_clock_ns(err, modes);
+        let kernel = (cg.usage_ns() - before) as f64;
+        let ours = value(&lines, "task-clock", &cg.name) * 1e6;
+        assert!(
+            agrees_with_kernel(ours, own, kernel, unaccounted),
+            "{}: slices {ours} ns, own task-clock {own} ns, cpu.stat {kernel} ns\n{csv}\n{err}",
+            cg.name
+        );
+    }
+    lines
+}
+
 /// A busy cgroup (a spinner on CPU 0) and a ping-pong cgroup (both ends on CPU 1): the
 /// per-cgroup task-clock that report sums from the slices agrees with cpu.stat; the
 /// ping-pong's slices are its context switches; the timeline's slices add up to the
@@ -90,21 +114,9 @@ fn slices_add_up_to_the_kernels_accounting() {
         0,
         "slices lost at the default size: {err}"
     );
-    let csv = stdout(&report(&file, &["-x,"]));
-    let lines = parse_csv(&csv, false);
-    let own = |modes: &[&str]| own_task_clock_ns(&err, modes);
-    for (cg, before, own) in [
-        (&busy, ub, own(&["spin"])),
-        (&pp, up, own(&["pingpong", "echo"])),
-    ] {
-        let kernel = (cg.usage_ns() - before) as f64;
-        let ours = value(&lines, "task-clock", &cg.name) * 1e6;
-        assert!(
-            agrees_with_kernel(ours, own, kernel, unaccounted),
-            "{}: slices {ours} ns, own task-clock {own} ns, cpu.stat {kernel} ns\n{csv}\n{err}",
-            cg.name
-        );
-    }
+    let each: [(&TestCgroup, u64, &[&str]); 2] =
+        [(&busy, ub, &["spin"]), (&pp, up, &["pingpong", "echo"])];
+    let lines = task_clock_agrees(&file, &err, &each, unaccounted);
 
     // Each time a task of the ping-pong left CPU 1 is one slice: its context switches.
     let (cs, _) = rusage_totals(&err);
@@ -1470,4 +1482,119 @@ fn files_planted_by_another_user_are_not_written() {
     assert!(!o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs\n");
     assert_eq!(dir.names(), ["bperf.data"], "{}", stderr(&o));
+}
+
+/// The flight recorder's closing line: the slices it kept and the older ones it dropped.
+fn kept_and_dropped(err: &str) -> (u64, u64) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("the flight recorder kept"))
+        .unwrap_or_else(|| panic!("no flight recorder line in {err}"));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    (nums[0], nums[1])
+}
+
+/// The slices report's --sort cgroup gives cgroup `name`.
+fn slices_of_cgroup(file: &TempFile, name: &str) -> f64 {
+    let by_cgroup = stdout(&report(file, &["--sort", "cgroup", "-x,"]));
+    by_cgroup
+        .lines()
+        .find(|l| l.starts_with(&format!("{name},")))
+        .and_then(|l| l.split(',').nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} row in {by_cgroup}"))
+}
+
+/// `--flight-recorder` large enough to drop nothing: the file it writes at the end is
+/// the whole recording, as report reads any: a spinner's and a ping-pong's task-clock
+/// agree with their cgroups' cpu.stat, and the ping-pong's slices are its switches.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_flight_recorder_that_drops_nothing_keeps_the_whole_recording() {
+    let _s = serial();
+    let (busy, pp) = (TestCgroup::new("fr-busy"), TestCgroup::new("fr-pp"));
+    let w = workload().display().to_string();
+    let script = format!(
+        "taskset -c 0 {w} spin 800 {pa} & \
+         sh -c 'echo $$ > {pb} && exec taskset -c 1 {w} pingpong 20000 {pb}' & wait",
+        pa = busy.procs(),
+        pb = pp.procs(),
+    );
+    let (ub, up) = (busy.usage_ns(), pp.usage_ns());
+    let unaccounted = unaccounted_ns();
+    let file = TempFile::new("fr-whole.data");
+    let each = format!("{},{}", busy.name, pp.name);
+    let args = [
+        "-e",
+        "task-clock,context-switches",
+        "--for-each-cgroup",
+        &each,
+    ];
+    let o = record(
+        &file,
+        &[&args[..], &["--flight-recorder", "64M"]].concat(),
+        &sh(&script),
+    );
+    let unaccounted = unaccounted_since(unaccounted);
+    let err = stderr(&o);
+    assert_eq!(kept_and_dropped(&err).1, 0, "{err}");
+    let each: [(&TestCgroup, u64, &[&str]); 2] =
+        [(&busy, ub, &["spin"]), (&pp, up, &["pingpong", "echo"])];
+    task_clock_agrees(&file, &err, &each, unaccounted);
+    let (cs, _) = rusage_totals(&err);
+    let slices = slices_of_cgroup(&file, &pp.name);
+    assert!(
+        within(slices, cs as f64, 1.0),
+        "{slices} slices, {cs} switches"
+    );
+}
+
+/// The smallest flight recorder (2M) under a ping-pong of 100,000 rounds: it drops the
+/// oldest slices and keeps the newest, which with those dropped are the ping-pong's
+/// switches (a slice each, getrusage); the file reads as any recording, its totals
+/// what its slices add up to, over a span shorter than the run.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn a_small_flight_recorder_keeps_the_newest_slices() {
+    let _s = serial();
+    let pp = TestCgroup::new("fr-small");
+    let w = workload().display().to_string();
+    let script = format!("exec {w} pingpong 100000 {}", pp.procs());
+    let file = TempFile::new("fr-small.data");
+    let args = [
+        "-e",
+        "task-clock,context-switches",
+        "--for-each-cgroup",
+        &pp.name,
+    ];
+    let o = record(
+        &file,
+        &[&args[..], &["--flight-recorder", "2M"]].concat(),
+        &sh(&script),
+    );
+    let err = stderr(&o);
+    let (kept, dropped) = kept_and_dropped(&err);
+    assert!(dropped > 0 && kept > 0, "{err}");
+    // Only the echo, the child, joins the cgroup: its switches are the cgroup's slices.
+    let echo_cs = own_sum(&err, &["echo"], "cs");
+    assert!(
+        within((kept + dropped) as f64, echo_cs, 1.0),
+        "{kept} kept and {dropped} dropped, for {echo_cs} switches\n{err}"
+    );
+    assert_eq!(slices_of_cgroup(&file, &pp.name), kept as f64, "{err}");
+    // The totals are the kept slices' own: report sums the slices, and with nothing
+    // lost, says nothing of the counters' totals.
+    let csv = stdout(&report(&file, &["-x,"]));
+    let lines = parse_csv(&csv, false);
+    let switches = value(&lines, "context-switches", &pp.name);
+    assert_eq!(switches, kept as f64, "{csv}");
+    let ours = value(&lines, "task-clock", &pp.name) * 1e6;
+    let own = own_task_clock_ns(&err, &["echo"]);
+    assert!(
+        ours < own,
+        "the newest slices ran {ours} ns of the echo's {own} ns"
+    );
 }

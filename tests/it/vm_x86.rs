@@ -36,6 +36,8 @@ const SAME_ON_EVERY_KERNEL: &[&str] = &[
     "record::a_failed_run_leaves_the_earlier_recording",
     "record::files_planted_by_another_user_are_not_written",
     "record::a_compressed_recording_reads_as_a_plain_one",
+    "record::a_flight_recorder_that_drops_nothing_keeps_the_whole_recording",
+    "record::a_small_flight_recorder_keeps_the_newest_slices",
     "shared::a_foreign_registry_is_named_with_what_to_do",
     "shared::a_lone_request_for_too_many_slots_says_so",
     "shared::an_instance_directory_of_another_user_is_refused",

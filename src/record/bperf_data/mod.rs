@@ -73,6 +73,7 @@ mod raw_slice;
 mod read;
 mod write;
 
+pub(crate) use raw_slice::{sent_slice, slice_bytes};
 pub use read::{Dropped, Reader};
 pub use write::Writer;
 

@@ -8,7 +8,7 @@ use crate::bpf::sent::{bperf_reading, bperf_slice};
 use crate::reading::Reading;
 
 /// The bytes of a slice block of `nr_events` events.
-pub(super) fn slice_bytes(nr_events: usize) -> usize {
+pub(crate) fn slice_bytes(nr_events: usize) -> usize {
     SLICE_HEAD + nr_events * READING
 }
 
@@ -62,4 +62,12 @@ fn delta(b: &[u8]) -> Reading {
         enabled: u64::from_le(r.enabled),
         running: u64::from_le(r.running),
     }
+}
+
+/// A slice as the BPF program sent it (`raw`, perhaps padded) into `s`: its bytes
+/// without the padding, or None if it is not a slice of `nr_events` events.
+pub(crate) fn sent_slice<'a>(raw: &'a [u8], nr_events: usize, s: &mut Slice) -> Option<&'a [u8]> {
+    let bytes = raw.get(..slice_bytes(nr_events))?;
+    parse_slice_into(s, bytes, nr_events).ok()?;
+    Some(bytes)
 }
