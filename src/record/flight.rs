@@ -63,7 +63,8 @@ struct Segment<C> {
     sealed: bool,
     slices: usize,
     changes: Vec<(usize, Change<C>)>,
-    /// The newest time (ns) given with its slices.
+    /// The span (ns) its slices cover: the oldest's start, the newest's end.
+    oldest_ns: u64,
     newest_ns: u64,
     /// What it costs the budget.
     weight: usize,
@@ -78,6 +79,7 @@ impl<C: Clone + Weigh> Segment<C> {
             sealed: false,
             slices: 0,
             changes: Vec::new(),
+            oldest_ns: u64::MAX,
             newest_ns: 0,
             weight,
         }
@@ -126,13 +128,22 @@ impl<C: Clone + Weigh> FlightStore<C> {
         self.dropped
     }
 
+    /// The span (ns) of the slices it holds, from the oldest's start to the newest's end
+    /// (0 without slices).
+    pub fn span_ns(&self) -> u64 {
+        let oldest = self.segments.iter().map(|s| s.oldest_ns).min();
+        let newest = self.segments.iter().map(|s| s.newest_ns).max();
+        newest.zip(oldest).map_or(0, |(n, o)| n.saturating_sub(o))
+    }
+
     /// The slices it holds.
     pub fn slices(&self) -> usize {
         self.segments.iter().map(|s| s.slices).sum()
     }
 
-    /// Keeps a slice (`raw`, as the BPF program sent it) that ended at `at_ns`.
-    pub fn push_slice(&mut self, raw: &[u8], at_ns: u64) -> io::Result<()> {
+    /// Keeps a slice (`raw`, as the BPF program sent it) that ran from `start_ns` to
+    /// `end_ns`.
+    pub fn push_slice(&mut self, raw: &[u8], (start_ns, end_ns): (u64, u64)) -> io::Result<()> {
         if raw.len() != self.slice_bytes {
             let msg = format!("a slice of {} bytes, not {}", raw.len(), self.slice_bytes);
             return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
@@ -140,7 +151,8 @@ impl<C: Clone + Weigh> FlightStore<C> {
         let open = self.open_segment()?;
         open.bytes.extend_from_slice(raw);
         open.slices += 1;
-        open.newest_ns = open.newest_ns.max(at_ns);
+        open.oldest_ns = open.oldest_ns.min(start_ns);
+        open.newest_ns = open.newest_ns.max(end_ns);
         self.held += raw.len();
         self.make_room();
         Ok(())
@@ -274,8 +286,6 @@ struct Sums {
     totals: Vec<Vec<Vec<Reading>>>,
     /// Slices per CPU position.
     sent: Vec<u64>,
-    first: u64,
-    last: u64,
     slices: u64,
 }
 
@@ -303,8 +313,6 @@ impl Sums {
             event[pos].add(delta);
         }
         self.sent[pos] += 1;
-        self.first = self.first.min(s.start);
-        self.last = self.last.max(s.start + s.length);
         self.slices += 1;
     }
 }
@@ -337,8 +345,8 @@ impl FlightRecording {
         let Some(bytes) = sent_slice(raw, self.header.events.len(), &mut self.slice) else {
             return Ok(false);
         };
-        let end = self.slice.start + self.slice.length;
-        self.store.push_slice(bytes, end).map(|_| true)
+        let span = (self.slice.start, self.slice.start + self.slice.length);
+        self.store.push_slice(bytes, span).map(|_| true)
     }
 
     /// From now on, BPF slot `slot` counts cgroup `c`.
@@ -355,9 +363,9 @@ impl FlightRecording {
         }
     }
 
-    /// The bytes held, and the slices held and dropped.
-    pub fn held(&self) -> (usize, usize, u64) {
-        (self.store.held(), self.store.slices(), self.store.dropped())
+    /// How many older slices it dropped.
+    pub fn dropped(&self) -> u64 {
+        self.store.dropped()
     }
 
     /// Writes what it holds to `out` as a whole recording: its cgroups as they began
@@ -369,8 +377,6 @@ impl FlightRecording {
         let mut sums = Sums {
             totals: Vec::new(),
             sent: vec![0; h.cpus.len()],
-            first: u64::MAX,
-            last: 0,
             slices: 0,
         };
         let mut w = Writer::new(out, &self.file_header(), self.zstd)?;
@@ -400,7 +406,7 @@ impl FlightRecording {
             return Err(e);
         }
         let end = End {
-            duration_ns: sums.last.saturating_sub(sums.first),
+            duration_ns: self.store.span_ns(),
             lost: vec![0; h.cpus.len()],
             ring_lost: Vec::new(),
             totals: w.file_totals(|slot| {
@@ -416,7 +422,7 @@ impl FlightRecording {
     /// begin, and its start when the span held began (as near as the wall clock now
     /// says, less the span).
     fn file_header(&self) -> Header {
-        let span = self.span_ns() as f64 / 1e9;
+        let span = self.store.span_ns() as f64 / 1e9;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -425,21 +431,6 @@ impl FlightRecording {
             started: now - span,
             ..self.header.clone()
         }
-    }
-
-    /// The span (ns) of the slices held, from the oldest's start to the newest's end.
-    fn span_ns(&self) -> u64 {
-        let (mut first, mut last, mut s) = (u64::MAX, 0, Slice::default());
-        let n = self.header.events.len();
-        let _ = self.store.replay(0, |r| {
-            if let Record::Slice(raw) = r {
-                if sent_slice(raw, n, &mut s).is_some() {
-                    first = first.min(s.start);
-                    last = last.max(s.start + s.length);
-                }
-            }
-        });
-        last.saturating_sub(first)
     }
 }
 

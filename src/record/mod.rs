@@ -667,7 +667,7 @@ fn write_kept(
     let context = || format!("cannot write to {}", path.display());
     let (mut out, slices) = kept.write(output).with_context(context)?;
     out.flush().with_context(context)?;
-    let (_, _, dropped) = kept.held();
+    let dropped = kept.dropped();
     say_written(path, out.get_ref().bytes, slices, lost.iter().sum());
     eprintln!(
         "bperf record: the flight recorder kept the newest {slices} slices ({dropped} older ones dropped)"

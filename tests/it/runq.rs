@@ -18,18 +18,6 @@ fn reports(child: Child) -> String {
     common::stderr(&out)
 }
 
-/// The workload's report line, read from its stderr as it prints it (it then stops).
-fn report_line(child: &mut Child) -> String {
-    use std::io::BufRead;
-    let err = child
-        .stderr
-        .as_mut()
-        .expect("the workload's stderr is piped");
-    let mut lines = std::io::BufReader::new(err).lines();
-    let found = lines.find_map(|l| l.ok().filter(|l| l.starts_with("pid=")));
-    found.expect("the workload's report")
-}
-
 /// The workload's report lines, read from its stderr as its processes print them, up to
 /// that of its process of `mode` (which then stops).
 fn report_lines(child: &mut Child, mode: &str) -> String {
@@ -203,7 +191,10 @@ fn stat_counts_each_cgroups_wait_and_its_culprits() {
         pinned(&cgroups[1], 1, &spin),
         pinned(&cgroups[2], 0, &spin),
     ];
-    let reported: Vec<String> = spinners.iter_mut().map(report_line).collect();
+    let reported: Vec<String> = spinners
+        .iter_mut()
+        .map(|s| report_lines(s, "spin"))
+        .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: plain kill(2) of our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };

@@ -60,7 +60,7 @@ fn it_keeps_the_newest_slices_within_its_budget() {
     // Ten budgets' worth of slices.
     let n = (10 * budget / SLICE) as u64;
     for i in 0..n {
-        store.push_slice(&slice(i), i).unwrap();
+        store.push_slice(&slice(i), (i, i)).unwrap();
         assert!(
             store.held() <= budget,
             "{} held after slice {i}",
@@ -87,10 +87,10 @@ fn a_replay_starts_with_the_cgroups_alive_when_its_first_segment_began() {
     let mut store = FlightStore::new(2 * SEGMENT_BYTES, SLICE).unwrap();
     store.began(0, Cg("web".into())).unwrap();
     store.began(1, Cg("db".into())).unwrap();
-    store.push_slice(&slice(0), 0).unwrap();
+    store.push_slice(&slice(0), (0, 0)).unwrap();
     store.ended(1).unwrap();
     store.began(1, Cg("batch".into())).unwrap();
-    store.push_slice(&slice(1), 1).unwrap();
+    store.push_slice(&slice(1), (1, 1)).unwrap();
     store.ended(0).unwrap();
     let all = replayed(&store, 0);
     let want = [
@@ -107,7 +107,7 @@ fn a_replay_starts_with_the_cgroups_alive_when_its_first_segment_began() {
     // come first: web's end is seen, and batch's beginning, as alive.
     let per_segment = SEGMENT_BYTES / SLICE;
     for i in 2..(3 * per_segment as u64) {
-        store.push_slice(&slice(i), i).unwrap();
+        store.push_slice(&slice(i), (i, i)).unwrap();
     }
     let later = replayed(&store, 0);
     assert!(store.dropped() > 0);
@@ -125,7 +125,7 @@ fn a_replay_since_a_time_leaves_out_the_older_segments() {
     let mut store = FlightStore::<Cg>::new(8 * SEGMENT_BYTES, SLICE).unwrap();
     let per_segment = (SEGMENT_BYTES / SLICE) as u64;
     for i in 0..4 * per_segment {
-        store.push_slice(&slice(i), i * 10).unwrap();
+        store.push_slice(&slice(i), (i * 10, i * 10)).unwrap();
     }
     // From the third segment's slices on: the segments that end before are left out,
     // the one the time falls in is whole.
@@ -143,7 +143,7 @@ fn it_refuses_what_it_cannot_keep() {
         TooSmall(SEGMENT_BYTES)
     );
     let mut store = FlightStore::<Cg>::new(2 * SEGMENT_BYTES, SLICE).unwrap();
-    assert!(store.push_slice(&[0; SLICE + 1], 0).is_err());
+    assert!(store.push_slice(&[0; SLICE + 1], (0, 0)).is_err());
     assert_eq!(store.slices(), 0);
 }
 
