@@ -36,6 +36,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "bperf.h"
+#include "runq.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -66,6 +67,12 @@ const volatile __u64 preemptions = 0;
  * sched_info.last_queued against its run queue's clock (what the scheduler adds to its
  * run_delay right after the tracepoint), not timed from wake-ups in wait_since. */
 const volatile bool waits_from_sched_info = false;
+/* serve --runq, and stat's and top's run-queue events and culprits: each monitored
+ * cgroup's waits and preemptions, all culprits together in runq_totals and by culprit
+ * in runq_pairs (runq.h's layout; the maps are the run-queue object's, which
+ * src/bpf/runq.rs reads). Waits are read from sched_info as for waits_from_sched_info,
+ * which userspace sets with it; see runq_switch_in. */
+const volatile bool runq_culprits = false;
 /* Time with ktime even where the run queue can be found (see HAVE_RQ). */
 const volatile bool use_ktime = false;
 /* Tasks taken as untrusted pointers (see untrusted()): where the kernel has bpf_rdonly_cast. */
@@ -136,6 +143,25 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, 1);
 } wait_since SEC(".maps");
+
+/* runq_culprits: per monitored cgroup (slot), per CPU, what its tasks waited and how
+ * often they were preempted, all culprits together. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct runq_wait);
+	__uint(max_entries, 1);
+} runq_totals SEC(".maps");
+
+/* runq_culprits: per (waiting slot, culprit slot), for all CPUs, added to atomically.
+ * Bounded: a pair that finds it full is left out, and userspace counts what the totals
+ * have beyond the pairs as "other". */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct runq_pair);
+	__type(value, struct runq_wait);
+	__uint(max_entries, 1);
+} runq_pairs SEC(".maps");
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {
@@ -215,6 +241,10 @@ struct cpu_state {
 	__u64 switches;          /* the run queue's count of switches, taken as a hook starts */
 	__u64 waited;            /* bperf/runq-wait/: ns of the waits that ended here */
 	__u64 preempted;         /* bperf/preemptions/: tasks switched out still runnable */
+	/* runq_culprits only: */
+	struct runq_runs runs;   /* the CPU's last runs, whose cgroups a wait ending here waited behind */
+	struct runq_preempted preemptors[RUNQ_PREEMPTED]; /* the last tasks preempted here */
+	__u32 next_preempted;    /* where in preemptors the next one goes */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 	/* Shared counters only: */
 	__u32 ptgid, ptid;       /* the tracked process and thread being charged, or 0 */
@@ -929,12 +959,12 @@ static __always_inline void wait_from(__u32 tid, __u64 now)
 		bpf_map_update_elem(&wait_since, &tid, &now, BPF_ANY);
 }
 
-/* bperf's own events, as @prev leaves this CPU: a preemption if it is still runnable
- * (the kernel's involuntary switch), counted before the switch is settled, so that it
- * goes to @prev's slice; and its wait starts. */
-static __always_inline void take_preemption(struct cpu_state *st, bool preempt, struct task_struct *prev)
+/* bperf's own events, as @prev leaves this CPU @preempted (see preempted_out): a
+ * preemption, counted before the switch is settled, so that it goes to @prev's slice;
+ * and its wait starts. */
+static __always_inline void take_preemption(struct cpu_state *st, bool preempted, struct task_struct *prev)
 {
-	if (!COUNTS_RUNQ || !prev->pid || !(preempt || still_runnable(prev)))
+	if (!COUNTS_RUNQ || !preempted)
 		return;
 	st->preempted++;
 	if (!waits_from_sched_info)
@@ -977,6 +1007,141 @@ static __always_inline void end_wait(struct cpu_state *st, struct task_struct *n
 	*since = 0;
 }
 
+/* Whether @prev leaves its CPU still runnable (the kernel's involuntary switch), where
+ * anything counts it. */
+static __always_inline bool preempted_out(bool preempt, struct task_struct *prev)
+{
+	if (!(COUNTS_RUNQ || runq_culprits) || !prev->pid)
+		return false;
+	return preempt || still_runnable(prev);
+}
+
+/*
+ * runq_culprits: charge the slots this CPU charges (st->charge, a cgroup's slots only:
+ * runq_culprits goes with neither shared counters nor tracked tasks) with @wait_ns of
+ * waiting and @preemptions behind the cgroup of slot @culprit (RUNQ_NO_SLOT: none
+ * monitored). A global function, verified once however many places call it.
+ */
+__noinline int runq_charge(__u32 culprit, __u64 wait_ns, __u32 preemptions)
+{
+	struct cpu_state *st = this_cpu_state();
+	struct runq_pair key = { .culprit = culprit };
+	struct runq_wait *w, zero = {};
+
+	if (!st)
+		return 0;
+	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
+		if (j >= st->charge.nr)
+			break;
+		key.waiter = st->charge.slot[j];
+		w = bpf_map_lookup_elem(&runq_totals, &key.waiter);
+		if (w) {
+			w->wait_ns += wait_ns;
+			w->preemptions += preemptions;
+		}
+		if (culprit == RUNQ_NO_SLOT)
+			continue;
+		w = bpf_map_lookup_elem(&runq_pairs, &key);
+		if (!w) {
+			bpf_map_update_elem(&runq_pairs, &key, &zero, BPF_NOEXIST);
+			w = bpf_map_lookup_elem(&runq_pairs, &key);
+		}
+		/* Atomic adds of what is not zero only: clang turns an atomic add of 0 into
+		 * an atomic or, which needs Linux 5.12. */
+		if (w && wait_ns)
+			__sync_fetch_and_add(&w->wait_ns, wait_ns);
+		if (w && preemptions)
+			__sync_fetch_and_add(&w->preemptions, preemptions);
+	}
+	return 0;
+}
+
+/* runq_culprits: the slot of @task's innermost monitored cgroup, as a culprit;
+ * RUNQ_NO_SLOT for the idle task, a cgroup none monitored, or slots that changed since
+ * this CPU worked its charge lists out. */
+static __always_inline __u32 culprit_slot(struct cpu_state *st, struct task_struct *task, bool bounded)
+{
+	struct bperf_charge *charge;
+	struct cgroup *cg;
+
+	if (!task->pid || (live_slots && st->slots_gen != live.slots_gen))
+		return RUNQ_NO_SLOT;
+	cg = task_cgroup(task->cgroups);
+	if (!cg)
+		return RUNQ_NO_SLOT;
+	charge = charge_of(st, cg, cg->kn->id, bounded);
+	return charge && charge->nr ? charge->slot[0] : RUNQ_NO_SLOT;
+}
+
+/* runq_culprits, before the switch is settled (st->charge is still @prev's): @prev
+ * leaves this CPU still runnable, preempted by @next. */
+static __always_inline void runq_preemption(struct cpu_state *st, struct task_struct *prev,
+					    struct task_struct *next, bool bounded)
+{
+	__u32 culprit = culprit_slot(st, next, bounded);
+	__u32 k = st->next_preempted++ & (RUNQ_PREEMPTED - 1);
+
+	runq_charge(culprit, 0, 1);
+	st->preemptors[k].tid = prev->pid;
+	st->preemptors[k].culprit = culprit;
+}
+
+/* runq_culprits: the slot of whoever preempted task @tid on this CPU, if this CPU
+ * remembers (then forgotten: the task runs); else RUNQ_NO_SLOT, and *@known false. */
+static __always_inline __u32 preemptor_of(struct cpu_state *st, __u32 tid, bool *known)
+{
+	for (__u32 k = 0; k < RUNQ_PREEMPTED; k++) {
+		if (st->preemptors[k].tid != tid)
+			continue;
+		st->preemptors[k].tid = 0;
+		*known = true;
+		return st->preemptors[k].culprit;
+	}
+	*known = false;
+	return RUNQ_NO_SLOT;
+}
+
+/*
+ * runq_culprits, after the switch is settled (st->charge is @next's): @next's wait
+ * ends, as the scheduler will add it to its run_delay (rq->clock less
+ * sched_info.last_queued), split among the CPU's last runs, newest first. What lies
+ * before them goes to whoever preempted it here, or else to the oldest of the runs.
+ * Then @next's run begins, as a culprit of the waits to come.
+ */
+static __always_inline void runq_switch_in(struct cpu_state *st, struct task_struct *next,
+					   struct rq *rq, __u32 next_slot)
+{
+	struct runq_runs *runs = &st->runs;
+	__u64 since, end;
+	__u32 rest_to;
+	bool known;
+
+	if (!rq)
+		return;
+	end = rq->clock;
+	since = next->pid ? next->sched_info.last_queued : 0;
+	if (since && end > since) {
+		rest_to = preemptor_of(st, next->pid, &known);
+		for (__u32 i = 1; i <= RUNQ_RUNS && end > since; i++) {
+			__u32 k = (runs->next - i) & (RUNQ_RUNS - 1);
+			__u64 start = runs->start[k];
+
+			if (!start)
+				break;
+			if (!known)
+				rest_to = runs->slot[k];
+			if (st->charge.nr)
+				runq_charge(runs->slot[k], end - (start > since ? start : since), 0);
+			end = start;
+		}
+		if (end > since && st->charge.nr)
+			runq_charge(rest_to, end - since, 0);
+	}
+	runs->start[runs->next & (RUNQ_RUNS - 1)] = rq->clock;
+	runs->slot[runs->next & (RUNQ_RUNS - 1)] = next_slot;
+	runs->next++;
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev_task,
 				     struct task_struct *next_task, bool bounded)
 {
@@ -984,13 +1149,20 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev_task
 	struct cpu_state *st = this_cpu_state();
 	struct rq *rq = task_rq(next);
 	__u64 now = cpu_clock_now(rq);
+	bool preempted = preempted_out(preempt, prev);
 
 	if (!st)
 		return 0;
 	take_switches(st, rq);
-	take_preemption(st, preempt, prev);
+	take_preemption(st, preempted, prev);
+	if (runq_culprits && preempted)
+		runq_preemption(st, prev, next, bounded);
 	settle_task_switch(st, prev, next, rq, now, HAVE_RQ && now, bounded);
 	end_wait(st, next, rq);
+	/* st->charge is @next's now: its innermost slot is @next's as a culprit. */
+	if (runq_culprits)
+		runq_switch_in(st, next, rq,
+			       next->pid && st->charge.nr ? st->charge.slot[0] : RUNQ_NO_SLOT);
 	return 0;
 }
 

@@ -150,6 +150,9 @@ pub struct Config<'a> {
     /// bperf record of processes or threads: what slot 0 charges (processes, threads,
     /// with their children when they inherit), instead of cgroups.
     pub tasks: &'a [shared::Target],
+    /// Run-queue wait and preemptions by culprit, counted by the switch program into
+    /// these maps of a run-queue object (see runq_culprits in bperf.bpf.c); None: not.
+    pub runq: Option<runq::RunqMaps<'a>>,
 }
 
 /// The loaded BPF side: skeleton, its attachments and the mapped count array.
@@ -641,6 +644,17 @@ fn open_and_load<'obj>(
     open.progs.bperf_on_wakeup_new.set_autoload(waits);
     if waits {
         open.maps.wait_since.set_max_entries(WAITING_TASKS)?;
+    }
+    if let Some(maps) = config.runq {
+        ro.runq_culprits = true;
+        open.maps
+            .runq_totals
+            .reuse_fd(maps.totals)
+            .context("using the run-queue totals")?;
+        open.maps
+            .runq_pairs
+            .reuse_fd(maps.pairs)
+            .context("using the run-queue culprits")?;
     }
     if let Some(ring) = config.slice_ring {
         ro.record_slices = true;

@@ -21,10 +21,6 @@
 #include <bpf/bpf_tracing.h>
 #include "runq.h"
 
-/* uapi constants (include/uapi/linux/bpf.h) that types.h, shared with bperf.bpf.c,
- * leaves out. */
-#define RUNQ_NOEXIST 1
-
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by userspace before load: the perf_event controller is on a cgroup v1 hierarchy. */
@@ -44,7 +40,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct runq_wait);
 	__uint(max_entries, 1);
-} totals SEC(".maps");
+} runq_totals SEC(".maps");
 
 /* Per (waiting slot, culprit slot): the culprit matrix, one value for all CPUs (added
  * to atomically) so that its size does not grow with them. Bounded: a pair that finds
@@ -55,7 +51,7 @@ struct {
 	__type(key, struct runq_pair);
 	__type(value, struct runq_wait);
 	__uint(max_entries, 1);
-} pairs SEC(".maps");
+} runq_pairs SEC(".maps");
 
 /* Per CPU: its last runs. */
 struct {
@@ -76,9 +72,6 @@ struct {
 
 #include "task_state.h"
 
-/* The slot of no monitored cgroup: the culprit was unmonitored, or the CPU was idle. */
-#define NO_SLOT 0xffffffffU
-
 #include "task_cgroup.h"
 
 static __always_inline __u64 cgroup_id(struct task_struct *task)
@@ -88,7 +81,7 @@ static __always_inline __u64 cgroup_id(struct task_struct *task)
 	return cg ? cg->kn->id : 0;
 }
 
-/* The slot of @cg or of its nearest monitored ancestor; NO_SLOT if none is monitored. */
+/* The slot of @cg or of its nearest monitored ancestor; RUNQ_NO_SLOT if none is monitored. */
 static __always_inline __u32 innermost_slot(struct cgroup *cg)
 {
 	for (int i = 0; i < RUNQ_MAX_LEVELS && cg; i++) {
@@ -101,7 +94,7 @@ static __always_inline __u32 innermost_slot(struct cgroup *cg)
 		parent = cg->self.parent;
 		cg = parent ? parent->cgroup : 0;
 	}
-	return NO_SLOT;
+	return RUNQ_NO_SLOT;
 }
 
 static __always_inline void add(struct runq_wait *w, __u64 wait_ns, __u64 preemptions)
@@ -116,15 +109,15 @@ static __always_inline void charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns
 	struct runq_pair key = { .waiter = slot, .culprit = culprit };
 	struct runq_wait *w, zero = {};
 
-	w = bpf_map_lookup_elem(&totals, &slot);
+	w = bpf_map_lookup_elem(&runq_totals, &slot);
 	if (w)
 		add(w, wait_ns, preemptions);
-	if (culprit == NO_SLOT)
+	if (culprit == RUNQ_NO_SLOT)
 		return;
-	w = bpf_map_lookup_elem(&pairs, &key);
+	w = bpf_map_lookup_elem(&runq_pairs, &key);
 	if (!w) {
-		bpf_map_update_elem(&pairs, &key, &zero, RUNQ_NOEXIST);
-		w = bpf_map_lookup_elem(&pairs, &key);
+		bpf_map_update_elem(&runq_pairs, &key, &zero, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&runq_pairs, &key);
 	}
 	/* Atomic adds of what is not zero only: clang turns an atomic add of 0 into an
 	 * atomic or, which needs Linux 5.12. */
@@ -173,14 +166,14 @@ static __always_inline void start_waiting(struct task_struct *task, __u64 now, b
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(runq_on_wakeup, struct task_struct *task)
 {
-	start_waiting(task, bpf_ktime_get_ns(), false, NO_SLOT);
+	start_waiting(task, bpf_ktime_get_ns(), false, RUNQ_NO_SLOT);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(runq_on_wakeup_new, struct task_struct *task)
 {
-	start_waiting(task, bpf_ktime_get_ns(), false, NO_SLOT);
+	start_waiting(task, bpf_ktime_get_ns(), false, RUNQ_NO_SLOT);
 	return 0;
 }
 
@@ -201,7 +194,7 @@ static __always_inline void charge_wait(struct cgroup *cg, __u32 *moved_from, __
 static __always_inline void split_wait(struct runq_runs *runs, struct runq_waiting *w, __u64 since,
 				       __u64 now, struct cgroup *cg, __u32 *moved_from)
 {
-	__u32 rest_to = w->preempted ? w->culprit : NO_SLOT;
+	__u32 rest_to = w->preempted ? w->culprit : RUNQ_NO_SLOT;
 	__u64 end = now;
 
 	for (int i = 1; i <= RUNQ_RUNS && end > since; i++) {
@@ -246,10 +239,10 @@ static __always_inline void stop_waiting(struct task_struct *next, struct runq_r
 	w->since = 0;
 }
 
-/* The slot of the cgroup of @task; NO_SLOT for the idle task or none monitored. */
+/* The slot of the cgroup of @task; RUNQ_NO_SLOT for the idle task or none monitored. */
 static __always_inline __u32 slot_of(struct task_struct *task)
 {
-	return task->pid ? innermost_slot(task_cgroup(task->cgroups)) : NO_SLOT;
+	return task->pid ? innermost_slot(task_cgroup(task->cgroups)) : RUNQ_NO_SLOT;
 }
 
 SEC("tp_btf/sched_switch")

@@ -38,6 +38,18 @@ struct runq_runs {
 	__u32 next;
 };
 
+/* The slot of no monitored cgroup: the culprit was unmonitored, or the CPU was idle. */
+#define RUNQ_NO_SLOT 0xffffffffU
+
+/* A task switched out still runnable on a CPU, and the slot of the cgroup that took
+ * the CPU from it: the culprit of what of its wait lies before the CPU's last runs.
+ * Each CPU keeps its last RUNQ_PREEMPTED (bperf.bpf.c). */
+#define RUNQ_PREEMPTED 8
+struct runq_preempted {
+	__u32 tid; /* 0: none */
+	__u32 culprit;
+};
+
 /* Most monitored cgroups one wait is charged to: the cgroup and its monitored ancestors. */
 #define RUNQ_MAX_LEVELS 64
 

@@ -38,6 +38,7 @@ enum {
 #define BPF_F_MMAPABLE (1U << 10)
 #define BPF_F_CURRENT_CPU 0xffffffffULL
 #define BPF_ANY 0
+#define BPF_NOEXIST 1
 #define BPF_F_NO_PREALLOC (1U << 0)
 
 struct bpf_perf_event_value {

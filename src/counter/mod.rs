@@ -61,6 +61,16 @@ pub struct Setup<'a> {
     /// bperf record of processes or threads: the tasks the BPF side charges to slot 0
     /// (and the children they fork, where they inherit), with the events on the CPUs.
     pub tasks: &'a [bpf::shared::Target],
+    /// The maps of a run-queue object without programs, for the BPF side to charge
+    /// (where [`charges_runq`] says it can); None: it counts no run-queue culprits.
+    pub runq: Option<bpf::runq::RunqMaps<'a>>,
+}
+
+/// Whether a per-cgroup counter's BPF side can count run-queue wait and preemptions
+/// by culprit itself, in its switch program: where the kernel keeps each task's
+/// sched_info and the counter loads a BPF side of its own (no `shared` counters).
+pub fn charges_runq(shared: bool) -> bool {
+    !shared && ReadPath::of_this_kernel().waits_from_sched_info
 }
 
 impl Setup<'_> {
@@ -362,6 +372,7 @@ fn load_bpf<'obj>(
         shared: false,
         slice_ring: setup.slice_ring,
         tasks: setup.tasks,
+        runq: setup.runq,
     };
     Bpf::load(&config, &event_fds(fds, setup.cpus), storage)
 }
@@ -884,6 +895,7 @@ mod tests {
             shared: None,
             slice_ring: None,
             tasks: &[],
+            runq: None,
         }
     }
 

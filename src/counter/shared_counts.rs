@@ -84,6 +84,7 @@ impl Shared {
             shared: true,
             slice_ring: None,
             tasks: &[],
+            runq: None,
         };
         let membership = Membership::join(JoinRequest {
             dir: sh.dir,

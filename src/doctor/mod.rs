@@ -183,17 +183,17 @@ fn read_path(f: &Facts) -> Check {
     }
 }
 
-/// How a recording's bperf/runq-wait/ times a wait: from the task's own sched_info at the
-/// switch, or from wake-up programs.
+/// How run-queue wait is timed: from the task's own sched_info by the one switch
+/// program, or by programs of their own that follow wake-ups.
 fn runq_waits(f: &Facts) -> Check {
     if !f.btf {
         return without_btf("run-queue waits");
     }
     match (f.kernel.sched_info, f.kernel.cfs_rq_rq) {
-        (true, true) => check("run-queue waits", Status::Ok, "a recording's bperf/runq-wait/ is read from each task's sched_info at the switch, with no wake-up programs (serve --runq and stat's run-queue events follow wake-ups)"),
-        (false, _) => check("run-queue waits", Status::Warn, "a recording's bperf/runq-wait/ is timed from wake-up programs (no CONFIG_SCHED_INFO), which cost more")
+        (true, true) => check("run-queue waits", Status::Ok, "read from each task's sched_info by the switch program that counts (serve --runq, top --runq, stat's and a recording's bperf/runq-wait/): no second switch program, no wake-up programs"),
+        (false, _) => check("run-queue waits", Status::Warn, "timed by a second switch program and wake-up programs (no CONFIG_SCHED_INFO), which cost more")
             .fix("a kernel with CONFIG_SCHED_INFO (CONFIG_SCHEDSTATS or CONFIG_TASK_DELAY_ACCT)"),
-        (true, false) => check("run-queue waits", Status::Warn, "a recording's bperf/runq-wait/ is timed from wake-up programs (no CONFIG_FAIR_GROUP_SCHED, the way to the run queue's clock), which cost more")
+        (true, false) => check("run-queue waits", Status::Warn, "timed by a second switch program and wake-up programs (no CONFIG_FAIR_GROUP_SCHED, the way to the run queue's clock), which cost more")
             .fix("a kernel with CONFIG_FAIR_GROUP_SCHED"),
     }
 }

@@ -71,12 +71,18 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     };
     session::forward_signals(tx.clone())?;
     let mut storage = MaybeUninit::uninit();
+    let mut runq_storage = MaybeUninit::uninit();
+    let runq = match a.runq {
+        true => Some(session::runq::load(&plan, &mut runq_storage)?),
+        false => None,
+    };
     let how = Open {
         inherit: true,
         verbose: a.verbose.level,
         warn: crate::session::Warn(crate::to_stderr),
         trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
         name_user_only: true,
+        runq: runq.as_ref().and_then(Runq::counter_maps),
         ..Open::default()
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;
@@ -88,11 +94,6 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
             );
         }
     }
-    let mut runq_storage = MaybeUninit::uninit();
-    let runq = match a.runq {
-        true => Some(session::runq::load(&plan, &mut runq_storage)?),
-        false => None,
-    };
     let live = session::follow_cgroups(&plan, &tx)?;
     if let Some(s) = &server {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);

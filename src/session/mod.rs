@@ -164,6 +164,8 @@ pub(crate) struct Open<'a> {
     /// Where the command says a warning no caller can be given: the shared counters not
     /// left as the counter is dropped.
     pub warn: Warn,
+    /// The run-queue object whose maps the counter charges (see runq::load).
+    pub runq: Option<crate::bpf::runq::RunqMaps<'a>>,
 }
 
 /// A sink for warnings; Default says nothing.
@@ -220,6 +222,7 @@ pub(crate) fn open_counter<'obj>(
         }),
         slice_ring: how.slice_ring,
         tasks: how.tasks,
+        runq: how.runq,
     };
     let counter = Counter::open(&setup, storage)?;
     for (i, event) in plan.events.iter_mut().enumerate() {

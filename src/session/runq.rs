@@ -10,6 +10,7 @@ use anyhow::Result;
 use libbpf_rs::OpenObject;
 
 use crate::bpf::runq::{self, Runq, Wait, Waits, OTHER};
+use crate::counter::Counter;
 use crate::event::Tool;
 use crate::output::runq::Culprit;
 use crate::reading::{Reading, Snapshot};
@@ -33,8 +34,11 @@ pub(crate) struct RunqCounts<'obj> {
     last: Waits,
 }
 
-/// The run-queue program for `plan`'s cgroups, in the counter's slots: those of the
-/// plan now, and room for those that come later (see [`follow`]).
+/// The run-queue object for `plan`'s cgroups, in the counter's slots: those of the
+/// plan now, and room for those that come later (see [`follow`]). Loaded before the
+/// counter opens: where the counter's switch program can count into its maps (see
+/// [`Runq::counter_maps`], for [`Open`](super::Open)'s `runq`), it has no programs of
+/// its own.
 pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Runq<'obj>> {
     let ids: Vec<u64> = plan.cgroups.iter().map(|c| c.id).collect();
     let nr_slots = plan.live.as_ref().map_or(ids.len(), |l| l.capacity);
@@ -43,8 +47,28 @@ pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Re
         nr_slots,
         cgroup_v1: plan.cgroup_v1,
         max_pairs: runq::pairs_for(nr_slots),
+        programs: !crate::counter::charges_runq(plan.shared.is_some()),
     };
     Runq::load(&config, storage)
+}
+
+/// Counts `plan`'s cgroups' run-queue wait and preemptions by culprit, as serve --runq
+/// does, with the counter of `plan`'s events, whose switch program charges the
+/// run-queue maps where it can (see [`load`]). For tests and benchmarks; dropping the
+/// two stops it.
+pub fn count<'obj>(
+    plan: &mut Plan,
+    runq_storage: &'obj mut MaybeUninit<OpenObject>,
+    counter_storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<(Runq<'obj>, Counter<'obj>)> {
+    let runq = load(plan, runq_storage)?;
+    let how = super::Open {
+        inherit: true,
+        runq: runq.counter_maps(),
+        ..super::Open::default()
+    };
+    let counter = super::open_counter(plan, &how, counter_storage)?;
+    Ok((runq, counter))
 }
 
 /// Follows the counter's cgroups as they change: removed ones charge nothing more,
@@ -118,6 +142,11 @@ impl<'obj> RunqCounts<'obj> {
             first: Waits::default(),
             last: Waits::default(),
         }))
+    }
+
+    /// The maps the counter is to charge (see [`load`]).
+    pub fn counter_maps(&self) -> Option<runq::RunqMaps<'_>> {
+        self.runq.counter_maps()
     }
 
     /// Counting starts: what was counted before (while the counters opened) is not.

@@ -498,7 +498,11 @@ pub(super) fn run_once(
         .map(Workload::pid);
     // Loaded before the counters open: the verifier's time is not counted.
     let mut runq = RunqCounts::start(plan, a.culprits, &mut runq_storage)?;
-    let mut counter = open_counter(plan, &how_to_open(a, task, first), &mut storage)?;
+    let how = Open {
+        runq: runq.as_ref().and_then(RunqCounts::counter_maps),
+        ..how_to_open(a, task, first)
+    };
+    let mut counter = open_counter(plan, &how, &mut storage)?;
     let status = event_status(plan, &counter, a.version()?);
     if first && a.verbose.level > 0 {
         say_refused(a, plan, &counter, &status, io.report, io.output)?;
@@ -562,6 +566,7 @@ fn how_to_open(a: &Settled, task: Option<libc::pid_t>, first: bool) -> Open<'sta
         name_user_only: first,
         slice_ring: None,
         tasks: &[],
+        runq: None,
     }
 }
 

@@ -146,7 +146,14 @@ pub struct KernelFeatures {
 }
 
 impl KernelFeatures {
+    /// The running kernel's features, from its BTF: parsed once per process (a few
+    /// milliseconds), since the kernel does not change under it.
     pub fn probe() -> KernelFeatures {
+        static PROBED: std::sync::OnceLock<KernelFeatures> = std::sync::OnceLock::new();
+        *PROBED.get_or_init(KernelFeatures::probe_btf)
+    }
+
+    fn probe_btf() -> KernelFeatures {
         use libbpf_rs::btf::types::{Func, Struct};
         use libbpf_rs::btf::Btf;
         let Ok(btf) = Btf::from_vmlinux() else {

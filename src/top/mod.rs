@@ -54,6 +54,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
         warn: crate::session::Warn(crate::to_stderr),
         trace: (a.verbose.level >= 2).then_some(&crate::to_stderr as &dyn Fn(&str)),
         name_user_only: true,
+        runq: runq.as_ref().and_then(RunqCounts::counter_maps),
         ..Open::default()
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;

@@ -9,6 +9,9 @@ use std::os::unix::fs::MetadataExt;
 use std::process::Child;
 
 use bperf::bpf::runq::{Runq, RunqConfig, Waits};
+use bperf::cli::{Cli, Command};
+use bperf::session::Plan;
+use clap::Parser;
 use common::{pinned, report_field, TestCgroup};
 
 /// The reports of a finished workload (one line per process).
@@ -49,17 +52,61 @@ fn cgroup_id(cg: &TestCgroup) -> u64 {
     std::fs::metadata(&cg.path).unwrap().ino()
 }
 
-/// Loads the program for `cgroups` (slots in that order), runs `work`, reads.
-fn counted(cgroups: &[&TestCgroup], work: impl FnOnce()) -> Waits {
+/// How the waits are counted: by the counter's own switch program, reading each task's
+/// sched_info (serve's, stat's and top's way here), or by runq.bpf.c's programs, which
+/// follow wake-ups (the way of kernels without sched_info).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Way {
+    Counter,
+    Wakeups,
+}
+
+/// Both ways on the host; under emulation, where every run takes seconds, the counter's.
+fn ways() -> Vec<Way> {
+    match common::emulated() {
+        true => vec![Way::Counter],
+        false => vec![Way::Counter, Way::Wakeups],
+    }
+}
+
+/// Counts `cgroups` (slots in that order) `way`, runs `work`, reads.
+fn counted(cgroups: &[&TestCgroup], way: Way, work: impl FnOnce()) -> Waits {
+    let (mut runq_storage, mut counter_storage) = (MaybeUninit::uninit(), MaybeUninit::uninit());
+    if way == Way::Counter {
+        let names: Vec<&str> = cgroups.iter().map(|c| c.name.as_str()).collect();
+        let each = names.join(",");
+        let args = [
+            "bperf",
+            "serve",
+            "-e",
+            "task-clock",
+            "--for-each-cgroup",
+            &each,
+            "--runq",
+        ];
+        let Command::Serve(serve) = Cli::try_parse_from(args).unwrap().cmd else {
+            unreachable!("parsed as serve")
+        };
+        let mut plan = Plan::new(&serve.request()).unwrap();
+        let (runq, _counter) =
+            bperf::session::runq::count(&mut plan, &mut runq_storage, &mut counter_storage)
+                .expect("counting run-queue wait");
+        assert!(
+            runq.counter_maps().is_some(),
+            "the counter's program does not count the waits on this kernel"
+        );
+        work();
+        return runq.read().unwrap();
+    }
     let ids: Vec<u64> = cgroups.iter().map(|c| cgroup_id(c)).collect();
     let config = RunqConfig {
         cgroups: &ids,
         nr_slots: ids.len(),
         cgroup_v1: false,
         max_pairs: 64,
+        programs: true,
     };
-    let mut storage = MaybeUninit::uninit();
-    let runq = Runq::load(&config, &mut storage).expect("loading runq.bpf.c");
+    let runq = Runq::load(&config, &mut runq_storage).expect("loading runq.bpf.c");
     work();
     runq.read().unwrap()
 }
@@ -73,29 +120,36 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
         TestCgroup::new("rq-b"),
         TestCgroup::new("rq-c"),
     );
+    for way in ways() {
+        spinners_wait_behind_each_other(&[&a, &b, &c], way);
+    }
+}
+
+fn spinners_wait_behind_each_other(cgroups: &[&TestCgroup; 3], way: Way) {
+    let [a, b, c] = *cgroups;
     let mut delays = [0.0; 3];
-    let waits = counted(&[&a, &b, &c], || {
+    let waits = counted(cgroups, way, || {
         let spinners = [
-            pinned(&a, 1, &["spin", "2000"]),
-            pinned(&b, 1, &["spin", "2000"]),
-            pinned(&c, 0, &["spin", "2000"]),
+            pinned(a, 1, &["spin", "2000"]),
+            pinned(b, 1, &["spin", "2000"]),
+            pinned(c, 0, &["spin", "2000"]),
         ];
         for (d, s) in delays.iter_mut().zip(spinners) {
             *d = sum_field(&reports(s), "run_delay_ns");
         }
     });
-    eprintln!("{waits:?} run_delay {delays:?}");
+    eprintln!("{way:?}: {waits:?} run_delay {delays:?}");
     for (slot, other) in [(0, 1), (1, 0)] {
         let total = waits.total[slot].wait_ns as f64;
         assert!(
             common::within(total, delays[slot], common::runq_tolerance()),
-            "slot {slot}: waited {total} ns, run_delay {} ns",
+            "{way:?}, slot {slot}: waited {total} ns, run_delay {} ns",
             delays[slot]
         );
         let behind = waits.by.get(&(slot, other)).copied().unwrap_or_default();
         assert!(
             behind.wait_ns as f64 >= 0.95 * total,
-            "slot {slot}: {} of {total} ns behind the other spinner, {:?} behind none monitored",
+            "{way:?}, slot {slot}: {} of {total} ns behind the other spinner, {:?} behind none monitored",
             behind.wait_ns,
             waits.other(slot)
         );
@@ -107,7 +161,7 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
         .sum();
     assert!(
         (c_behind_ab as f64) < 0.01 * delays[0],
-        "the spinner on CPU 0 waited {c_behind_ab} ns behind those on CPU 1"
+        "{way:?}: the spinner on CPU 0 waited {c_behind_ab} ns behind those on CPU 1"
     );
 }
 
@@ -120,14 +174,20 @@ fn two_spinners_on_one_cpu_wait_behind_each_other() {
 fn a_ping_pong_and_a_spinner_on_one_cpu() {
     let _serial = common::serial();
     let (pp, spin) = (TestCgroup::new("rq-pp"), TestCgroup::new("rq-spin"));
+    for way in ways() {
+        ping_pong_and_spinner(&pp, &spin, way);
+    }
+}
+
+fn ping_pong_and_spinner(pp: &TestCgroup, spin: &TestCgroup, way: Way) {
     let (mut pp_report, mut spin_report) = (String::new(), String::new());
     let mut stopped = Vec::new();
     // Both stop themselves after their reports, so that their exits (tens of
     // milliseconds of waits under emulation, which their run_delay leaves out) come
     // after the count.
-    let waits = counted(&[&pp, &spin], || {
-        let mut spinner = pinned(&spin, 1, &["spin", "2000", "--stop-at-end"]);
-        let mut pingpong = pinned(&pp, 1, &["pingpong", "20000", "--stop-at-end"]);
+    let waits = counted(&[pp, spin], way, || {
+        let mut spinner = pinned(spin, 1, &["spin", "2000", "--stop-at-end"]);
+        let mut pingpong = pinned(pp, 1, &["pingpong", "20000", "--stop-at-end"]);
         pp_report = report_lines(&mut pingpong, "pingpong");
         spin_report = report_lines(&mut spinner, "spin");
         stopped = vec![pingpong, spinner];
@@ -137,7 +197,7 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
         unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
         reports(child);
     }
-    let said = format!("{waits:?}\nping-pong: {pp_report}\nspinner: {spin_report}");
+    let said = format!("{way:?}: {waits:?}\nping-pong: {pp_report}\nspinner: {spin_report}");
     let ivcs = sum_field(&pp_report, "ivcs");
     assert!(ivcs > 0.0, "the ping-pong was never preempted: {said}");
     let pp_total = waits.total[0];
@@ -152,7 +212,7 @@ fn a_ping_pong_and_a_spinner_on_one_cpu() {
     for (slot, report) in [(0, &pp_report), (1, &spin_report)] {
         let delay = sum_field(report, "run_delay_ns");
         let waited = waits.total[slot].wait_ns as f64;
-        eprintln!("slot {slot}: waited {waited} ns, run_delay {delay} ns");
+        eprintln!("{way:?}, slot {slot}: waited {waited} ns, run_delay {delay} ns");
         assert!(
             common::within(waited, delay, tolerance),
             "slot {slot} against run_delay {delay}: {said}"
