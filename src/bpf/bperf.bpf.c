@@ -37,6 +37,7 @@
 #include <bpf/bpf_tracing.h>
 #include "bperf.h"
 #include "runq.h"
+#include "runq_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -143,25 +144,6 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, 1);
 } wait_since SEC(".maps");
-
-/* runq_culprits: per monitored cgroup (slot), per CPU, what its tasks waited and how
- * often they were preempted, all culprits together. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct runq_wait);
-	__uint(max_entries, 1);
-} runq_totals SEC(".maps");
-
-/* runq_culprits: per (waiting slot, culprit slot), for all CPUs, added to atomically.
- * Bounded: a pair that finds it full is left out, and userspace counts what the totals
- * have beyond the pairs as "other". */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct runq_pair);
-	__type(value, struct runq_wait);
-	__uint(max_entries, 1);
-} runq_pairs SEC(".maps");
 
 /* Monitored cgroups: cgroup id -> slot. */
 struct {
@@ -1025,33 +1007,13 @@ static __always_inline bool preempted_out(bool preempt, struct task_struct *prev
 __noinline int runq_charge(__u32 culprit, __u64 wait_ns, __u32 preemptions)
 {
 	struct cpu_state *st = this_cpu_state();
-	struct runq_pair key = { .culprit = culprit };
-	struct runq_wait *w, zero = {};
 
 	if (!st)
 		return 0;
 	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
 		if (j >= st->charge.nr)
 			break;
-		key.waiter = st->charge.slot[j];
-		w = bpf_map_lookup_elem(&runq_totals, &key.waiter);
-		if (w) {
-			w->wait_ns += wait_ns;
-			w->preemptions += preemptions;
-		}
-		if (culprit == RUNQ_NO_SLOT)
-			continue;
-		w = bpf_map_lookup_elem(&runq_pairs, &key);
-		if (!w) {
-			bpf_map_update_elem(&runq_pairs, &key, &zero, BPF_NOEXIST);
-			w = bpf_map_lookup_elem(&runq_pairs, &key);
-		}
-		/* Atomic adds of what is not zero only: clang turns an atomic add of 0 into
-		 * an atomic or, which needs Linux 5.12. */
-		if (w && wait_ns)
-			__sync_fetch_and_add(&w->wait_ns, wait_ns);
-		if (w && preemptions)
-			__sync_fetch_and_add(&w->preemptions, preemptions);
+		runq_charge_slot(st->charge.slot[j], culprit, wait_ns, preemptions);
 	}
 	return 0;
 }

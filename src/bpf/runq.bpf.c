@@ -20,6 +20,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "runq.h"
+#include "runq_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -33,25 +34,6 @@ struct {
 	__type(value, __u32);
 	__uint(max_entries, 1);
 } cgrp_slot SEC(".maps");
-
-/* Per monitored cgroup (slot), per CPU: what its tasks waited, all culprits together. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct runq_wait);
-	__uint(max_entries, 1);
-} runq_totals SEC(".maps");
-
-/* Per (waiting slot, culprit slot): the culprit matrix, one value for all CPUs (added
- * to atomically) so that its size does not grow with them. Bounded: a pair that finds
- * it full is left out, and userspace counts what the totals have beyond the pairs as
- * "other" (with the culprits nobody monitors). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct runq_pair);
-	__type(value, struct runq_wait);
-	__uint(max_entries, 1);
-} runq_pairs SEC(".maps");
 
 /* Per CPU: its last runs. */
 struct {
@@ -97,36 +79,6 @@ static __always_inline __u32 innermost_slot(struct cgroup *cg)
 	return RUNQ_NO_SLOT;
 }
 
-static __always_inline void add(struct runq_wait *w, __u64 wait_ns, __u64 preemptions)
-{
-	w->wait_ns += wait_ns;
-	w->preemptions += preemptions;
-}
-
-/* Charge one waiting slot with a wait or a preemption behind @culprit. */
-static __always_inline void charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns, __u64 preemptions)
-{
-	struct runq_pair key = { .waiter = slot, .culprit = culprit };
-	struct runq_wait *w, zero = {};
-
-	w = bpf_map_lookup_elem(&runq_totals, &slot);
-	if (w)
-		add(w, wait_ns, preemptions);
-	if (culprit == RUNQ_NO_SLOT)
-		return;
-	w = bpf_map_lookup_elem(&runq_pairs, &key);
-	if (!w) {
-		bpf_map_update_elem(&runq_pairs, &key, &zero, BPF_NOEXIST);
-		w = bpf_map_lookup_elem(&runq_pairs, &key);
-	}
-	/* Atomic adds of what is not zero only: clang turns an atomic add of 0 into an
-	 * atomic or, which needs Linux 5.12. */
-	if (w && wait_ns)
-		__sync_fetch_and_add(&w->wait_ns, wait_ns);
-	if (w && preemptions)
-		__sync_fetch_and_add(&w->preemptions, preemptions);
-}
-
 /* Charge cgroup @cg and each of its monitored ancestors with a wait or a preemption
  * behind @culprit. */
 static __always_inline void charge(struct cgroup *cg, __u32 culprit, __u64 wait_ns, __u64 preemptions)
@@ -137,7 +89,7 @@ static __always_inline void charge(struct cgroup *cg, __u32 culprit, __u64 wait_
 		struct cgroup_subsys_state *parent;
 
 		if (slot)
-			charge_slot(*slot, culprit, wait_ns, preemptions);
+			runq_charge_slot(*slot, culprit, wait_ns, preemptions);
 		parent = cg->self.parent;
 		cg = parent ? parent->cgroup : 0;
 	}
@@ -186,7 +138,7 @@ static __always_inline void charge_wait(struct cgroup *cg, __u32 *moved_from, __
 	if (cg)
 		charge(cg, culprit, ns, 0);
 	else if (moved_from)
-		charge_slot(*moved_from, culprit, ns, 0);
+		runq_charge_slot(*moved_from, culprit, ns, 0);
 }
 
 /* Splits the wait [@since, @now) among the CPU's last runs, newest first; what they do
