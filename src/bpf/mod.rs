@@ -614,60 +614,25 @@ fn open_and_load<'obj>(
     let mut open = BperfSkelBuilder::default()
         .open(storage)
         .context("opening the BPF object")?;
+    let (nr_events, nr_slots) = match config.shared {
+        true => (shared::EVENTS, shared::SLOTS),
+        false => (config.nr_events, config.nr_slots.max(config.cgroups.len())),
+    };
     let ro = open
         .maps
         .rodata_data
         .as_deref_mut()
         .expect("the BPF object has read-only data");
-    let m = &config.masks;
-    let (nr_events, nr_slots) = match config.shared {
-        true => (shared::EVENTS, shared::SLOTS),
-        false => (config.nr_events, config.nr_slots.max(config.cgroups.len())),
-    };
-    ro.nr_events = nr_events as u32;
-    ro.nr_cpus = nr_possible as u32;
-    ro.nr_slots = nr_slots as u32;
-    ro.shared = config.shared;
-    ro.live_slots = config.live;
-    ro.use_v1 = config.cgroup_v1;
-    ro.always_running = m.always_running;
-    ro.use_ktime = config.helper_only;
-    ro.rq_switches = m.rq_switches;
-    ro.plain_count = m.plain_count & !m.rq_switches;
-    (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
-    ro.cast_tasks = config.plain_loads;
-    ro.runq_wait = config.own_events.runq_wait;
-    ro.preemptions = config.own_events.preemptions;
-    ro.waits_from_sched_info = config.own_events.from_sched_info;
+    set_constants(ro, config, nr_possible, nr_events, nr_slots);
     let waits = config.own_events.any() && !config.own_events.from_sched_info;
     open.progs.bperf_on_wakeup.set_autoload(waits);
     open.progs.bperf_on_wakeup_new.set_autoload(waits);
     if waits {
         open.maps.wait_since.set_max_entries(WAITING_TASKS)?;
     }
-    if let Some(maps) = config.runq {
-        ro.runq_culprits = true;
-        open.maps
-            .runq_totals
-            .reuse_fd(maps.totals)
-            .context("using the run-queue totals")?;
-        open.maps
-            .runq_pairs
-            .reuse_fd(maps.pairs)
-            .context("using the run-queue culprits")?;
-    }
-    if let Some(ring) = config.slice_ring {
-        ro.record_slices = true;
-        // Each CPU wakes the reader every quarter of its share of the ring.
-        ro.ring_wake_every = (ring.bytes() / config.cpus.len().max(1) / 4) as u64;
-        open.maps
-            .slice_ring
-            .reuse_fd(ring.fd())
-            .context("using the ring buffer")?;
-    }
+    reuse_maps(&mut open.maps, config)?;
     // Only a recording's slices are cut at an exec.
     choose_programs(&mut open.progs, variant, config.slice_ring.is_some());
-    ro.track_tasks = !config.tasks.is_empty();
     if config.shared {
         shared::size_maps(&mut open.maps)?;
     } else {
@@ -690,6 +655,57 @@ fn open_and_load<'obj>(
         ),
         _ => anyhow::anyhow!("cannot load the BPF program: {e}"),
     })
+}
+
+/// The program's read-only constants: sizes, which events are what, and what it records.
+fn set_constants(
+    ro: &mut skel::types::rodata,
+    config: &Config,
+    nr_possible: usize,
+    nr_events: usize,
+    nr_slots: usize,
+) {
+    let m = &config.masks;
+    ro.nr_events = nr_events as u32;
+    ro.nr_cpus = nr_possible as u32;
+    ro.nr_slots = nr_slots as u32;
+    ro.shared = config.shared;
+    ro.live_slots = config.live;
+    ro.use_v1 = config.cgroup_v1;
+    ro.always_running = m.always_running;
+    ro.use_ktime = config.helper_only;
+    ro.rq_switches = m.rq_switches;
+    ro.plain_count = m.plain_count & !m.rq_switches;
+    (ro.cpu_clock, ro.task_clock) = (m.cpu_clock, m.task_clock);
+    ro.cast_tasks = config.plain_loads;
+    ro.runq_wait = config.own_events.runq_wait;
+    ro.preemptions = config.own_events.preemptions;
+    ro.waits_from_sched_info = config.own_events.from_sched_info;
+    ro.runq_culprits = config.runq.is_some();
+    ro.track_tasks = !config.tasks.is_empty();
+    if let Some(ring) = config.slice_ring {
+        ro.record_slices = true;
+        // Each CPU wakes the reader every quarter of its share of the ring.
+        ro.ring_wake_every = (ring.bytes() / config.cpus.len().max(1) / 4) as u64;
+    }
+}
+
+/// Points the object at maps that live elsewhere: the run-queue counts and a recording's ring.
+fn reuse_maps(maps: &mut skel::OpenBperfMaps, config: &Config) -> Result<()> {
+    if let Some(runq) = config.runq {
+        maps.runq_totals
+            .reuse_fd(runq.totals)
+            .context("using the run-queue totals")?;
+        maps.runq_pairs
+            .reuse_fd(runq.pairs)
+            .context("using the run-queue culprits")?;
+    }
+    if let Some(ring) = config.slice_ring {
+        maps.slice_ring
+            .reuse_fd(ring.fd())
+            .context("using the ring buffer")?;
+    }
+    Ok(())
 }
 
 /// Puts cgroup `id` in `slot` of a program's cgroup map (cgroup id -> slot).
