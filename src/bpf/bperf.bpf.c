@@ -209,6 +209,15 @@ struct read_args {
 	struct bperf_reading v;
 };
 
+/* runq_culprits: a cell of the culprit matrix this CPU charged lately, and what it
+ * added up here since the cell was last added to runq_pairs (see pend_pair). */
+#define RUNQ_PENDING 8
+struct runq_pending {
+	struct runq_pair pair;
+	struct runq_wait w;  /* zero: nothing to add */
+	__u64 slots_gen;     /* live.slots_gen when it was charged */
+};
+
 /* What one CPU is charging right now. */
 struct cpu_state {
 	__u64 task;              /* the task_struct it runs, as far as the program saw; 0
@@ -227,6 +236,8 @@ struct cpu_state {
 	struct runq_runs runs;   /* the CPU's last runs, whose cgroups a wait ending here waited behind */
 	struct runq_preempted preemptors[RUNQ_PREEMPTED]; /* the last tasks preempted here */
 	__u32 next_preempted;    /* where in preemptors the next one goes */
+	struct runq_pending pending[RUNQ_PENDING]; /* culprit cells not yet in runq_pairs */
+	__u32 next_pending;      /* the one to make room in next */
 	struct charge_entry cache[CACHE_SETS][CACHE_WAYS];
 	/* Shared counters only: */
 	__u32 ptgid, ptid;       /* the tracked process and thread being charged, or 0 */
@@ -998,6 +1009,50 @@ static __always_inline bool preempted_out(bool preempt, struct task_struct *prev
 	return preempt || still_runnable(prev);
 }
 
+/* runq_culprits: adds a pending cell to runq_pairs, and empties it. A cell charged
+ * before the slots last changed is left out: its slots may have been given to other
+ * cgroups since (userspace empties a removed cgroup's cells). */
+static __always_inline void add_pending(struct runq_pending *p)
+{
+	if ((p->w.wait_ns || p->w.preemptions) && (!live_slots || p->slots_gen == live.slots_gen))
+		runq_charge_pair(p->pair.waiter, p->pair.culprit, p->w.wait_ns, p->w.preemptions);
+	p->w.wait_ns = 0;
+	p->w.preemptions = 0;
+}
+
+/* runq_culprits: before a read, adds what this CPU's pending cells hold to runq_pairs. */
+static __always_inline void add_all_pending(struct cpu_state *st)
+{
+	if (!runq_culprits)
+		return;
+	for (__u32 k = 0; k < RUNQ_PENDING; k++)
+		add_pending(&st->pending[k]);
+}
+
+/* runq_culprits: charges cell (@waiter, @culprit) of the culprit matrix in this CPU's
+ * pending cells, which runq_pairs gets at the next read or when the cell makes room for
+ * another: a hash lookup and atomic adds per cell and read, not per wait. */
+static __always_inline void pend_pair(struct cpu_state *st, __u32 waiter, __u32 culprit,
+				      __u64 wait_ns, __u64 preemptions)
+{
+	__u64 gen = live_slots ? live.slots_gen : 0;
+	struct runq_pending *p;
+
+	for (__u32 k = 0; k < RUNQ_PENDING; k++) {
+		p = &st->pending[k];
+		if (p->pair.waiter == waiter && p->pair.culprit == culprit && p->slots_gen == gen) {
+			runq_add(&p->w, wait_ns, preemptions);
+			return;
+		}
+	}
+	p = &st->pending[st->next_pending++ & (RUNQ_PENDING - 1)];
+	add_pending(p);
+	p->pair.waiter = waiter;
+	p->pair.culprit = culprit;
+	p->slots_gen = gen;
+	runq_add(&p->w, wait_ns, preemptions);
+}
+
 /*
  * runq_culprits: charge the slots this CPU charges (st->charge, a cgroup's slots only:
  * runq_culprits goes with neither shared counters nor tracked tasks) with @wait_ns of
@@ -1013,7 +1068,9 @@ __noinline int runq_charge(__u32 culprit, __u64 wait_ns, __u32 preemptions)
 	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
 		if (j >= st->charge.nr)
 			break;
-		runq_charge_slot(st->charge.slot[j], culprit, wait_ns, preemptions);
+		runq_charge_total(st->charge.slot[j], wait_ns, preemptions);
+		if (culprit != RUNQ_NO_SLOT)
+			pend_pair(st, st->charge.slot[j], culprit, wait_ns, preemptions);
 	}
 	return 0;
 }
@@ -1280,6 +1337,7 @@ static __always_inline int flush(struct task_struct *task, bool bounded)
 	settle_current_task(st, task, rq, now, bounded);
 	if (account(now, false, 0))
 		send_slice(st, BPERF_SLICE_CUT);
+	add_all_pending(st);
 	if (record_slices && record_phase > st->recording)
 		st->recording = record_phase;
 	return 0;
@@ -1314,6 +1372,7 @@ int bperf_flush_old(void *ctx)
 		return 0;
 	if (account(now, false, 0))
 		send_slice(st, BPERF_SLICE_CUT);
+	add_all_pending(st);
 	if (record_slices && record_phase > st->recording)
 		st->recording = record_phase;
 	return 0;

@@ -304,7 +304,9 @@ impl<'obj> Runq<'obj> {
         }
     }
 
-    /// The counts so far, summed over CPUs.
+    /// The counts so far, summed over CPUs. Where the counter's switch program charges
+    /// these maps, each CPU holds some of the culprit matrix back until the counter is
+    /// read (its flush adds it): read the counter first.
     pub fn read(&self) -> Result<Waits> {
         let mut waits = Waits {
             total: vec![Wait::default(); self.nr_slots],

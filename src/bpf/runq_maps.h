@@ -32,17 +32,12 @@ static __always_inline void runq_add(struct runq_wait *w, __u64 wait_ns, __u64 p
 	w->preemptions += preemptions;
 }
 
-/* Charge one waiting slot with a wait or a preemption behind @culprit. */
-static __always_inline void runq_charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns, __u64 preemptions)
+/* Charge slot @waiter's cell of the culprit matrix for @culprit (not RUNQ_NO_SLOT). */
+static __always_inline void runq_charge_pair(__u32 waiter, __u32 culprit, __u64 wait_ns, __u64 preemptions)
 {
-	struct runq_pair key = { .waiter = slot, .culprit = culprit };
+	struct runq_pair key = { .waiter = waiter, .culprit = culprit };
 	struct runq_wait *w, zero = {};
 
-	w = bpf_map_lookup_elem(&runq_totals, &slot);
-	if (w)
-		runq_add(w, wait_ns, preemptions);
-	if (culprit == RUNQ_NO_SLOT)
-		return;
 	w = bpf_map_lookup_elem(&runq_pairs, &key);
 	if (!w) {
 		bpf_map_update_elem(&runq_pairs, &key, &zero, BPF_NOEXIST);
@@ -54,6 +49,23 @@ static __always_inline void runq_charge_slot(__u32 slot, __u32 culprit, __u64 wa
 		__sync_fetch_and_add(&w->wait_ns, wait_ns);
 	if (w && preemptions)
 		__sync_fetch_and_add(&w->preemptions, preemptions);
+}
+
+/* Charge slot @slot's totals (this CPU's) with a wait or a preemption. */
+static __always_inline void runq_charge_total(__u32 slot, __u64 wait_ns, __u64 preemptions)
+{
+	struct runq_wait *w = bpf_map_lookup_elem(&runq_totals, &slot);
+
+	if (w)
+		runq_add(w, wait_ns, preemptions);
+}
+
+/* Charge one waiting slot with a wait or a preemption behind @culprit. */
+static __always_inline void runq_charge_slot(__u32 slot, __u32 culprit, __u64 wait_ns, __u64 preemptions)
+{
+	runq_charge_total(slot, wait_ns, preemptions);
+	if (culprit != RUNQ_NO_SLOT)
+		runq_charge_pair(slot, culprit, wait_ns, preemptions);
 }
 
 #endif

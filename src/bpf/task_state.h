@@ -16,15 +16,16 @@ struct task_struct___old {
 
 /* Whether @prev leaves its CPU still runnable (TASK_RUNNING, 0): what the kernel counts
  * as an involuntary switch, with @preempt. sched_switch passes prev_state only from
- * 5.18; the task's own field is read on every kernel. */
+ * 5.18; the task's own field is read on every kernel, with a plain load: callers hold
+ * BTF pointers. */
 static __always_inline bool still_runnable(struct task_struct *prev)
 {
 	struct task_struct___new *now = (void *)prev;
 	struct task_struct___old *before = (void *)prev;
 
 	if (bpf_core_field_exists(now->__state))
-		return BPF_CORE_READ(now, __state) == 0;
-	return BPF_CORE_READ(before, state) == 0;
+		return now->__state == 0;
+	return before->state == 0;
 }
 
 #endif

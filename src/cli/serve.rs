@@ -70,12 +70,16 @@ pub struct ServeArgs {
     #[arg(short = 'A', long = "no-aggr")]
     pub no_aggr: bool,
 
-    /// Also export how long each cgroup's tasks waited for a CPU and how often they were
-    /// preempted, in all and by the cgroup that ran instead (by_cgroup). Needs cgroups to
-    /// count (--for-each-cgroup, --all-cgroups or --for-each-container); without it,
-    /// switches cost nothing more.
-    #[arg(long = "runq")]
+    /// Export how long each cgroup's tasks waited for a CPU and how often they were
+    /// preempted, in all and by the cgroup that ran instead (by_cgroup): on by default
+    /// where cgroups are counted (--for-each-cgroup, --all-cgroups or
+    /// --for-each-container). Given alone, it is an error without cgroups.
+    #[arg(long = "runq", overrides_with = "no_runq")]
     pub runq: bool,
+
+    /// Export no run-queue series: switches cost what counting the events costs.
+    #[arg(long = "no-runq", overrides_with = "runq")]
+    pub no_runq: bool,
 
     #[command(flatten)]
     pub verbose: VerboseArg,

@@ -69,11 +69,16 @@ pub struct TopArgs {
     #[arg(long = "bpf-counters")]
     pub bpf_counters: bool,
 
-    /// Also show how long each cgroup's tasks waited for a CPU (the wait column, in CPUs'
-    /// worth of waiting, as CPUs is of running) and how often they were preempted: the
-    /// events bperf/runq-wait/ and bperf/preemptions/, which -e may name as well.
-    #[arg(long = "runq")]
+    /// Show how long each cgroup's tasks waited for a CPU (the wait column, in CPUs'
+    /// worth of waiting, as CPUs is of running), how often they were preempted, and whom
+    /// the selected cgroup waited behind: the events bperf/runq-wait/ and
+    /// bperf/preemptions/, which -e may name as well. On by default.
+    #[arg(long = "runq", overrides_with = "no_runq")]
     pub runq: bool,
+
+    /// Show no run-queue columns or culprits.
+    #[arg(long = "no-runq", overrides_with = "runq")]
+    pub no_runq: bool,
 
     #[command(flatten)]
     pub events: EventArgs,
@@ -104,6 +109,11 @@ fn parse_delay(s: &str) -> Result<std::time::Duration, String> {
 }
 
 impl TopArgs {
+    /// Whether top counts the run-queue events: unless --no-runq.
+    pub fn shows_runq(&self) -> bool {
+        !self.no_runq
+    }
+
     /// What to count, for the plan: every CPU unless -C says which, every cgroup
     /// without cgroup options, top's own events without -e.
     pub fn request(&self) -> Request {
@@ -111,7 +121,7 @@ impl TopArgs {
             true => vec![crate::event::TOP_DEFAULT_EVENTS.to_string()],
             false => self.events.list.clone(),
         };
-        if self.runq {
+        if self.shows_runq() {
             lists.push(crate::event::RUNQ_EVENTS.to_string());
         }
         Request {

@@ -49,12 +49,7 @@ pub type Wake = session::Wake<Scrape>;
 pub fn run(a: &ServeArgs) -> Result<i32> {
     let mut plan = Plan::new(&a.request())?;
     plan.warnings.iter().for_each(|w| eprintln!("{w}"));
-    if a.runq && plan.cgroups.is_empty() && plan.live.is_none() {
-        return Err(UsageError(
-            "--runq counts per cgroup: give --for-each-cgroup, --all-cgroups or --for-each-container".into(),
-        )
-        .into());
-    }
+    let runq_series = runq_series(a, &plan)?;
     let listen = match (&a.listen, &a.textfile) {
         (Some(l), _) => Some(l.clone()),
         (None, Some(_)) => None,
@@ -72,7 +67,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     session::forward_signals(tx.clone())?;
     let mut storage = MaybeUninit::uninit();
     let mut runq_storage = MaybeUninit::uninit();
-    let runq = match a.runq {
+    let runq = match runq_series {
         true => Some(session::runq::load(&plan, &mut runq_storage)?),
         false => None,
     };
@@ -86,14 +81,7 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
         ..Open::default()
     };
     let counter = session::open_counter(&mut plan, &how, &mut storage)?;
-    for (i, e) in plan.events.iter().enumerate() {
-        if !counter.supported(i) {
-            eprintln!(
-                "bperf: event '{}' is not supported here: not exported",
-                e.name
-            );
-        }
-    }
+    say_unsupported(&plan, &counter);
     let live = session::follow_cgroups(&plan, &tx)?;
     if let Some(s) = &server {
         eprintln!("bperf: serving metrics on http://{}/metrics", s.addr);
@@ -124,6 +112,31 @@ pub fn run(a: &ServeArgs) -> Result<i32> {
     }
     drop(server);
     result.map(|()| 0)
+}
+
+/// Whether serve exports the run-queue series: by default wherever cgroups are counted,
+/// unless --no-runq; --runq without cgroups is an error.
+fn runq_series(a: &ServeArgs, plan: &Plan) -> Result<bool> {
+    let per_cgroup = !plan.cgroups.is_empty() || plan.live.is_some();
+    if a.runq && !per_cgroup {
+        return Err(UsageError(
+            "--runq counts per cgroup: give --for-each-cgroup, --all-cgroups or --for-each-container".into(),
+        )
+        .into());
+    }
+    Ok(per_cgroup && !a.no_runq)
+}
+
+/// Says which of the plan's events the counter cannot count here: they are not exported.
+fn say_unsupported(plan: &Plan, counter: &Counter) {
+    for (i, e) in plan.events.iter().enumerate() {
+        if !counter.supported(i) {
+            eprintln!(
+                "bperf: event '{}' is not supported here: not exported",
+                e.name
+            );
+        }
+    }
 }
 
 /// The counter and what it counts, exported on request.

@@ -54,8 +54,9 @@ pub fn load<'obj>(plan: &Plan, storage: &'obj mut MaybeUninit<OpenObject>) -> Re
 
 /// Counts `plan`'s cgroups' run-queue wait and preemptions by culprit, as serve --runq
 /// does, with the counter of `plan`'s events, whose switch program charges the
-/// run-queue maps where it can (see [`load`]). For tests and benchmarks; dropping the
-/// two stops it.
+/// run-queue maps where it can (see [`load`]). Read the counter before the run-queue
+/// object: a counter's read adds to the culprit matrix what each CPU holds back. For
+/// tests and benchmarks; dropping the two stops it.
 pub fn count<'obj>(
     plan: &mut Plan,
     runq_storage: &'obj mut MaybeUninit<OpenObject>,

@@ -46,7 +46,7 @@ pub fn run(a: &TopArgs) -> Result<i32> {
     let mut runq_storage = MaybeUninit::uninit();
     session::runq::check(&plan, false)?;
     // Loaded before the counters open, as stat loads it.
-    let culprits = a.runq.then_some(CULPRITS_SHOWN);
+    let culprits = a.shows_runq().then_some(CULPRITS_SHOWN);
     let runq = RunqCounts::start(&plan, culprits, &mut runq_storage)?;
     let how = Open {
         inherit: true,

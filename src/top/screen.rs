@@ -386,9 +386,9 @@ fn draw_table(
     if columns.image.is_some() {
         heads.push(Cell::from("IMAGE"));
     }
-    heads.extend(model.columns.iter().enumerate().map(|(i, c)| {
+    heads.extend(columns.figures.iter().map(|&i| {
         right(text::head(
-            &c.title,
+            &model.columns[i].title,
             model.sort == SortKey::Column(i),
             model.descending,
         ))
@@ -408,9 +408,9 @@ fn draw_table(
             let image = text::tail(text::image(s.row), w);
             cells.push(Cell::from(Line::from(Span::raw(image))));
         }
-        cells.extend(model.columns.iter().enumerate().map(|(i, c)| {
+        cells.extend(columns.figures.iter().map(|&i| {
             let v = s.row.values.get(i).copied().flatten();
-            right(text::cell(c, kinds[i], v))
+            right(text::cell(&model.columns[i], kinds[i], v))
         }));
         Row::new(cells)
     });
@@ -429,20 +429,28 @@ const NAME_ROOM: usize = 20;
 /// names do.
 const IMAGE_WIDTH: usize = 30;
 
-/// The widths of the table's text columns in a terminal `width` wide: the figures take
-/// theirs, the name what is left (at least 8), the image (with containers) its longest
-/// (at most IMAGE_WIDTH) where the name keeps NAME_ROOM.
+/// The least room the name keeps: a terminal too narrow for every figure beside it
+/// leaves figures out, the empty ones (no row has a value: an event not counted here)
+/// first, then from the right.
+const NAME_MIN: usize = 16;
+
+/// The widths of the table's text columns in a terminal `width` wide: the figures that
+/// fit take theirs, the name what is left (at least NAME_MIN where a figure was left out,
+/// else at least 8), the image (with containers) its longest (at most IMAGE_WIDTH) where
+/// the name keeps NAME_ROOM.
 struct TableColumns {
     name: usize,
     image: Option<usize>,
+    /// The model's figure columns shown, in order.
+    figures: Vec<usize>,
 }
 
 impl TableColumns {
     fn new(model: &Model, shown: &[Shown], width: u16) -> TableColumns {
-        let numbers: usize = model
-            .columns
+        let figures = fitting(model, shown, width as usize);
+        let numbers: usize = figures
             .iter()
-            .map(|c| text::figure_width(c) + 1)
+            .map(|&i| text::figure_width(&model.columns[i]) + 1)
             .sum();
         let left = (width as usize).saturating_sub(numbers);
         let image = model.has_containers().then(|| {
@@ -454,15 +462,14 @@ impl TableColumns {
                 .min(IMAGE_WIDTH)
         });
         // The image, a space, and the name in NAME_ROOM at least.
-        match image.filter(|w| left > NAME_ROOM + w) {
-            Some(w) => TableColumns {
-                name: left - w - 1,
-                image: Some(w),
-            },
-            None => TableColumns {
-                name: left.max(8),
-                image: None,
-            },
+        let (name, image) = match image.filter(|w| left > NAME_ROOM + w) {
+            Some(w) => (left - w - 1, Some(w)),
+            None => (left.max(8), None),
+        };
+        TableColumns {
+            name,
+            image,
+            figures,
         }
     }
 
@@ -471,13 +478,38 @@ impl TableColumns {
         let mut widths = vec![Constraint::Fill(1)];
         widths.extend(self.image.map(|w| Constraint::Length(w as u16)));
         widths.extend(
-            model
-                .columns
+            self.figures
                 .iter()
-                .map(|c| Constraint::Length(text::figure_width(c) as u16)),
+                .map(|&i| Constraint::Length(text::figure_width(&model.columns[i]) as u16)),
         );
         widths
     }
+}
+
+/// The model's figure columns that fit in `width` beside a name of NAME_MIN: all where
+/// they do; else the empty ones go first, then the rightmost.
+fn fitting(model: &Model, shown: &[Shown], width: usize) -> Vec<usize> {
+    let cost = |i: usize| text::figure_width(&model.columns[i]) + 1;
+    let mut figures: Vec<usize> = (0..model.columns.len()).collect();
+    let fits = |f: &[usize]| f.iter().map(|&i| cost(i)).sum::<usize>() + NAME_MIN <= width;
+    if fits(&figures) {
+        return figures;
+    }
+    let empty = |i: usize| {
+        shown
+            .iter()
+            .all(|s| s.row.values.get(i).copied().flatten().is_none())
+    };
+    while !fits(&figures) {
+        match figures.iter().rposition(|&i| empty(i)) {
+            Some(at) => figures.remove(at),
+            None => match figures.pop() {
+                Some(i) => i,
+                None => break,
+            },
+        };
+    }
+    figures
 }
 
 /// A row's name in `width` characters (the start cut when too long): in the flat view
@@ -705,7 +737,33 @@ mod tests {
         }
     }
 
-    /// A head longer than text::WIDTH (`preempt/s`, with --runq) widens its column, in
+    /// A terminal too narrow for every figure beside a name of NAME_MIN leaves out the
+    /// empty figures first (cycles/s, insn/s and IPC, not counted), then the rightmost;
+    /// the name keeps NAME_MIN.
+    #[test]
+    fn figures_that_do_not_fit_leave_empty_ones_out_first() {
+        let (m, kinds) = containers();
+        let heads = |lines: &[String]| -> Vec<String> {
+            lines[1]
+                .split_whitespace()
+                .skip(1)
+                .map(str::to_string)
+                .collect()
+        };
+        let lines = screen(&m, &kinds, 60, 24);
+        assert_eq!(
+            heads(&lines),
+            ["CPUsv", "cs/s", "migr/s", "faults/s"],
+            "{lines:#?}"
+        );
+        let lines = screen(&m, &kinds, 40, 24);
+        assert_eq!(heads(&lines), ["CPUsv", "cs/s"], "{lines:#?}");
+        assert!(lines[2].starts_with("web "), "{lines:#?}");
+        let name = lines[1].len() - 2 * (text::WIDTH + 1);
+        assert!(name >= NAME_MIN, "{lines:#?}");
+    }
+
+    /// A head longer than text::WIDTH (`preempt/s`, a run-queue column) widens its column, in
     /// the full screen as in --batch, rather than losing its start; the name takes what
     /// is left.
     #[test]

@@ -88,7 +88,7 @@ fn counted(cgroups: &[&TestCgroup], way: Way, work: impl FnOnce()) -> Waits {
             unreachable!("parsed as serve")
         };
         let mut plan = Plan::new(&serve.request()).unwrap();
-        let (runq, _counter) =
+        let (runq, mut counter) =
             bperf::session::runq::count(&mut plan, &mut runq_storage, &mut counter_storage)
                 .expect("counting run-queue wait");
         assert!(
@@ -96,6 +96,8 @@ fn counted(cgroups: &[&TestCgroup], way: Way, work: impl FnOnce()) -> Waits {
             "the counter's program does not count the waits on this kernel"
         );
         work();
+        // A counter's read gives the run-queue maps what each CPU holds back.
+        counter.read().unwrap();
         return runq.read().unwrap();
     }
     let ids: Vec<u64> = cgroups.iter().map(|c| cgroup_id(c)).collect();

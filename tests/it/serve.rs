@@ -424,6 +424,11 @@ fn the_textfile_passes_promtool_and_goes_at_exit() {
         text.contains("bperf_count_total{event=\"task-clock\",cgroup=\"/\"}"),
         "{text}"
     );
+    // The run-queue series are on without --runq.
+    assert!(
+        text.contains("bperf_runqueue_wait_seconds_total{cgroup=\"/\"}"),
+        "{text}"
+    );
     // OpenMetrics for a scraper that asks for it.
     let (head, om) = get(
         port,
@@ -726,15 +731,28 @@ fn churned_cgroups_leave_no_watch_behind() {
 
 /// A cgroup made and removed again and again changes how many are left out each time;
 /// stderr says the number when it first is, and at a new peak, not at every change.
+/// With --no-runq, no run-queue series are exported.
 #[test]
 #[ignore = "needs root (make test runs it)"]
 fn left_out_cgroups_are_not_said_at_every_change() {
     let _g = serial();
     let parent = TestCgroup::new("left-out");
     // One place, the root's: every other cgroup is left out.
-    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups", "--max-cgroups", "1"]);
+    let (serve, port) = start_serve(&[
+        "-e",
+        "task-clock",
+        "--all-cgroups",
+        "--max-cgroups",
+        "1",
+        "--no-runq",
+    ]);
     let left_out = || series(&get(port, "/metrics", "*/*")?.1, "bperf_cgroups_left_out ");
     let base = left_out().expect("bperf_cgroups_left_out");
+    let body = get(port, "/metrics", "*/*").unwrap().1;
+    assert!(
+        !body.contains("bperf_runqueue"),
+        "--no-runq exported:\n{body}"
+    );
     assert!(base >= 1.0, "{base} left out with {} there", parent.name);
     for i in 0..20 {
         let child = parent.child(&format!("c{i}"));
@@ -865,7 +883,7 @@ fn encode_query(q: &str) -> String {
         .collect()
 }
 
-/// serve --runq scraped by Prometheus: two busy loops in two cgroups on one CPU wait
+/// serve scraped by Prometheus, its run-queue series on by default: two busy loops in two cgroups on one CPU wait
 /// behind each other. Each cgroup's wait agrees with its task's run_delay
 /// (/proc/PID/schedstat) and its preemptions with its involuntary switches
 /// (getrusage), and nearly all of both are by the other cgroup.
@@ -875,7 +893,7 @@ fn prometheus_scrapes_who_waited_behind_whom() {
     let _g = serial();
     let (a, b) = (TestCgroup::new("rq-a"), TestCgroup::new("rq-b"));
     let both = format!("{},{}", a.name, b.name);
-    let (serve, port) = start_serve(&["-e", "task-clock", "--for-each-cgroup", &both, "--runq"]);
+    let (serve, port) = start_serve(&["-e", "task-clock", "--for-each-cgroup", &both]);
     let prometheus = Prometheus::start(&[port]);
     let wait_of = |cg: &TestCgroup| {
         format!(

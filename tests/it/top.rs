@@ -640,7 +640,7 @@ fn tree_view_folds_a_parent() {
     tmux.wait_restored();
 }
 
-/// --batch --runq with two spinners on one CPU, started after the first refresh and
+/// --batch, its run-queue columns on by default, with two spinners on one CPU, started after the first refresh and
 /// done before the last: each cgroup's wait column, times each refresh's window, adds
 /// up to its task's run_delay, and its preemptions to its involuntary switches.
 #[test]
@@ -650,17 +650,7 @@ fn batch_runq_columns_add_up_to_the_tasks_run_delay() {
     let cgs = [TestCgroup::new("top-rq-a"), TestCgroup::new("top-rq-b")];
     let each = format!("{},{}", cgs[0].name, cgs[1].name);
     let mut top = bperf()
-        .args([
-            "top",
-            "--batch",
-            "--runq",
-            "-e",
-            "task-clock",
-            "-d",
-            "1",
-            "-n",
-            "4",
-        ])
+        .args(["top", "--batch", "-e", "task-clock", "-d", "1", "-n", "4"])
         .args(["--for-each-cgroup", &each])
         .stdout(Stdio::piped())
         .spawn()
