@@ -117,6 +117,26 @@ pub struct RecordArgs {
     #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = flight_size)]
     pub flight_recorder: Option<usize>,
 
+    /// Where the flight recorder's snapshots go: SIGUSR1 writes what it holds there, as
+    /// a whole recording named after the time (bperf-snapshot-YYYYMMDDTHHMMSSZ.data),
+    /// while recording goes on. The default: the directory of -o.
+    #[arg(
+        long = "snapshot-dir",
+        value_name = "DIR",
+        requires = "flight_recorder"
+    )]
+    pub snapshot_dir: Option<PathBuf>,
+
+    /// The most snapshots the snapshot directory keeps: past it, the oldest go.
+    #[arg(
+        long = "max-snapshots",
+        value_name = "N",
+        default_value_t = 10,
+        requires = "flight_recorder",
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub max_snapshots: u32,
+
     #[command(flatten)]
     pub verbose: VerboseArg,
 

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use super::bperf_data::{sent_slice, slice_bytes, End, Header, RecordedCgroup, Slice, Writer};
 use crate::reading::Reading;
@@ -48,13 +49,13 @@ pub enum Record<'a, C> {
 }
 
 /// A change of the cgroups, after the segment's first `at` slices.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Change<C> {
     Began(usize, C),
     Ended(usize),
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Segment<C> {
     /// The cgroups alive when it began.
     alive: BTreeMap<usize, C>,
@@ -86,12 +87,14 @@ impl<C: Clone + Weigh> Segment<C> {
     }
 }
 
-/// The store: its budget, its segments (oldest first), and the cgroups alive now.
-#[derive(Debug)]
+/// The store: its budget, its segments (oldest first), and the cgroups alive now. A
+/// clone shares the sealed segments (a snapshot being written holds them), and copies
+/// the one being filled when either pushes next.
+#[derive(Clone, Debug)]
 pub struct FlightStore<C> {
     budget: usize,
     slice_bytes: usize,
-    segments: VecDeque<Segment<C>>,
+    segments: VecDeque<Arc<Segment<C>>>,
     alive: BTreeMap<usize, C>,
     held: usize,
     dropped: u64,
@@ -193,6 +196,7 @@ impl<C: Clone + Weigh> FlightStore<C> {
             .is_none_or(|s| s.sealed || s.bytes.len() + self.slice_bytes > SEGMENT_BYTES);
         if full {
             if let Some(last) = self.segments.back_mut().filter(|s| !s.sealed) {
+                let last = Arc::make_mut(last);
                 let raw = last.bytes.len();
                 last.bytes = zstd::bulk::compress(&last.bytes, LEVEL)?;
                 last.sealed = true;
@@ -200,9 +204,10 @@ impl<C: Clone + Weigh> FlightStore<C> {
             }
             let segment = Segment::new(self.alive.clone());
             self.held += segment.weight;
-            self.segments.push_back(segment);
+            self.segments.push_back(Arc::new(segment));
         }
-        Ok(self.segments.back_mut().expect("a segment was just made"))
+        let open = self.segments.back_mut().expect("a segment was just made");
+        Ok(Arc::make_mut(open))
     }
 
     /// Drops the oldest segments while it holds more than its budget (never the one
@@ -270,7 +275,9 @@ fn change_record<C>(c: &Change<C>) -> Record<'_, C> {
 }
 
 /// A recording that the flight recorder keeps (the newest of its slices, within a
-/// budget) until it is written, as a recording of what it holds.
+/// budget) until it is written, as a recording of what it holds. A clone is cheap (see
+/// FlightStore): what a snapshot writes while recording goes on.
+#[derive(Clone)]
 pub struct FlightRecording {
     store: FlightStore<RecordedCgroup>,
     header: Header,

@@ -25,6 +25,7 @@ pub mod flight;
 pub mod perfetto;
 mod print;
 mod runq;
+pub mod snapshot;
 pub mod timeline;
 
 use std::cell::RefCell;
@@ -159,10 +160,13 @@ struct CgroupChange {
     began: Vec<(usize, RecordedCgroup)>,
 }
 
-/// The reader thread's side of cgroup changes: each change, and word that it is written.
+/// The reader thread's side of cgroup changes: each change, and word that it is
+/// written; and the flight recorder's snapshots asked for (SIGUSR1).
 struct ChangeQueue {
     changes: mpsc::Receiver<CgroupChange>,
     written: mpsc::Sender<()>,
+    snapshots: mpsc::Receiver<()>,
+    snapshot: Option<snapshot::Snapshots>,
 }
 
 /// Drains the ring buffer into `out` until `stop`, then once more. A cgroup change is
@@ -171,7 +175,7 @@ fn drain_ring(
     ring: SliceRing,
     out: Sink,
     stop: Arc<AtomicBool>,
-    queue: ChangeQueue,
+    mut queue: ChangeQueue,
 ) -> Result<Drained> {
     let sink = RefCell::new((out, 0u64, None::<io::Error>));
     let reader = ring.reader(|raw| {
@@ -197,6 +201,9 @@ fn drain_ring(
                 }
                 let _ = queue.written.send(());
             }
+            if queue.snapshots.try_recv().is_ok() {
+                take_snapshot(out, &mut queue.snapshot);
+            }
             if !last && flushed.elapsed() >= FLUSH_EVERY {
                 if let Err(e) = out.flush() {
                     failed.get_or_insert(e);
@@ -213,8 +220,21 @@ fn drain_ring(
         reader.wait_and_drain(DRAIN_EVERY)?;
     }
     drop(reader);
+    if let Some(s) = &mut queue.snapshot {
+        s.finish();
+    }
     let (out, slices, _) = sink.into_inner();
     Ok(Drained { out, slices })
+}
+
+/// SIGUSR1: a snapshot of what the flight recorder holds, or word that there is none.
+fn take_snapshot(out: &Sink, snapshots: &mut Option<snapshot::Snapshots>) {
+    match (out, snapshots) {
+        (Sink::Flight(kept, _), Some(s)) => s.take(kept),
+        _ => eprintln!(
+            "bperf record: SIGUSR1 asks for a snapshot of the flight recorder, and there is none (--flight-recorder SIZE)"
+        ),
+    }
 }
 
 fn write_change(out: &mut bperf_data::Writer<Output>, c: &CgroupChange) -> io::Result<()> {
@@ -462,13 +482,10 @@ fn end_recording(
 /// Runs `bperf record`; returns the process exit code.
 pub fn run(a: &RecordArgs) -> Result<i32> {
     let mut plan = plan_of(a)?;
-    let pages = match &a.mmap_pages {
-        Some(s) => parse_pages(s, slice_ring::page_size())?,
-        None => DEFAULT_PAGES,
-    };
-    let ring = open_ring(plan.cpus.len(), pages)?;
+    let ring = open_ring(plan.cpus.len(), ring_pages(a)?)?;
     let (tx, wakes) = mpsc::channel();
     session::forward_signals(tx.clone())?;
+    session::forward_snapshot_signal(tx.clone())?;
     let workload = match a.command.is_empty() {
         true => None,
         false => Some(Workload::prepare(&a.command)?),
@@ -509,20 +526,18 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
         Err(code) => return Ok(code),
     };
     let head = header(&plan, &supported, a, !tasks.is_empty(), &containers);
-    let out = match a.flight_recorder {
-        Some(budget) => {
-            let kept = flight::FlightRecording::new(budget, head, a.compression_level)?;
-            Sink::Flight(Box::new(kept), output)
-        }
-        None => Sink::File(Box::new(
-            bperf_data::Writer::new(output, &head, a.compression_level)
-                .with_context(|| format!("cannot write to {}", a.output.display()))?,
-        )),
-    };
+    let out = sink_of(a, head, output)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (to_reader, changes) = mpsc::channel();
     let (written, done) = mpsc::channel();
-    let reader = spawn_reader(ring, out, stop.clone(), ChangeQueue { changes, written });
+    let (to_snapshot, snapshots) = mpsc::channel();
+    let queue = ChangeQueue {
+        changes,
+        written,
+        snapshots,
+        snapshot: a.flight_recorder.map(|_| snapshots_of(a)),
+    };
+    let reader = spawn_reader(ring, out, stop.clone(), queue);
     let mut follow = live.as_mut().map(|live| Follow {
         live,
         containers: &mut containers,
@@ -533,9 +548,47 @@ pub fn run(a: &RecordArgs) -> Result<i32> {
     if let Some(f) = &mut follow {
         f.refresh(&mut counter)?;
     }
-    let code = wait_for_end(&wakes, child.as_ref(), &mut counter, &mut follow)?;
+    let code = wait_for_end(
+        &wakes,
+        child.as_ref(),
+        &mut counter,
+        &mut follow,
+        &to_snapshot,
+    )?;
     let given_up = end_recording(counter, start, (stop, reader), &a.output, &wakes)?;
     Ok(given_up.unwrap_or(code))
+}
+
+/// -m's pages for each CPU's share of the ring.
+fn ring_pages(a: &RecordArgs) -> Result<usize> {
+    match &a.mmap_pages {
+        Some(s) => parse_pages(s, slice_ring::page_size()),
+        None => Ok(DEFAULT_PAGES),
+    }
+}
+
+/// Where the slices go: the file, or the flight recorder that writes it at the end.
+fn sink_of(a: &RecordArgs, head: Header, output: Output) -> Result<Sink> {
+    Ok(match a.flight_recorder {
+        Some(budget) => {
+            let kept = flight::FlightRecording::new(budget, head, a.compression_level)?;
+            Sink::Flight(Box::new(kept), output)
+        }
+        None => Sink::File(Box::new(
+            bperf_data::Writer::new(output, &head, a.compression_level)
+                .with_context(|| format!("cannot write to {}", a.output.display()))?,
+        )),
+    })
+}
+
+/// Where the flight recorder's snapshots go: --snapshot-dir, else the directory of -o.
+fn snapshots_of(a: &RecordArgs) -> snapshot::Snapshots {
+    let beside_output = || match a.output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = a.snapshot_dir.clone().unwrap_or_else(beside_output);
+    snapshot::Snapshots::new(dir, a.max_snapshots as usize)
 }
 
 /// Live cgroups in a recording: the tree followed, and the reader thread told.
@@ -634,6 +687,7 @@ fn wait_for_end(
     child: Option<&Child>,
     counter: &mut Counter,
     follow: &mut Option<Follow>,
+    to_snapshot: &mpsc::Sender<()>,
 ) -> Result<i32> {
     loop {
         match wakes.recv() {
@@ -648,7 +702,9 @@ fn wait_for_end(
                     f.refresh(counter)?;
                 }
             }
-            // Record sends itself no other wakes.
+            Ok(Wake::Control(c)) if c == session::SNAPSHOT => {
+                let _ = to_snapshot.send(());
+            }
             Ok(Wake::Control(_)) => {}
             Ok(Wake::Request(none)) => match none {},
             Err(_) => return Ok(255),

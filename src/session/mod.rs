@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM, SIGTSTP};
+use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM, SIGTSTP, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::counter::{Counter, Setup, SharedSetup};
@@ -71,6 +71,20 @@ pub(crate) fn forward_signals<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> R
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             let _ = tx.send(Wake::Signal(sig));
+        }
+    });
+    Ok(())
+}
+
+/// The control command a snapshot is asked for by (perf's word for it).
+pub(crate) const SNAPSHOT: &str = "snapshot";
+
+/// Sends SIGUSR1 as the control command SNAPSHOT: a flight recorder's snapshot.
+pub(crate) fn forward_snapshot_signal<R: Send + 'static>(tx: mpsc::Sender<Wake<R>>) -> Result<()> {
+    let mut signals = Signals::new([SIGUSR1]).context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        for _ in signals.forever() {
+            let _ = tx.send(Wake::Control(SNAPSHOT.to_string()));
         }
     });
     Ok(())

@@ -1598,3 +1598,110 @@ fn a_small_flight_recorder_keeps_the_newest_slices() {
         "the newest slices ran {ours} ns of the echo's {own} ns"
     );
 }
+
+/// The snapshot files in `dir`, by name.
+fn snapshots_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("bperf-snapshot-") && name.ends_with(".data")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// SIGUSR1 to a recording with a flight recorder writes a snapshot of what it holds
+/// into --snapshot-dir while slices stream (a spinner runs on): report reads it as any
+/// recording, and a cgroup whose spinner ended before it has its cpu.stat's task-clock
+/// there. A second snapshot replaces none, and past --max-snapshots the oldest goes;
+/// the recording's own file is whole at the end.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn sigusr1_snapshots_the_flight_recorder_while_recording() {
+    let _s = serial();
+    let (done, busy) = (TestCgroup::new("snap-done"), TestCgroup::new("snap-busy"));
+    let dir = TempDir::new("snapshots");
+    let file = TempFile::new("snap-main.data");
+    let w = workload().display().to_string();
+    let script = format!(
+        "taskset -c 0 {w} spin 600 {pd} & taskset -c 1 {w} spin 4000 {pb} & wait",
+        pd = done.procs(),
+        pb = busy.procs(),
+    );
+    let before = done.usage_ns();
+    let unaccounted = unaccounted_ns();
+    let each = format!("{},{}", done.name, busy.name);
+    let child = bperf()
+        .args([
+            "record",
+            "-a",
+            "-e",
+            "task-clock",
+            "--for-each-cgroup",
+            &each,
+        ])
+        .args([
+            "--flight-recorder",
+            "64M",
+            "--max-snapshots",
+            "1",
+            "--snapshot-dir",
+        ])
+        .arg(&dir.0)
+        .arg("-o")
+        .arg(&file.0)
+        .arg("--")
+        .args(sh(&script))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let limit = if emulated() { 120 } else { 20 };
+    // The first spinner ran, and is done: its cgroup empty again.
+    let ended = wait_for(limit, || {
+        done.usage_ns() > before
+            && std::fs::read_to_string(done.procs()).is_ok_and(|p| p.trim().is_empty())
+    });
+    assert!(ended, "the first spinner never ran and ended");
+    let unaccounted = unaccounted_since(unaccounted);
+    let kernel = (done.usage_ns() - before) as f64;
+    let pid = child.id() as i32;
+    // SAFETY: plain kill(2) of our own child.
+    let usr1 = || unsafe { libc::kill(pid, libc::SIGUSR1) };
+    usr1();
+    let first = wait_for_some(limit, || snapshots_in(&dir.0).pop());
+    let first = first.expect("no snapshot after SIGUSR1");
+    let csv = stdout(&run_ok(bperf().args(["report", "-x,", "-i"]).arg(&first)));
+    let lines = parse_csv(&csv, false);
+    let ours = value(&lines, "task-clock", &done.name) * 1e6;
+    assert!(
+        agrees_with_cpu_stat(ours, kernel, unaccounted),
+        "{}: the snapshot's slices {ours} ns, cpu.stat {kernel} ns\n{csv}",
+        done.name
+    );
+    let busy_then = value(&lines, "task-clock", &busy.name);
+    assert!(busy_then > 0.0, "{csv}");
+    // A second: a file of its own, and the first goes (--max-snapshots 1).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    usr1();
+    let second = wait_for_some(limit, || {
+        snapshots_in(&dir.0).into_iter().find(|p| *p != first)
+    });
+    let second = second.expect("no second snapshot");
+    assert!(wait_for(limit, || snapshots_in(&dir.0) == [second.clone()]));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(err.contains("[ bperf record: Captured and wrote"), "{err}");
+    assert_eq!(err.matches("bperf record: snapshot ").count(), 2, "{err}");
+    let csv = stdout(&report(&file, &["-x,"]));
+    let busy_end = value(&parse_csv(&csv, false), "task-clock", &busy.name);
+    assert!(
+        busy_end > busy_then,
+        "{busy_end} ms at the end, {busy_then} ms in the snapshot"
+    );
+    assert!(bperf_programs().is_empty(), "{:?}", bperf_programs());
+}
