@@ -1011,7 +1011,8 @@ static __always_inline bool preempted_out(bool preempt, struct task_struct *prev
 
 /* runq_culprits: adds a pending cell to runq_pairs, and empties it. A cell charged
  * before the slots last changed is left out: its slots may have been given to other
- * cgroups since (userspace empties a removed cgroup's cells). */
+ * cgroups since. Userspace flushes every CPU just before it changes the slots, so that
+ * is what was charged in between. */
 static __always_inline void add_pending(struct runq_pending *p)
 {
 	if ((p->w.wait_ns || p->w.preemptions) && (!live_slots || p->slots_gen == live.slots_gen))

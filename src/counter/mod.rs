@@ -258,6 +258,10 @@ impl<'obj> Counter<'obj> {
             bail!("cgroups can only change while counting cgroups");
         };
         removed.iter().for_each(|&id| bpf.remove_cgroup(id));
+        // A flush first: what each CPU holds back of the run-queue culprits goes into
+        // their map before the slots change (what it holds past a change is left out).
+        self.read_raw_into(&mut Snapshot::new(0, 0, 0), Some(&[]))?;
+        let bpf = self.bpf.as_mut().expect("checked above");
         bpf.slots_changed();
         Ok(())
     }

@@ -244,7 +244,9 @@ fn stat_counts_each_cgroups_wait_and_its_culprits() {
     let each = names.join(",");
     let events = "bperf/runq-wait/,bperf/preemptions/";
     let args = ["-e", events, "--for-each-cgroup", &each, "--culprits", "3"];
-    let (child, rx, _) = common::start_stat(&args, std::time::Duration::from_secs(20));
+    // bperf on CPU 0, with the lone spinner: the pair's waits on CPU 1 are behind each
+    // other, not behind bperf's own output.
+    let (child, rx, _) = common::start_stat_on_cpu(0, &args, std::time::Duration::from_secs(20));
     // Each spinner stops itself after its report, so that its exit (which takes tens
     // of milliseconds of waits and preemptions under emulation) comes after the count.
     let spin = ["spin", "1500", "--stop-at-end"];

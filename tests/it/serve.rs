@@ -133,11 +133,18 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(targets: &[u16]) -> Prometheus {
+        Prometheus::start_with_rules(targets, None)
+    }
+
+    /// Prometheus scraping `targets`, with the recording rules of file `rules`.
+    fn start_with_rules(targets: &[u16], rules: Option<&Path>) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let port = free_port();
-        let mut config =
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-                .to_string();
+        let mut config = "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n".to_string();
+        if let Some(r) = rules {
+            config += &format!("rule_files:\n  - {}\n", r.display());
+        }
+        config += "scrape_configs:\n";
         for (i, t) in targets.iter().enumerate() {
             let job = if i == 0 {
                 "bperf".into()
@@ -970,4 +977,141 @@ fn a_cgroup_whose_name_is_not_utf8_is_exported() {
         assert!(seen.is_some(), "{shown} is never exported");
     }
     stop(serve);
+}
+
+/// The expressions of deploy/grafana/bperf-dashboard.json's panels, by panel title.
+fn dashboard_exprs() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/bperf-dashboard.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        let title = panel["title"]
+            .as_str()
+            .expect("a panel's title")
+            .to_string();
+        for t in panel["targets"].as_array().expect("a panel's targets") {
+            exprs.push((
+                title.clone(),
+                t["expr"].as_str().expect("an expr").to_string(),
+            ));
+        }
+    }
+    exprs
+}
+
+/// A panel's expression as Grafana sends it: the dashboard's variables set, the
+/// instance to any, the cgroup to `cgroup`, the rate interval to a minute.
+fn with_variables(expr: &str, cgroup: &str) -> String {
+    expr.replace("$instance", ".+")
+        .replace("$cgroup", cgroup)
+        .replace("$__rate_interval", "1m")
+}
+
+/// Every expression of the Grafana dashboard, evaluated by the real Prometheus scraping
+/// a real serve of every cgroup (with deploy/prometheus's recording rules) while two spinners contend
+/// for one CPU, its cgroup variable set to one of them: none errors, and each returns
+/// series, but for the panels of hardware events where this machine has no PMU.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn every_dashboard_panel_returns_series() {
+    let _g = serial();
+    let (a, b) = (TestCgroup::new("dash-a"), TestCgroup::new("dash-b"));
+    let events = "task-clock,context-switches,cycles,instructions,cache-references,cache-misses,branches,branch-misses";
+    let (serve, port) = start_serve(&["-e", events, "--all-cgroups"]);
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/bperf-rules.yml");
+    let prometheus = Prometheus::start_with_rules(&[port], Some(&rules));
+    let _spinners = [
+        Running(pinned(&a, 1, &["spin", "120000"])),
+        Running(pinned(&b, 1, &["spin", "120000"])),
+    ];
+    let limit = if emulated() { 240 } else { 60 };
+    // Where serve exports no cycles, the machine has no PMU: the hardware panels may
+    // be empty (but must not fail).
+    let body = get(port, "/metrics", "*/*").unwrap().1;
+    let no_pmu = !body.contains("event=\"cycles\"");
+    let hardware = |q: &str| ["ipc", "miss_ratio"].iter().any(|k| q.contains(k));
+    let answers: Vec<(String, String, Option<serde_json::Value>)> = dashboard_exprs()
+        .into_iter()
+        .map(|(title, expr)| {
+            let q = with_variables(&expr, &a.name);
+            let wait = if hardware(&q) && no_pmu { 0 } else { limit };
+            let got = wait_for_some(wait, || {
+                let v = prometheus.query(&q)?;
+                let done = v["status"] != "success"
+                    || v["data"]["result"]
+                        .as_array()
+                        .is_some_and(|r| !r.is_empty());
+                done.then_some(v)
+            });
+            let got = got.or_else(|| prometheus.query(&q));
+            (title, q, got)
+        })
+        .collect();
+    let err = stop(serve);
+    for (title, q, got) in answers {
+        let got = got.unwrap_or_else(|| panic!("{title}: Prometheus never answered {q}"));
+        assert_eq!(got["status"], "success", "{title}: {q}: {got}");
+        let empty = got["data"]["result"]
+            .as_array()
+            .is_none_or(|r| r.is_empty());
+        assert!(
+            !empty || (hardware(&q) && no_pmu),
+            "{title}: {q} returned nothing: {got}\n{err}"
+        );
+    }
+}
+
+/// Cgroups that come and go while two busy loops contend for one CPU (serve
+/// --all-cgroups, the run-queue series on by default): the loops' waits stay behind each
+/// other, as the kernel's run_delay says they waited, nothing of them lost to the
+/// slots' changes.
+#[test]
+#[ignore = "needs root (make test runs it)"]
+fn culprits_survive_cgroups_coming_and_going() {
+    let _g = serial();
+    let (a, b) = (TestCgroup::new("churn-rq-a"), TestCgroup::new("churn-rq-b"));
+    let churn = TestCgroup::new("churn-rq-c");
+    let (serve, port) = start_serve(&["-e", "task-clock", "--all-cgroups"]);
+    let mut spinners = [
+        pinned(&a, 1, &["spin", "1500"]),
+        pinned(&b, 1, &["spin", "1500"]),
+    ];
+    let mut made = 0;
+    while made < 1000
+        && spinners
+            .iter_mut()
+            .all(|s| matches!(s.try_wait(), Ok(None)))
+    {
+        let child = churn.child(&format!("c{made}"));
+        std::thread::sleep(Duration::from_millis(10));
+        drop(child);
+        std::thread::sleep(Duration::from_millis(10));
+        made += 1;
+    }
+    let reports: Vec<String> = spinners
+        .into_iter()
+        .map(|s| stderr(&s.wait_with_output().unwrap()))
+        .collect();
+    let body = get(port, "/metrics", "*/*").unwrap().1;
+    stop(serve);
+    for (cg, other, report) in [(&a, &b, &reports[0]), (&b, &a, &reports[1])] {
+        let run_delay = report_field(report, "run_delay_ns") / 1e9;
+        let wait = series(
+            &body,
+            &format!(
+                "bperf_runqueue_wait_seconds_total{{cgroup=\"{}\"}} ",
+                cg.name
+            ),
+        );
+        let pair = format!("cgroup=\"{}\",by_cgroup=\"{}\"", cg.name, other.name);
+        let behind = series(
+            &body,
+            &format!("bperf_waited_behind_seconds_total{{{pair}}} "),
+        );
+        let said = format!("{}: waited {wait:?} s, {behind:?} s behind {}; run_delay {run_delay} s; {made} cgroups came and went", cg.name, other.name);
+        let (wait, behind) = (wait.expect(&said), behind.expect(&said));
+        assert!(within(wait, run_delay, runq_tolerance()), "{said}");
+        assert!(behind >= 0.9 * wait, "{said}");
+    }
 }

@@ -182,8 +182,39 @@ pub fn start_stat(
     args: &[&str],
     first_within: Duration,
 ) -> (Child, std::sync::mpsc::Receiver<String>, String) {
+    start_stat_with(bperf(), args, first_within)
+}
+
+/// start_stat() with bperf on CPU `cpu` only: away from the CPU a test measures, so
+/// that bperf's own threads take none of its time.
+pub fn start_stat_on_cpu(
+    cpu: usize,
+    args: &[&str],
+    first_within: Duration,
+) -> (Child, std::sync::mpsc::Receiver<String>, String) {
+    let mut cmd = bperf();
+    // SAFETY: the closure runs in the forked child before exec; it only builds a
+    // cpu_set_t on its stack and calls sched_setaffinity(2).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    };
+    start_stat_with(cmd, args, first_within)
+}
+
+fn start_stat_with(
+    mut cmd: Command,
+    args: &[&str],
+    first_within: Duration,
+) -> (Child, std::sync::mpsc::Receiver<String>, String) {
     use std::io::{BufRead, BufReader};
-    let mut child = bperf()
+    let mut child = cmd
         .args(["stat", "-a", "-x,", "-I", "200"])
         .args(args)
         .stderr(Stdio::piped())
