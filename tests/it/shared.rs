@@ -563,7 +563,9 @@ fn a_killed_keeper_is_replaced_and_nothing_is_left() {
         "60",
     ];
     let mut sessions = [spawn(&args, "cpus"), spawn(&args, "cpus")];
-    let joined = wait_for(10, || {
+    // Under an emulator, loading the shared counters' programs takes seconds.
+    let limit = if emulated() { 60 } else { 10 };
+    let joined = wait_for(limit, || {
         sessions.iter().all(|s| holds_bpf_map(s.child.id())) && !keeper_pids().is_empty()
     });
     let first = keeper_pids();
@@ -574,7 +576,7 @@ fn a_killed_keeper_is_replaced_and_nothing_is_left() {
     }
     // Checked every second by each session.
     let replaced = joined
-        && wait_for(10, || {
+        && wait_for(limit, || {
             let now = keeper_pids();
             !now.is_empty() && now.iter().all(|p| !first.contains(p))
         });
