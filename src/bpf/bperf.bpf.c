@@ -1062,8 +1062,13 @@ static __always_inline void pend_pair(struct cpu_state *st, __u32 waiter, __u32 
  */
 __noinline int runq_charge(__u32 culprit, __u64 wait_ns, __u32 preemptions)
 {
-	struct cpu_state *st = this_cpu_state();
+	struct cpu_state *st;
 
+	/* Known at load time: where nothing charges the run-queue maps, the verifier, which
+	 * checks a global function on its own, walks none of what follows. */
+	if (!runq_culprits)
+		return 0;
+	st = this_cpu_state();
 	if (!st)
 		return 0;
 	for (__u32 j = 0; j < BPERF_MAX_LEVELS; j++) {
