@@ -139,21 +139,18 @@ fn prune(dir: &Path, keep: usize) {
 /// Where a snapshot's file name puts it among the others: its time, then the number a
 /// taken name got (1 without one). None for a name not a snapshot's.
 fn snapshot_order(name: &str) -> Option<(String, u32)> {
-    if !is_snapshot_name(name) {
-        return None;
-    }
     let stamp = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
-    match stamp.split_once('-') {
-        Some((t, n)) => Some((t.to_string(), n.parse().ok()?)),
-        None => Some((stamp.to_string(), 1)),
-    }
+    let (time, n) = match stamp.split_once('-') {
+        Some((t, n)) => (t, n.parse().ok()?),
+        None => (stamp, 1),
+    };
+    let plausible = time.len() >= 16 && time.bytes().all(|b| b.is_ascii_alphanumeric());
+    plausible.then(|| (time.to_string(), n))
 }
 
 /// Whether `name` is one this module gives a snapshot.
 pub fn is_snapshot_name(name: &str) -> bool {
-    name.strip_prefix(PREFIX)
-        .and_then(|rest| rest.strip_suffix(SUFFIX))
-        .is_some_and(|t| t.len() >= 16 && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    snapshot_order(name).is_some()
 }
 
 /// `t` in UTC as YYYYMMDDTHHMMSSZ.

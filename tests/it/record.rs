@@ -1606,7 +1606,7 @@ fn snapshots_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("bperf-snapshot-") && name.ends_with(".data")
+            bperf::record::snapshot::is_snapshot_name(&name)
         })
         .collect();
     files.sort();
