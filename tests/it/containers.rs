@@ -430,8 +430,8 @@ fn stat_for_each_container_counts_each_container_as_its_cgroup_is_charged() {
 }
 
 /// `bperf top --batch --for-each-container`: a busy container and one limited to a
-/// tenth of a CPU, each a line named and imaged as `docker inspect` says, ending with
-/// its own cgroup, the busy one first; each refresh's CPUs within 5% of what the
+/// tenth of a CPU, each a line named and imaged as `docker inspect` says, with the
+/// run-queue columns top shows by default, ending with its own cgroup, the busy one first; each refresh's CPUs within 5% of what the
 /// kernel charged the container's cgroup (cpu.stat's usage_usec) between the arrivals
 /// of that refresh and the one before.
 #[test]
@@ -475,7 +475,7 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
     for (k, (at, used, unaccounted, lines)) in pages.iter().enumerate() {
         assert_eq!(
             lines[0],
-            ["CONTAINER", "IMAGE", "CPUsv", "CGROUP"],
+            ["CONTAINER", "IMAGE", "CPUsv", "wait", "preempt/s", "CGROUP"],
             "{lines:?}"
         );
         let rows: Vec<&Vec<String>> = lines[1..]
@@ -486,9 +486,9 @@ fn top_batch_names_each_container_with_its_cpus_as_its_cgroup_is_charged() {
         let made_names = oracle.each_ref().map(|c| c.name.as_str());
         assert_eq!(names, made_names, "{lines:?}");
         for (i, c) in oracle.iter().enumerate() {
-            assert_eq!(rows[i].len(), 4, "{:?}", rows[i]);
+            assert_eq!(rows[i].len(), 6, "{:?}", rows[i]);
             assert_eq!(rows[i][1], c.image);
-            assert_eq!(rows[i][3], cgroups[i]);
+            assert_eq!(rows[i][5], cgroups[i]);
         }
         if k == 0 {
             continue;

@@ -407,9 +407,10 @@ fn the_last_session_killed_leaves_nothing() {
         &["stat", "-a", "-e", "cpu-clock:b", "--", "sleep", "20"],
         "cpus",
     );
-    // The session registers, then starts the keeper: wait for both (a keeper's exec
-    // takes a fraction of a second in an emulated machine).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The session registers, then starts the keeper: wait for both (under an emulator,
+    // loading the shared counters' programs takes seconds).
+    let limit = if emulated() { 60 } else { 10 };
+    let deadline = Instant::now() + Duration::from_secs(limit);
     while !(Path::new(DIR).join("registry").exists() && keepers() > 0) && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(20));

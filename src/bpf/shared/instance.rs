@@ -243,20 +243,45 @@ pub(in crate::bpf) fn size_task_maps(maps: &mut OpenBperfMaps) -> Result<()> {
     Ok(())
 }
 
-/// Loads the instance and pins it in `dir`.
-pub(super) fn create(dir: &Path, config: &Config) -> Result<()> {
+/// The instance's programs, loaded (verified) but neither attached nor pinned.
+pub(super) struct Loaded<'obj> {
+    skel: crate::bpf::skel::BperfSkel<'obj>,
+    variant: Variant,
+    nr_possible: usize,
+}
+
+/// Loads the instance's programs. This is the slow part (the verifier takes seconds on
+/// an old kernel under an emulator), which is why it is done before the registry lock
+/// is taken: a session waits for the lock only while another pins.
+pub(super) fn load<'obj>(
+    config: &Config,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<Loaded<'obj>> {
     check_kernel()?;
+    let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+    let counts_len = nr_possible * SLOTS * EVENTS;
+    let variant = Variant::of_this_kernel();
+    let skel = open_and_load(config, nr_possible, counts_len, variant, storage)?;
+    Ok(Loaded {
+        skel,
+        variant,
+        nr_possible,
+    })
+}
+
+/// Attaches what was `loaded` and pins the instance in `dir`, under the registry lock.
+pub(super) fn create(dir: &Path, config: &Config, loaded: Loaded) -> Result<()> {
     remove_pins(dir);
     // Root's alone (mode 0700): another user can neither see nor move what is pinned.
     fs::DirBuilder::new()
         .mode(0o700)
         .create(dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    let nr_possible = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
-    let mut storage = MaybeUninit::uninit();
-    let counts_len = nr_possible * SLOTS * EVENTS;
-    let variant = Variant::of_this_kernel();
-    let mut skel = open_and_load(config, nr_possible, counts_len, variant, &mut storage)?;
+    let Loaded {
+        mut skel,
+        variant,
+        nr_possible,
+    } = loaded;
     let pin = |what: &str, r: libbpf_rs::Result<()>| {
         r.with_context(|| format!("pinning {what} in {}", dir.display()))
     };

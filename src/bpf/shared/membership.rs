@@ -2,12 +2,13 @@
 //! first), registering what it counts, reading, and leaving (the last one out removes
 //! the instance).
 
+use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::instance::{create, remove_instance, Instance};
+use super::instance::{create, load, remove_instance, Instance};
 use super::keeper::{start_keeper, KeeperWatch};
 use super::lock::{check_dir, check_instance_dir, lock};
 use super::registry::{read_bits, Registry, SessionEntry};
@@ -55,11 +56,23 @@ impl Membership {
     pub fn join(req: JoinRequest) -> Result<Membership> {
         check_dir(req.dir)?;
         let parent = req.dir.parent().expect("checked");
+        let has_instance = || req.dir.join("registry").exists();
+        // Where there is no instance yet, its programs are loaded before the lock (see
+        // load); unused if another session pins one meanwhile.
+        let (mut early, mut late) = (MaybeUninit::uninit(), MaybeUninit::uninit());
+        let loaded = match has_instance() {
+            true => None,
+            false => Some(load(req.config, &mut early)?),
+        };
         let lock = lock(parent, true, true)?.expect("mounted");
         check_instance_dir(req.dir)?;
         let mut keeper = None;
-        if !req.dir.join("registry").exists() {
-            create(req.dir, req.config).inspect_err(|_| remove_instance(req.dir))?;
+        if !has_instance() {
+            let loaded = match loaded {
+                Some(loaded) => loaded,
+                None => load(req.config, &mut late)?,
+            };
+            create(req.dir, req.config, loaded).inspect_err(|_| remove_instance(req.dir))?;
             keeper = start_keeper(req.dir);
         }
         let inst = Instance::open(req.dir)?;

@@ -193,19 +193,28 @@ pub fn start_stat_on_cpu(
     first_within: Duration,
 ) -> (Child, std::sync::mpsc::Receiver<String>, String) {
     let mut cmd = bperf();
-    // SAFETY: the closure runs in the forked child before exec; it only builds a
-    // cpu_set_t on its stack and calls sched_setaffinity(2).
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        })
-    };
+    on_cpu(&mut cmd, cpu);
     start_stat_with(cmd, args, first_within)
+}
+
+/// Makes `cmd` run on CPU `cpu` only.
+pub fn on_cpu(cmd: &mut Command, cpu: usize) {
+    // SAFETY: the closure runs in the forked child before exec; it only calls pin_to,
+    // which allocates nothing.
+    unsafe { cmd.pre_exec(move || pin_to(cpu)) };
+}
+
+/// Moves the calling thread to CPU `cpu` only.
+pub fn pin_to(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a cpu_set_t built on the stack, handed to sched_setaffinity(2).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
 }
 
 fn start_stat_with(
